@@ -1,0 +1,47 @@
+"""The ``kreassign`` command line: one module per subcommand, each a thin shell.
+
+Conventions follow Kafka's own tools: ``--bootstrap-server``,
+``--command-config``, ``--reassignment-json-file``. Usage errors and bad input
+files exit with status 2 and one line naming the file and the problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+SUBCOMMANDS = ("plan",)
+
+
+class CliError(Exception):
+    """A user error: printed as one line, exit status 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kreassign",
+        description="Incremental, throttled, cancellable partition reassignment for Apache Kafka.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in SUBCOMMANDS:
+        importlib.import_module(f"engine.cli.{name}").add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args) or 0
+    except CliError as e:
+        print(f"kreassign {args.command}: error: {e}", file=sys.stderr)
+        return 2
+
+
+def read_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as e:
+        raise CliError(f"{path}: {e.strerror}") from None

@@ -1,0 +1,124 @@
+"""Reassignment limits (KIP-435 batching plus per-broker caps).
+
+Each limit has its name, default, KIP alias and the reason for its default side
+by side in ``SETTINGS``. The defaults are meant for a busy production cluster:
+slow and steady, never a burst. Operators raise them deliberately.
+
+KIP-435 names its limits inconsistently (``reassignment.max.concurrent.*`` in
+its config table, ``reassignment.parallel.*`` in its algorithm). Both spellings
+are accepted as aliases, mapped by what the name says they limit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Mapping, NamedTuple
+
+
+class Setting(NamedTuple):
+    name: str
+    symbol: str
+    default: int
+    aliases: tuple[str, ...]
+    why: str
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        "max_replicas_per_step", "R", 1,
+        ("reassignment.parallel.replica.count",),
+        "KIP-435's point: bring one new replica in sync at a time, so the extra "
+        "replication load of a partition is one follower's catch-up, not RF of them.",
+    ),
+    Setting(
+        "max_partitions_in_flight", "P", 200,
+        ("reassignment.parallel.partition.count", "reassignment.max.concurrent.partition.movements"),
+        "Bounds controller work (each step is a reassignment, LeaderAndIsr and "
+        "metadata updates) and the size of the throttled-replica lists.",
+    ),
+    Setting(
+        "max_leader_moves_in_flight", "L", 20,
+        ("reassignment.parallel.leader.movements", "reassignment.max.concurrent.leader.movements"),
+        "Every leader move makes producers and consumers of that partition refresh "
+        "metadata and retry; twenty at a time keeps client disruption small.",
+    ),
+    Setting(
+        "max_replica_additions_in_flight", "A", 200,
+        ("reassignment.max.concurrent.replica.movements",),
+        "Cluster-wide cap on replicas being copied at once (equals P x R by default); "
+        "the bound on total replication traffic that throttles do not cover (ISR traffic).",
+    ),
+    Setting(
+        "max_incoming_moves_per_broker", "in", 2,
+        ("num.concurrent.partition.movements.per.broker.in",),
+        "A broker receiving more copies at once only splits its throttle finer, so each "
+        "copy and each under-replicated window lasts longer; two keep the pipe full.",
+    ),
+    Setting(
+        "max_outgoing_moves_per_broker", "out", 2,
+        ("num.concurrent.partition.movements.per.broker.out",),
+        "The leader serves every new follower from its disk and NIC while it serves "
+        "producers and consumers; two concurrent copies out of one broker are a safe load.",
+    ),
+)
+
+_BY_NAME: dict[str, str] = {}
+for _s in SETTINGS:
+    for _n in (_s.name, _s.name.replace("_", "-"), _s.name.replace("_", "."), *_s.aliases):
+        _BY_NAME[_n] = _s.name
+# Cruise Control's single per-broker cap sets both directions.
+_BOTH = "num.concurrent.partition.movements.per.broker"
+
+
+class LimitsError(ValueError):
+    """A limits change that names an unknown setting or a value below 1."""
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_replicas_per_step: int = 1
+    max_partitions_in_flight: int = 200
+    max_leader_moves_in_flight: int = 20
+    max_replica_additions_in_flight: int = 200
+    max_incoming_moves_per_broker: int = 2
+    max_outgoing_moves_per_broker: int = 2
+
+    def changed(self, changes: Mapping[str, int]) -> "Limits":
+        """A copy with ``changes`` applied; keys may be field names or KIP aliases.
+
+        Raises ``LimitsError`` naming every bad key and value at once.
+        """
+        resolved, problems = resolve_changes(changes)
+        if problems:
+            raise LimitsError("; ".join(problems))
+        return replace(self, **resolved)
+
+    def as_dict(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def resolve_changes(changes: Mapping[str, int]) -> tuple[dict[str, int], list[str]]:
+    """Map alias keys to field names and check values; returns (resolved, problems)."""
+    resolved: dict[str, int] = {}
+    problems: list[str] = []
+    for key, value in changes.items():
+        names = (
+            ["max_incoming_moves_per_broker", "max_outgoing_moves_per_broker"]
+            if key == _BOTH
+            else [_BY_NAME.get(key)]
+        )
+        if names == [None]:
+            problems.append(f"unknown limit '{key}'")
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            problems.append(f"limit '{key}' must be an integer >= 1, got {value!r}")
+            continue
+        for name in names:
+            resolved[name] = value
+    if not changes:
+        problems.append("no limits given")
+    return resolved, problems
+
+
+DEFAULT_LIMITS = Limits()
+assert all(getattr(DEFAULT_LIMITS, s.name) == s.default for s in SETTINGS)

@@ -1,0 +1,70 @@
+"""Values that describe a cluster as kreassign sees it.
+
+All of them are immutable ``NamedTuple`` values: cheap to create and hash,
+which matters when a state holds a million partitions.
+
+A replica list is a plain ``tuple[int, ...]`` (``Replicas``). Its order is
+meaningful: the first replica is the *preferred leader*, exactly as in Kafka's
+reassignment JSON.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+Replicas = tuple[int, ...]
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+class Broker(NamedTuple):
+    id: int
+    rack: str | None = None
+    alive: bool = True
+
+
+class TopicInfo(NamedTuple):
+    """What the engine needs to know of a topic: its size and its ISR floor."""
+
+    partitions: int
+    min_insync_replicas: int = 1
+
+
+class PartitionState(NamedTuple):
+    """One observation of a partition on the cluster.
+
+    ``replicas`` is the full replica set Kafka reports; while a reassignment is
+    in progress that is RS = TRS + ORS, with ``adding`` (AR) and ``removing``
+    (RR) naming the difference. ``leader`` is ``None`` when the partition is
+    offline.
+    """
+
+    replicas: Replicas
+    isr: frozenset[int]
+    leader: int | None
+    size_bytes: int | None = None
+    adding: Replicas = ()
+    removing: Replicas = ()
+
+    @property
+    def reassignment_in_progress(self) -> bool:
+        return bool(self.adding or self.removing)
+
+    @property
+    def online(self) -> bool:
+        return self.leader is not None and bool(self.isr)
+
+
+def preferred_leader(replicas: Replicas) -> int | None:
+    return replicas[0] if replicas else None
+
+
+def in_sync(replicas: Replicas) -> PartitionState:
+    """A healthy partition: every replica in sync, the first one leading."""
+    return PartitionState(tuple(replicas), frozenset(replicas), replicas[0] if replicas else None)

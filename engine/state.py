@@ -1,0 +1,382 @@
+"""The reassignment state and ``apply(state, event) -> state``.
+
+State is only ever the fold of events: ``fold(events)``. Every field is an
+immutable value (``immutables.Map`` is a persistent hash map: an update costs
+O(log n) and shares the rest), so a state can be kept, compared and folded at
+tens of thousands of events per second with a million partitions.
+
+``apply`` never decides anything: each mutator records what its event says.
+Indexes (``ready``, ``pending``, ``waiting``, ``steps``, ``elections``, the
+in-flight counters and per-request counts) are kept here so that ``decide``
+never scans the whole state.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable, NamedTuple
+
+import immutables
+
+from engine import events as ev
+from engine.limits import DEFAULT_LIMITS, Limits
+from engine.partition import Broker, PartitionState, Replicas, TopicInfo, TopicPartition
+from engine.scheduler import CONTINUING, FRESH, InFlight, ReadyIndex, SchedulingKey, Slot
+from engine.step import Step
+from engine.throttles import DEFAULT_THROTTLE_RATE, ThrottleSet, after_apply, after_remove
+
+# Partition statuses
+PENDING = "pending"  # needs a planning decision (transient within a decision)
+READY = "ready"  # next step known, waiting for the scheduler
+WAITING = "waiting"  # cannot progress now; the reason is in State.waiting
+IN_FLIGHT = "in_flight"
+ABORTING = "aborting"  # its step in flight is being cancelled on the cluster
+COMPLETED = "completed"
+CANCELLED = "cancelled"
+REVERTED = "reverted"
+TERMINAL = frozenset({COMPLETED, CANCELLED, REVERTED})
+STATUSES = (PENDING, READY, WAITING, IN_FLIGHT, ABORTING, COMPLETED, CANCELLED, REVERTED)
+
+ACTIVE = "active"
+
+
+class InFlightStep(NamedTuple):
+    request_id: str
+    number: int
+    step: Step
+    started: bool = False
+    aborting: bool = False
+
+
+class PartitionReassignment(NamedTuple):
+    request_id: str
+    original: Replicas | None  # ORS
+    target: Replicas  # FTR
+    status: str
+    seq: int  # admission order
+    steps_planned: int = 0  # step numbers are never reused, even after an abort
+    steps_done: int = 0
+    slot: Slot | None = None  # place in the ready index while READY
+    rolling_back: bool = False
+    cancelled: bool = False
+    note: str | None = None  # last cancel-skip reason
+
+    @property
+    def goal(self) -> Replicas | None:
+        """The replicas this partition is heading to now (ORS when rolling back)."""
+        return self.original if self.rolling_back else self.target
+
+
+class Request(NamedTuple):
+    request_id: str
+    seq: int
+    partitions: int
+    digest: str
+    status: str = ACTIVE
+    counts: immutables.Map = immutables.Map()  # partition status -> count
+    members: immutables.Map = immutables.Map()  # every partition it ever queued -> True
+
+    def count(self, status: str) -> int:
+        return self.counts.get(status, 0)
+
+    @property
+    def open(self) -> int:
+        return sum(n for s, n in self.counts.items() if s not in TERMINAL)
+
+
+class State(NamedTuple):
+    brokers: immutables.Map = immutables.Map()  # id -> Broker
+    topics: immutables.Map = immutables.Map()  # name -> TopicInfo
+    observed: immutables.Map = immutables.Map()  # tp -> PartitionState
+    partitions: immutables.Map = immutables.Map()  # tp -> PartitionReassignment
+    requests: immutables.Map = immutables.Map()  # id -> Request
+    ready: ReadyIndex = ReadyIndex()
+    in_flight: InFlight = InFlight()
+    steps: immutables.Map = immutables.Map()  # tp -> InFlightStep
+    pending: immutables.Map = immutables.Map()  # tp -> True
+    waiting: immutables.Map = immutables.Map()  # tp -> reason
+    elections: immutables.Map = immutables.Map()  # tp -> preferred leader
+    throttles: ThrottleSet = ThrottleSet()  # in force on the cluster
+    limits: Limits = DEFAULT_LIMITS
+    throttle_rate: int | None = DEFAULT_THROTTLE_RATE
+    paused: bool = False
+    seq: int = 0
+    live: frozenset | None = None  # ids of live brokers; None: no broker observed yet
+
+    def live_brokers(self) -> frozenset[int] | None:
+        """Ids of live brokers, or ``None`` if no broker was ever observed."""
+        return self.live
+
+    def min_insync(self, topic: str) -> int:
+        info = self.topics.get(topic)
+        return info.min_insync_replicas if info else 1
+
+
+EMPTY = State()
+
+_APPLY: dict[type, Callable[[State, object], State]] = {}
+
+
+def apply(state: State, event: ev.Event) -> State:
+    return _APPLY[type(event)](state, event)
+
+
+def fold(events: Iterable[ev.Event], state: State = EMPTY) -> State:
+    for event in events:
+        state = _APPLY[type(event)](state, event)
+    return state
+
+
+def _on(event_type: type):
+    def register(fn):
+        _APPLY[event_type] = fn
+        return fn
+
+    return register
+
+
+# --- helpers -------------------------------------------------------------------------
+
+
+def _put(s: State, tp: TopicPartition, new: PartitionReassignment, old: PartitionReassignment | None) -> State:
+    """Store a partition entry and keep the per-status counts of its request(s) exact.
+
+    When another request takes a partition over, the old request keeps it in
+    its final status, or counts it as cancelled if it had not finished.
+    """
+    requests = s.requests
+    if old is None:
+        requests = _count(requests, new.request_id, new.status, +1)
+    elif old.request_id == new.request_id:
+        if old.status != new.status:
+            requests = _count(requests, old.request_id, old.status, -1)
+            requests = _count(requests, new.request_id, new.status, +1)
+    else:
+        if old.status not in TERMINAL:
+            requests = _count(requests, old.request_id, old.status, -1)
+            requests = _count(requests, old.request_id, CANCELLED, +1)
+        requests = _count(requests, new.request_id, new.status, +1)
+    pending = s.pending.set(tp, True) if new.status == PENDING else (
+        s.pending.delete(tp) if tp in s.pending else s.pending
+    )
+    waiting = s.waiting if new.status == WAITING or tp not in s.waiting else s.waiting.delete(tp)
+    ready = s.ready
+    if old is not None and old.slot is not None and new.slot != old.slot:
+        ready = ready.remove(old.slot)
+    return s._replace(partitions=s.partitions.set(tp, new), requests=requests, pending=pending, waiting=waiting, ready=ready)
+
+
+def _count(requests: immutables.Map, request_id: str, status: str, delta: int) -> immutables.Map:
+    r = requests.get(request_id)
+    if r is None:
+        return requests
+    n = r.counts.get(status, 0) + delta
+    counts = r.counts.set(status, n) if n else r.counts.delete(status)
+    reopened = ACTIVE if (delta > 0 and status not in TERMINAL) else r.status
+    return requests.set(request_id, r._replace(counts=counts, status=reopened))
+
+
+def _end_step(s: State, tp: TopicPartition) -> tuple[State, InFlightStep]:
+    f = s.steps[tp]
+    return s._replace(steps=s.steps.delete(tp), in_flight=s.in_flight.minus(f.step)), f
+
+
+# --- observations ----------------------------------------------------------------------
+
+
+@_on(ev.BrokersObserved)
+def _(s: State, e: ev.BrokersObserved) -> State:
+    return s._replace(
+        brokers=immutables.Map({b.id: b for b in e.brokers}),
+        live=frozenset(b.id for b in e.brokers if b.alive),
+    )
+
+
+@_on(ev.TopicObserved)
+def _(s: State, e: ev.TopicObserved) -> State:
+    if e.info is None:
+        return s._replace(topics=s.topics.delete(e.topic)) if e.topic in s.topics else s
+    return s._replace(topics=s.topics.set(e.topic, e.info))
+
+
+@_on(ev.PartitionObserved)
+def _(s: State, e: ev.PartitionObserved) -> State:
+    elections = s.elections
+    want = elections.get(e.tp)
+    if want is not None and e.state.leader == want:
+        elections = elections.delete(e.tp)
+    return s._replace(observed=s.observed.set(e.tp, e.state), elections=elections)
+
+
+# --- requests and partitions -------------------------------------------------------------
+
+
+@_on(ev.RequestAccepted)
+def _(s: State, e: ev.RequestAccepted) -> State:
+    r = Request(e.request_id, s.seq, e.partitions, e.digest)
+    return s._replace(requests=s.requests.set(e.request_id, r), seq=s.seq + 1)
+
+
+@_on(ev.CommandRejected)
+def _(s: State, e: ev.CommandRejected) -> State:
+    return s
+
+
+@_on(ev.PartitionQueued)
+def _(s: State, e: ev.PartitionQueued) -> State:
+    old = s.partitions.get(e.tp)
+    inherit = old is not None and old.status in (IN_FLIGHT, ABORTING)  # its step in flight goes on
+    new = PartitionReassignment(e.request_id, e.original, e.target, old.status if inherit else PENDING, s.seq)
+    s = _put(s, e.tp, new, old)
+    r = s.requests[e.request_id]
+    requests = s.requests.set(e.request_id, r._replace(members=r.members.set(e.tp, True)))
+    return s._replace(requests=requests, seq=s.seq + 1)
+
+
+@_on(ev.PartitionReady)
+def _(s: State, e: ev.PartitionReady) -> State:
+    old = s.partitions[e.tp]
+    if old.slot is not None:
+        s = s._replace(ready=s.ready.remove(old.slot))
+        old = old._replace(slot=None)
+    lane = CONTINUING if (old.steps_planned or old.rolling_back) else FRESH
+    ready, slot = s.ready.add(SchedulingKey.of(e.step), lane, s.seq, e.tp)
+    s = s._replace(ready=ready, seq=s.seq + 1)
+    return _put(s, e.tp, old._replace(status=READY, slot=slot), old)
+
+
+@_on(ev.PartitionWaiting)
+def _(s: State, e: ev.PartitionWaiting) -> State:
+    old = s.partitions[e.tp]
+    s = s._replace(waiting=s.waiting.set(e.tp, e.reason))
+    return _put(s, e.tp, old._replace(status=WAITING, slot=None), old)
+
+
+@_on(ev.StepPlanned)
+def _(s: State, e: ev.StepPlanned) -> State:
+    old = s.partitions[e.tp]
+    s = s._replace(
+        steps=s.steps.set(e.tp, InFlightStep(e.request_id, e.number, e.step)),
+        in_flight=s.in_flight.plus(e.step),
+    )
+    new = old._replace(status=IN_FLIGHT, slot=None, steps_planned=old.steps_planned + 1)
+    return _put(s, e.tp, new, old)
+
+
+@_on(ev.StepStarted)
+def _(s: State, e: ev.StepStarted) -> State:
+    f = s.steps[e.tp]
+    return s._replace(steps=s.steps.set(e.tp, f._replace(started=True)))
+
+
+@_on(ev.StepFailed)
+def _(s: State, e: ev.StepFailed) -> State:
+    s, _f = _end_step(s, e.tp)
+    old = s.partitions[e.tp]
+    s = s._replace(waiting=s.waiting.set(e.tp, e.reason))
+    return _put(s, e.tp, old._replace(status=WAITING), old)
+
+
+@_on(ev.StepCompleted)
+def _(s: State, e: ev.StepCompleted) -> State:
+    s, f = _end_step(s, e.tp)
+    if e.elect_leader:
+        s = s._replace(elections=s.elections.set(e.tp, f.step.tr[0]))
+    old = s.partitions[e.tp]
+    status = CANCELLED if (old.cancelled and not old.rolling_back) else PENDING
+    return _put(s, e.tp, old._replace(status=status, steps_done=old.steps_done + 1), old)
+
+
+@_on(ev.PartitionCompleted)
+def _(s: State, e: ev.PartitionCompleted) -> State:
+    old = s.partitions[e.tp]
+    return _put(s, e.tp, old._replace(status=COMPLETED, slot=None), old)
+
+
+@_on(ev.RequestCompleted)
+def _(s: State, e: ev.RequestCompleted) -> State:
+    r = s.requests[e.request_id]
+    return s._replace(requests=s.requests.set(e.request_id, r._replace(status=COMPLETED)))
+
+
+# --- cancellation ----------------------------------------------------------------------------
+
+
+@_on(ev.CancelRequested)
+def _(s: State, e: ev.CancelRequested) -> State:
+    return s
+
+
+@_on(ev.CancelSkipped)
+def _(s: State, e: ev.CancelSkipped) -> State:
+    old = s.partitions[e.tp]
+    if old.request_id != e.request_id:
+        return s
+    return s._replace(partitions=s.partitions.set(e.tp, old._replace(note=e.reason)))
+
+
+@_on(ev.PartitionCancelled)
+def _(s: State, e: ev.PartitionCancelled) -> State:
+    old = s.partitions[e.tp]
+    rolling_back = e.rollback
+    if e.aborting is not None:
+        status = ABORTING
+        f = s.steps[e.tp]
+        s = s._replace(steps=s.steps.set(e.tp, f._replace(aborting=True)))
+    elif old.status == IN_FLIGHT:
+        status = IN_FLIGHT  # superseded: the step finishes, the new request continues
+    elif rolling_back:
+        status = PENDING
+    else:
+        status = CANCELLED
+    new = old._replace(status=status, slot=None, cancelled=True, rolling_back=rolling_back)
+    return _put(s, e.tp, new, old)
+
+
+@_on(ev.StepAborted)
+def _(s: State, e: ev.StepAborted) -> State:
+    s, _f = _end_step(s, e.tp)
+    old = s.partitions[e.tp]
+    status = CANCELLED if (old.cancelled and not old.rolling_back) else PENDING
+    return _put(s, e.tp, old._replace(status=status), old)
+
+
+@_on(ev.PartitionReverted)
+def _(s: State, e: ev.PartitionReverted) -> State:
+    old = s.partitions[e.tp]
+    return _put(s, e.tp, old._replace(status=REVERTED, slot=None), old)
+
+
+# --- throttles, limits, control -----------------------------------------------------------------
+
+
+@_on(ev.ThrottlesApplied)
+def _(s: State, e: ev.ThrottlesApplied) -> State:
+    return s._replace(throttles=after_apply(s.throttles, e.throttles))
+
+
+@_on(ev.ThrottlesRemoved)
+def _(s: State, e: ev.ThrottlesRemoved) -> State:
+    return s._replace(throttles=after_remove(s.throttles, e.throttles))
+
+
+@_on(ev.LimitsChanged)
+def _(s: State, e: ev.LimitsChanged) -> State:
+    return s._replace(limits=e.limits)
+
+
+@_on(ev.ThrottleRateChanged)
+def _(s: State, e: ev.ThrottleRateChanged) -> State:
+    return s._replace(throttle_rate=e.rate)
+
+
+@_on(ev.Paused)
+def _(s: State, e: ev.Paused) -> State:
+    return s._replace(paused=True)
+
+
+@_on(ev.Resumed)
+def _(s: State, e: ev.Resumed) -> State:
+    return s._replace(paused=False)
+
+
+assert set(_APPLY) == set(ev.EVENT_TYPES), set(ev.EVENT_TYPES) - set(_APPLY)

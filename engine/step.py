@@ -1,0 +1,236 @@
+"""KIP-435 step planner: the next incremental step of one partition.
+
+Terms (KIP-435): CR = current replicas, FTR = final target replicas,
+TR = this step's target, NR = new replicas (TR - CR), DR = dropped replicas
+(CR - TR), R = replicas added/removed per step.
+
+Rules (docs/algorithm.md has the traces):
+
+1. *Leader first.* If the final preferred leader FTR[0] is not yet a replica,
+   the step adds it and nothing else, so it can take over leadership early and
+   unload the old leader. It drops nothing that is in sync; it may drop up to
+   ``min(R, |NR|)`` excess replicas that are out of the ISR (they carry no
+   data anyone is waiting for, and a step whose target keeps an offline replica
+   could never complete).
+2. *Otherwise* DR = the first R excess replicas (CR - FTR), out-of-ISR ones
+   first, then CR order; NR = as many of FTR - CR (FTR order) as bring the size
+   back to |FTR|, never more than R.
+3. *min.insync catch-up.* If fewer replicas are in sync than
+   ``min.insync.replicas``, NR grows (beyond R) to enough new replicas to reach
+   it, so acks=all producers can continue once they catch up.
+4. TR orders the FTR members it holds in FTR order, then the remaining old
+   replicas in CR order. The last step therefore equals FTR exactly.
+5. The replica count never drops below ``min(|CR|, |FTR|)``: if fewer new
+   replicas can be added than planned (targets offline), fewer are dropped.
+6. A partition that cannot make progress now is ``Waiting`` with the reason:
+   partition offline, target brokers offline, or a replica the step must keep
+   is offline (Kafka completes a step only when all of TR is in the ISR).
+"""
+
+from __future__ import annotations
+
+import gc
+from contextlib import contextmanager
+from typing import AbstractSet, Iterable, NamedTuple
+
+from engine.partition import Replicas
+
+
+class Step(NamedTuple):
+    """One AlterPartitionReassignments call: move the partition from CR to TR."""
+
+    cr: Replicas
+    tr: Replicas
+    nr: Replicas
+    dr: Replicas
+    leader: int | None  # leader when planned: it feeds the new replicas
+    moves_leader: bool  # TR[0] differs from that leader: leadership changes
+
+    @property
+    def source(self) -> int | None:
+        """The broker the new replicas copy from (None when nothing is copied)."""
+        return self.leader if self.nr else None
+
+
+class Done(NamedTuple):
+    pass
+
+
+class Waiting(NamedTuple):
+    reason: str
+
+
+DONE = Done()
+
+PlanResult = Step | Done | Waiting
+
+
+def plan_step(
+    cr: Replicas,
+    ftr: Replicas,
+    isr: AbstractSet[int],
+    leader: int | None,
+    min_insync_replicas: int = 1,
+    max_replicas_per_step: int = 1,
+    live: AbstractSet[int] | None = None,
+) -> PlanResult:
+    """The next step from CR towards FTR, ``DONE``, or ``Waiting(reason)``.
+
+    ``live`` is the set of live brokers; ``None`` means all are alive.
+    """
+    if cr == ftr:
+        return DONE
+    if leader is None or not isr:
+        return Waiting("partition offline: no leader in sync")
+    r = max_replicas_per_step
+    ftr_set = set(ftr)
+    cr_set = set(cr)
+    if len(ftr_set) == len(cr_set) and ftr_set == cr_set:
+        # Same replicas, new order: one step that only reorders.
+        offline = [b for b in ftr if live is not None and b not in live]
+        if offline:
+            return Waiting(f"replicas {_fmt(offline)} are offline and must stay in this step's target")
+        return Step(cr, ftr, (), (), leader, ftr[0] != leader)
+
+    def alive(b: int) -> bool:
+        return live is None or b in live
+
+    candidates = [b for b in ftr if b not in cr_set]  # FTR - CR, FTR order
+    excess_out = [b for b in cr if b not in ftr_set and b not in isr]
+    excess_in = [b for b in cr if b not in ftr_set and b in isr]
+    in_sync_now = sum(1 for b in cr if b in isr)
+
+    if ftr[0] not in cr_set:  # rule 1: the new preferred leader first
+        if not alive(ftr[0]):
+            return Waiting(f"new preferred leader broker {ftr[0]} is offline")
+        nr = [ftr[0]]
+        catch_up = min_insync_replicas - in_sync_now - 1
+        if catch_up > 0:
+            nr += [b for b in candidates[1:] if alive(b)][:catch_up]
+        dr = excess_out[: min(r, len(nr))]
+    else:  # rule 2
+        dr = (excess_out + excess_in)[:r]
+        need = min(max(len(ftr) - (len(cr) - len(dr)), 0), r)
+        need = max(need, min_insync_replicas - in_sync_now)  # rule 3
+        live_candidates = [b for b in candidates if alive(b)]
+        nr = live_candidates[:need]
+        floor = min(len(cr), len(ftr))  # rule 5
+        allowed_drops = max(len(cr) + len(nr) - floor, 0)
+        if len(dr) > allowed_drops:
+            dr = dr[:allowed_drops]
+        if not nr and not dr:
+            offline = [b for b in candidates if not alive(b)]
+            return Waiting(f"target brokers {_fmt(offline)} are offline")
+
+    dropped = set(dr)
+    added = set(nr)
+    tr = tuple(b for b in ftr if b in cr_set or b in added) + tuple(
+        b for b in cr if b not in ftr_set and b not in dropped
+    )
+    if live is not None:
+        offline_kept = [b for b in tr if b not in live and b not in added]
+        if offline_kept:
+            return Waiting(
+                f"replicas {_fmt(offline_kept)} are offline and must stay in this step's target"
+            )
+    return Step(cr, tr, tuple(b for b in ftr if b in added), tuple(dr), leader, tr[0] != leader)
+
+
+def plan_all(
+    cr: Replicas,
+    ftr: Replicas,
+    min_insync_replicas: int = 1,
+    max_replicas_per_step: int = 1,
+    isr: AbstractSet[int] | None = None,
+    leader: int | None = None,
+) -> list[Step]:
+    """Every step from CR to FTR, assuming each completes with all of TR in sync
+    and the preferred leader elected. Raises ``ValueError`` if it cannot start.
+
+    Without ``isr`` and ``leader`` the partition is taken to be healthy (all of
+    CR in sync, CR[0] leading): the case of a plan made ahead of time, served by
+    a direct walk that equals iterating ``plan_step`` (tested) at a fraction of
+    the cost.
+    """
+    if isr is None and leader is None and len(cr) >= min_insync_replicas:
+        return _plan_all_healthy(cr, ftr, max_replicas_per_step)
+    steps: list[Step] = []
+    isr = set(cr) if isr is None else isr
+    leader = (cr[0] if cr else None) if leader is None else leader
+    while True:
+        result = plan_step(cr, ftr, isr, leader, min_insync_replicas, max_replicas_per_step)
+        if type(result) is Done:
+            return steps
+        if type(result) is Waiting:
+            raise ValueError(result.reason)
+        steps.append(result)
+        cr = result.tr
+        isr = cr
+        leader = cr[0]
+
+
+def _plan_all_healthy(cr: Replicas, ftr: Replicas, r: int) -> list[Step]:
+    """``plan_all`` when every replica is in sync at every step.
+
+    Then no replica is out of the ISR and no catch-up applies, so DR is always
+    the next R of the excess replicas (CR order) and NR the next candidates
+    (FTR order): two cursors replace re-deriving sets at each step.
+    """
+    if cr == ftr:
+        return []
+    cr_set = set(cr)
+    ftr_set = set(ftr)
+    if cr_set == ftr_set:
+        return [Step(cr, ftr, (), (), cr[0], ftr[0] != cr[0])]
+    excess = tuple(b for b in cr if b not in ftr_set)
+    cands = tuple(b for b in ftr if b not in cr_set)
+    held = [b in cr_set for b in ftr]  # FTR members already replicas (grows as NR are added)
+    pos = {b: i for i, b in enumerate(ftr)}
+    n_ftr, n_excess, n_cands = len(ftr), len(excess), len(cands)
+    e = c = 0
+    cur, leader, size = cr, cr[0], len(cr)
+    steps: list[Step] = []
+    new = tuple.__new__
+    while e < n_excess or c < n_cands:
+        if c == 0 and not held[0]:  # rule 1: the new preferred leader first
+            nr, dr = cands[:1], ()
+        else:
+            dr = excess[e:e + r]
+            need = n_ftr - size + len(dr)
+            nr = cands[c:c + (r if need > r else need)] if need > 0 else ()
+        for b in nr:
+            held[pos[b]] = True
+        c += len(nr)
+        e += len(dr)
+        tr = tuple([b for b, h in zip(ftr, held) if h]) + excess[e:]
+        steps.append(new(Step, (cur, tr, nr, dr, leader, tr[0] != leader)))
+        cur, leader, size = tr, tr[0], len(tr)
+    return steps
+
+
+def plan_many(
+    partitions: Iterable[tuple[Replicas, Replicas]], min_insync_replicas: int = 1, max_replicas_per_step: int = 1
+) -> list[list[Step]]:
+    """``plan_all`` for many healthy partitions at once.
+
+    Planning a million partitions allocates tens of millions of tuples that can
+    never form reference cycles; the cyclic garbage collector would spend a
+    third of the time scanning them, so it is paused for the duration.
+    """
+    with _gc_paused():
+        return [plan_all(cr, ftr, min_insync_replicas, max_replicas_per_step) for cr, ftr in partitions]
+
+
+@contextmanager
+def _gc_paused():
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _fmt(brokers: Iterable[int]) -> str:
+    return "[" + ", ".join(str(b) for b in brokers) + "]"

@@ -1,0 +1,190 @@
+"""KIP-435 step planner: the KIP's examples, the edge cases, and properties."""
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.step import DONE, Step, Waiting, plan_all, plan_step
+
+
+def trs(steps):
+    return [s.tr for s in steps]
+
+
+# --- the KIP's worked example and named cases -----------------------------------
+
+
+def test_kip435_example_r2():
+    steps = plan_all((0, 1, 2, 3, 4), (5, 6, 7, 8, 9), max_replicas_per_step=2)
+    assert trs(steps) == [(5, 0, 1, 2, 3, 4), (5, 6, 2, 3, 4), (5, 6, 7, 8, 4), (5, 6, 7, 8, 9)]
+    assert [(s.nr, s.dr) for s in steps] == [((5,), ()), ((6,), (0, 1)), ((7, 8), (2, 3)), ((9,), (4,))]
+    assert [s.moves_leader for s in steps] == [True, False, False, False]
+
+
+def test_first_step_names_nr_dr_and_leader_move():
+    step = plan_step((0, 1, 2, 3, 4), (5, 6, 7, 8, 9), {0, 1, 2, 3, 4}, 0, 1, 2)
+    assert step == Step((0, 1, 2, 3, 4), (5, 0, 1, 2, 3, 4), (5,), (), 0, True)
+    assert step.source == 0
+
+
+def test_target_equal_to_current_is_done():
+    assert plan_step((1, 2, 3), (1, 2, 3), {1, 2, 3}, 1) is DONE
+    assert plan_all((1, 2, 3), (1, 2, 3)) == []
+
+
+def test_reorder_only_is_one_step():
+    steps = plan_all((1, 2, 3), (3, 1, 2))
+    assert trs(steps) == [(3, 1, 2)]
+    assert steps[0].nr == () and steps[0].dr == () and steps[0].moves_leader
+
+
+def test_replication_factor_increase():
+    steps = plan_all((0, 1, 2), (0, 1, 2, 3, 4), max_replicas_per_step=1)
+    assert trs(steps) == [(0, 1, 2, 3), (0, 1, 2, 3, 4)]
+
+
+def test_replication_factor_increase_with_moves():
+    steps = plan_all((0, 1, 2), (3, 4, 5, 6, 7), max_replicas_per_step=2)
+    assert trs(steps) == [(3, 0, 1, 2), (3, 4, 5, 2), (3, 4, 5, 6, 7)]
+
+
+def test_replication_factor_decrease():
+    assert trs(plan_all((0, 1, 2, 3, 4), (0, 1, 2))) == [(0, 1, 2, 4), (0, 1, 2)]
+
+
+def test_replication_factor_decrease_with_moves_never_below_target_size():
+    steps = plan_all((0, 1, 2, 3, 4), (5, 6, 7), max_replicas_per_step=2)
+    assert trs(steps) == [(5, 0, 1, 2, 3, 4), (5, 2, 3, 4), (5, 6, 4), (5, 6, 7)]
+    assert min(len(s.tr) for s in steps) == 3
+
+
+def test_min_insync_catch_up_adds_two_at_once():
+    # KIP-435: min.insync.replicas 3, only 1 in sync -> add 2 in the first step.
+    step = plan_step((0, 1, 2), (3, 4, 5), {0}, 0, min_insync_replicas=3, max_replicas_per_step=1)
+    assert step.nr == (3, 4)
+    assert step.tr[:2] == (3, 4)
+
+
+def test_catch_up_when_leader_already_placed():
+    step = plan_step((0, 1, 2), (0, 4, 5), {0}, 0, min_insync_replicas=3, max_replicas_per_step=1)
+    assert step.nr == (4, 5)
+
+
+def test_out_of_sync_excess_replicas_are_dropped_first():
+    step = plan_step((0, 1, 2), (0, 3, 4), {0, 2}, 0, 1, 1)
+    assert step.dr == (1,)
+
+
+def test_offline_partition_waits():
+    result = plan_step((0, 1, 2), (3, 4, 5), set(), None)
+    assert isinstance(result, Waiting) and "offline" in result.reason
+
+
+def test_all_targets_offline_waits_with_reason():
+    result = plan_step((0, 1, 2), (0, 1, 3), {0, 1, 2}, 0, live={0, 1, 2})
+    assert result == Waiting("target brokers [3] are offline")
+
+
+def test_new_preferred_leader_offline_waits():
+    result = plan_step((0, 1, 2), (3, 1, 2), {0, 1, 2}, 0, live={0, 1, 2, 4})
+    assert result == Waiting("new preferred leader broker 3 is offline")
+
+
+def test_offline_target_skipped_for_a_live_one():
+    step = plan_step((0, 1, 2), (0, 3, 4), {0, 1, 2}, 0, 1, 1, live={0, 1, 2, 4})
+    assert step.nr == (4,)
+
+
+def test_dead_excess_replica_is_dropped_before_live_ones():
+    step = plan_step((0, 1, 2), (0, 3, 4), {0, 1}, 0, 1, 1, live={0, 1, 3, 4})
+    assert step == Step((0, 1, 2), (0, 3, 1), (3,), (2,), 0, False)
+
+
+def test_step_that_must_keep_an_offline_replica_waits():
+    # broker 2 is dead but stays in the target: Kafka could never complete the step
+    result = plan_step((0, 1, 2), (0, 2, 3), {0, 1}, 0, 1, 1, live={0, 1, 3})
+    assert result == Waiting("replicas [2] are offline and must stay in this step's target")
+
+
+def test_new_replica_shortfall_drops_fewer():
+    # Two excess replicas could go, but only one target is online: drop one.
+    step = plan_step((0, 1, 2), (0, 3, 4), {0, 1, 2}, 0, 1, 2, live={0, 1, 2, 3})
+    assert step.nr == (3,) and step.dr == (1,)
+    assert len(step.tr) == 3
+
+
+# --- properties ---------------------------------------------------------------------------
+
+brokers = st.integers(min_value=0, max_value=11)
+
+
+@st.composite
+def reassignments(draw):
+    cr = tuple(draw(st.lists(brokers, min_size=1, max_size=6, unique=True)))
+    ftr = tuple(draw(st.lists(brokers, min_size=1, max_size=6, unique=True)))
+    r = draw(st.integers(min_value=1, max_value=4))
+    return cr, ftr, r
+
+
+@settings(max_examples=500, deadline=None)
+@given(reassignments())
+def test_every_plan_converges_to_ftr_in_ftr_order(case):
+    cr, ftr, r = case
+    steps = plan_all(cr, ftr, max_replicas_per_step=r)
+    final = steps[-1].tr if steps else cr
+    assert final == ftr
+    assert len(steps) <= len(cr) + len(ftr) + 1  # every step makes progress
+
+
+@settings(max_examples=500, deadline=None)
+@given(reassignments())
+def test_steps_respect_r_and_never_shrink_below_min_size(case):
+    cr, ftr, r = case
+    floor = min(len(cr), len(ftr))
+    prev = cr
+    for s in plan_all(cr, ftr, max_replicas_per_step=r):
+        assert s.cr == prev
+        assert len(s.nr) <= r and len(s.dr) <= r
+        assert set(s.nr) == set(s.tr) - set(s.cr) and set(s.dr) == set(s.cr) - set(s.tr)
+        assert len(set(s.tr)) == len(s.tr) >= floor
+        assert s.tr != s.cr
+        prev = s.tr
+
+
+@settings(max_examples=300, deadline=None)
+@given(reassignments(), st.integers(min_value=1, max_value=4), st.data())
+def test_catch_up_is_the_only_excess_over_r(case, min_isr, data):
+    cr, ftr, r = case
+    isr = set(data.draw(st.lists(st.sampled_from(cr), min_size=1, unique=True)))
+    leader = data.draw(st.sampled_from(sorted(isr)))
+    result = plan_step(cr, ftr, isr, leader, min_isr, r)
+    if isinstance(result, Step):
+        assert len(result.dr) <= r
+        if len(result.nr) > r:
+            # only to bring the in-sync count up to min.insync.replicas
+            assert len(result.nr) <= min_isr - len(isr & set(cr)) + (1 if ftr[0] not in cr else 0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(reassignments(), st.data())
+def test_offline_brokers_never_enter_a_step(case, data):
+    cr, ftr, r = case
+    live = set(data.draw(st.lists(brokers, unique=True)))
+    result = plan_step(cr, ftr, set(cr), cr[0], 1, r, live=live)
+    if isinstance(result, Step):
+        assert all(b in live for b in result.tr)
+        assert len(result.tr) >= min(len(cr), len(ftr))
+
+
+@settings(max_examples=1000, deadline=None)
+@given(reassignments())
+def test_healthy_fast_path_equals_iterating_plan_step(case):
+    cr, ftr, r = case
+    slow, c, leader = [], cr, cr[0]
+    while True:
+        result = plan_step(c, ftr, set(c), leader, 1, r)
+        if result is DONE:
+            break
+        slow.append(result)
+        c, leader = result.tr, result.tr[0]
+    assert plan_all(cr, ftr, 1, r) == slow
+    assert plan_all(cr, ftr, 1, r, isr=set(cr), leader=cr[0]) == slow  # the general loop
