@@ -1,0 +1,98 @@
+"""The balancer (KAFKA-5319): targets worth moving to, in Kafka's reassignment JSON.
+
+Modes (``propose``): replica balance, leader balance, cluster balance (replicas
+then leaders), adding brokers, removing brokers, and Kafka's ``--generate``
+(some topics onto a broker list). Every mode is rack-aware unless told not to,
+moves as little as possible, and reports its moves against a lower bound.
+Pure functions: same input, same proposal.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping, NamedTuple
+
+from engine.balancer.leaders import balance_leaders
+from engine.balancer.replicas import BalanceError, ReplicaBalance, balance_replicas, rack_spread_kept, target_range
+from engine.balancer.report import ClusterState, Row, cluster_state
+from engine.partition import Replicas, TopicPartition
+
+__all__ = [
+    "BalanceError", "ClusterState", "Proposal", "Row", "balance_leaders", "balance_replicas",
+    "cluster_state", "propose", "rack_spread_kept", "target_range",
+]
+
+MODES = ("replica-balance", "leader-balance", "cluster-balance", "add-brokers", "remove-brokers", "generate")
+
+
+class Proposal(NamedTuple):
+    current: dict[TopicPartition, Replicas]  # partitions that change, as they are (for rollback)
+    proposed: dict[TopicPartition, Replicas]  # the same partitions, as proposed
+    replicas_moved: int
+    bytes_moved: int | None  # None when some moved partition's size is unknown
+    leaders_moved: int  # partitions whose preferred leader changes
+    lower_bound: int  # replicas that must move at least (0 for leader balance)
+    target: tuple[int, int] | None  # replica-count range per broker, when replicas were balanced
+    balanced: bool
+    notes: tuple[str, ...]
+
+
+def propose(
+    mode: str,
+    assignment: Mapping[TopicPartition, Replicas],
+    racks: Mapping[int, str | None],
+    brokers: Iterable[int],
+    sizes: Mapping[TopicPartition, int] | None = None,
+    threshold: float = 0.10,
+    rack_aware: bool = True,
+    add: Iterable[int] = (),
+    remove: Iterable[int] = (),
+    topics: Iterable[str] | None = None,
+    broker_list: Iterable[int] | None = None,
+) -> Proposal:
+    """A proposal for ``mode`` (one of ``MODES``); see the module docstring."""
+    if mode not in MODES:
+        raise BalanceError(f"unknown mode {mode!r}")
+    known = set(brokers)
+    scope = dict(assignment)
+    if mode == "generate":
+        wanted = set(topics or ())
+        scope = {tp: r for tp, r in assignment.items() if tp.topic in wanted}
+        missing = sorted(wanted - {tp.topic for tp in scope})
+        if missing:
+            raise BalanceError(f"unknown topics {missing}")
+        eligible = set(broker_list or ())
+        if not eligible:
+            raise BalanceError("--generate needs a broker list")
+    elif mode == "add-brokers":
+        eligible = known | set(add)
+    elif mode == "remove-brokers":
+        unknown = sorted(set(remove) - known)
+        if unknown:
+            raise BalanceError(f"brokers {unknown} are not in the cluster")
+        eligible = known - set(remove)
+    else:
+        eligible = known | {b for r in assignment.values() for b in r}
+    after = dict(scope)
+    bound, target, balanced, notes = 0, None, True, ()
+    if mode != "leader-balance":
+        rb: ReplicaBalance = balance_replicas(scope, racks, eligible, sizes, threshold, rack_aware)
+        after, bound, target, balanced, notes = rb.assignment, rb.lower_bound, rb.target, rb.balanced, rb.notes
+    if mode != "replica-balance":
+        after = balance_leaders(after, eligible)
+    changed = sorted(tp for tp in scope if after[tp] != tuple(scope[tp]))
+    moved = {tp: len(set(after[tp]) - set(scope[tp])) for tp in changed}
+    sizes = sizes or {}
+    bytes_moved = (
+        sum(sizes[tp] * n for tp, n in moved.items()) if all(tp in sizes for tp, n in moved.items() if n) else None
+    )
+    return Proposal(
+        current={tp: tuple(scope[tp]) for tp in changed},
+        proposed={tp: after[tp] for tp in changed},
+        replicas_moved=sum(moved.values()),
+        bytes_moved=bytes_moved,
+        leaders_moved=sum(1 for tp in changed if after[tp][0] != scope[tp][0]),
+        lower_bound=bound,
+        target=target,
+        balanced=balanced,
+        notes=notes,
+    )

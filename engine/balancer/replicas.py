@@ -1,0 +1,198 @@
+"""Replica balance (KAFKA-5319): replica counts per broker within a threshold of the average.
+
+Target range. With ``avg`` replicas per eligible broker and threshold ``t``
+(KAFKA-5319's default: 10 % of the average), a broker is balanced when its
+count is in [L, U] with U = max(floor(avg (1 + t)), ceil(avg)) and
+L = min(ceil(avg (1 - t)), floor(avg)): the threshold's range, widened to the
+nearest integers so that a balanced assignment always exists in counts.
+
+Moves. Replicas on brokers that are not eligible (being removed, or outside
+``--broker-list``) must move: they go first, each to the least loaded broker
+that may take it. Then, while a broker is above U (or below L), one replica
+moves from the fullest broker to the emptiest one that may take it. "May take
+it": it holds no replica of that partition, and the partition does not span
+fewer distinct racks afterwards (``racks``). Among the replicas a broker could
+give, the smallest partition goes first (fewer bytes), and a move that spreads
+the partition over more racks is preferred. A replaced broker keeps its place
+in the replica list, so the preferred leader changes only where the leader's
+own replica moves (leader balance, run after, evens that out).
+
+Lower bound. Every replica on an ineligible broker and every replica above U
+must move once, and every replica missing below L must arrive once:
+``max(forced + excess, deficit)``. The report compares the moves made with it.
+
+All of this is a pure function of its inputs: same input, same proposal.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from typing import Iterable, Mapping, NamedTuple
+
+from engine.balancer.racks import can_gain, distinct_racks, rack_gain
+from engine.partition import Replicas, TopicPartition
+
+_GAIN_SCAN = 64  # candidates examined for a rack-improving move before taking the smallest
+
+
+class BalanceError(ValueError):
+    """The request cannot be balanced at all (no eligible broker, replication factor above the broker count)."""
+
+
+class ReplicaBalance(NamedTuple):
+    assignment: dict[TopicPartition, Replicas]  # every partition in scope, after the moves
+    moves: int  # replicas moved
+    lower_bound: int
+    target: tuple[int, int]  # (L, U)
+    balanced: bool  # every eligible broker ended within [L, U]
+    notes: tuple[str, ...]
+
+
+def target_range(total: int, brokers: int, threshold: float) -> tuple[int, int]:
+    avg = total / brokers
+    upper = max(math.floor(avg * (1 + threshold) + 1e-9), math.ceil(avg))
+    lower = min(math.ceil(avg * (1 - threshold) - 1e-9), math.floor(avg))
+    return lower, upper
+
+
+def balance_replicas(
+    assignment: Mapping[TopicPartition, Replicas],
+    racks: Mapping[int, str | None],
+    brokers: Iterable[int],
+    sizes: Mapping[TopicPartition, int] | None = None,
+    threshold: float = 0.10,
+    rack_aware: bool = True,
+) -> ReplicaBalance:
+    """Balance replica counts of ``assignment`` over the eligible ``brokers``."""
+    eligible = sorted(set(brokers))
+    if not eligible:
+        raise BalanceError("no eligible brokers")
+    sizes = sizes or {}
+    rk: Mapping[int, str | None] = racks if rack_aware else {}
+    work = {tp: list(r) for tp, r in assignment.items()}
+    rf_max = max((len(r) for r in work.values()), default=0)
+    if rf_max > len(eligible):
+        raise BalanceError(f"replication factor {rf_max} is larger than the {len(eligible)} eligible brokers")
+    count = {b: 0 for b in eligible}
+    orphans: list[tuple[TopicPartition, int]] = []
+    for tp in sorted(work):
+        for b in work[tp]:
+            if b in count:
+                count[b] += 1
+            else:
+                orphans.append((tp, b))
+    total = sum(len(r) for r in work.values())
+    lower, upper = target_range(total, len(eligible), threshold)
+    excess = sum(max(0, c - upper) for c in count.values())
+    deficit = sum(max(0, lower - c) for c in count.values())
+    bound = max(len(orphans) + excess, deficit)
+    # per broker: (size, tp) of the replicas it holds, smallest first
+    held: dict[int, list[tuple[int, TopicPartition]]] = {b: [] for b in eligible}
+    for tp in sorted(work):
+        for b in work[tp]:
+            if b in held:
+                held[b].append((sizes.get(tp, 0), tp))
+    for b in eligible:
+        held[b].sort()
+
+    rack_count = len({rk.get(b) for b in eligible}) if rk else 1
+    spreadable = {tp for tp, r in work.items() if rk and can_gain(r, rk, rack_count)}
+    spreadable_on = {b: 0 for b in eligible}  # partitions on b that could gain a rack
+    for tp in spreadable:
+        for b in work[tp]:
+            if b in spreadable_on:
+                spreadable_on[b] += 1
+    start = {b: 0 for b in eligible}  # entries of held[b] before this index have left b
+
+    def may_take(tp: TopicPartition, src: int, dst: int) -> bool:
+        replicas = work[tp]
+        return dst not in replicas and (not rk or rack_gain(replicas, src, dst, rk) >= 0)
+
+    def move(tp: TopicPartition, src: int, dst: int) -> None:
+        replicas = work[tp]
+        if tp in spreadable:
+            for b in replicas:
+                if b in spreadable_on:
+                    spreadable_on[b] -= 1
+            spreadable.discard(tp)
+        replicas[replicas.index(src)] = dst
+        if src in count:
+            count[src] -= 1
+        count[dst] += 1
+        entry = (sizes.get(tp, 0), tp)
+        at = bisect.bisect_left(held[dst], entry)
+        held[dst].insert(at, entry)
+        if at < start[dst]:
+            start[dst] = at
+        if rk and can_gain(replicas, rk, rack_count):
+            spreadable.add(tp)
+            for b in replicas:
+                if b in spreadable_on:
+                    spreadable_on[b] += 1
+
+    moves = 0
+    notes: list[str] = []
+    # 1. forced moves off ineligible brokers: to the least loaded broker that may take it
+    for tp, src in orphans:
+        options = [d for d in eligible if may_take(tp, src, d)]
+        if not options:
+            options = [d for d in eligible if d not in work[tp]]  # rack rule cannot hold: keep the data safe
+            notes.append(f"{tp}: no broker keeps its rack spread when leaving broker {src}")
+        dst = min(options, key=lambda d: (count[d] >= upper, count[d], -rack_gain(work[tp], src, d, rk) if rk else 0, d))
+        move(tp, src, dst)
+        moves += 1
+
+    # 2. even out counts
+    def pick(src: int, dst: int) -> TopicPartition | None:
+        """The replica ``src`` gives to ``dst``: smallest first, a rack-spreading one if near."""
+        entries = held[src]
+        i = start[src]
+        while i < len(entries) and src not in work[entries[i][1]]:
+            i += 1
+        start[src] = i
+        look_for_gain = spreadable_on[src] > 0
+        first = None
+        scanned = 0
+        for _size, tp in entries[i:]:
+            if src not in work[tp] or not may_take(tp, src, dst):
+                continue
+            if not look_for_gain:
+                return tp
+            if tp in spreadable and rack_gain(work[tp], src, dst, rk) > 0:
+                return tp
+            if first is None:
+                first = tp
+            scanned += 1
+            if scanned >= _GAIN_SCAN:
+                break
+        return first
+
+    while True:
+        over = sorted((b for b in eligible if count[b] > upper), key=lambda b: (-count[b], b))
+        under = sorted((b for b in eligible if count[b] < lower), key=lambda b: (count[b], b))
+        if over:
+            srcs = over
+            dsts = sorted((b for b in eligible if count[b] < upper), key=lambda b: (count[b], b))
+        elif under:
+            dsts = under
+            srcs = sorted((b for b in eligible if count[b] > lower), key=lambda b: (-count[b], b))
+        else:
+            break
+        found = next(((tp, s, d) for s in srcs for d in dsts if (tp := pick(s, d)) is not None), None)
+        if found is None:
+            notes.append("no further move satisfies the constraints; some brokers stay outside the range")
+            break
+        tp, s, d = found
+        move(tp, s, d)
+        moves += 1
+
+    balanced = all(lower <= count[b] <= upper for b in eligible)
+    return ReplicaBalance({tp: tuple(r) for tp, r in work.items()}, moves, bound, (lower, upper), balanced, tuple(notes))
+
+
+def rack_spread_kept(
+    before: Mapping[TopicPartition, Replicas], after: Mapping[TopicPartition, Replicas], racks: Mapping[int, str | None]
+) -> bool:
+    """No partition spans fewer distinct racks ``after`` than ``before``."""
+    return all(distinct_racks(after[tp], racks) >= distinct_racks(r, racks) for tp, r in before.items())

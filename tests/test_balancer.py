@@ -1,0 +1,204 @@
+"""The balancer (KAFKA-5319): constraints always hold, balance whenever feasible, minimal moves."""
+
+from collections import Counter
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine.balancer import (
+    BalanceError, balance_leaders, balance_replicas, cluster_state, propose, rack_spread_kept, target_range,
+)
+from engine.balancer.racks import distinct_racks
+from engine.partition import TopicPartition
+
+
+def tp(i, topic="t"):
+    return TopicPartition(topic, i)
+
+
+def counts(assignment, brokers):
+    c = Counter(b for r in assignment.values() for b in r)
+    return {b: c.get(b, 0) for b in brokers}
+
+
+def preferred(assignment, brokers):
+    c = Counter(r[0] for r in assignment.values())
+    return {b: c.get(b, 0) for b in brokers}
+
+
+# --- examples -------------------------------------------------------------------------------------
+
+
+def test_kafka_5319_example_leader_balance_moves_no_data():
+    # every partition written "in ascending order": broker 1 leads all three
+    asg = {tp(0): (1, 2, 3), tp(1): (1, 2, 3), tp(2): (1, 2, 3)}
+    out = balance_leaders(asg)
+    assert sorted(r[0] for r in out.values()) == [1, 2, 3]
+    assert all(set(out[t]) == set(asg[t]) for t in asg)
+
+
+def test_leader_cannot_move_to_a_broker_without_a_replica():
+    asg = {tp(0): (1, 2), tp(1): (1, 2), tp(2): (1, 2), tp(3): (3, 4)}
+    out = balance_leaders(asg, brokers=[1, 2, 3, 4])
+    lead = preferred(out, [1, 2, 3, 4])
+    # brokers 1 and 2 share three partitions, 3 and 4 one: the best is 2+1 and 1+0
+    assert sorted([lead[1], lead[2]]) == [1, 2] and sorted([lead[3], lead[4]]) == [0, 1]
+    assert all(set(out[t]) == set(asg[t]) for t in asg)
+
+
+def test_leader_balance_uses_chains_of_swaps():
+    # 1 leads two partitions; only a chain 1 -> 2 -> 3 can hand one to broker 3
+    asg = {tp(0): (1, 2), tp(1): (1, 4), tp(2): (2, 3), tp(3): (4, 1)}
+    out = balance_leaders(asg, brokers=[1, 2, 3, 4])
+    assert preferred(out, [1, 2, 3, 4]) == {1: 1, 2: 1, 3: 1, 4: 1}
+
+
+def test_add_broker_fills_it_and_moves_exactly_the_bound():
+    asg = {tp(i): ((i % 3), (i + 1) % 3) for i in range(12)}  # 24 replicas on brokers 0-2
+    p = propose("add-brokers", asg, {}, [0, 1, 2], add=[3], threshold=0.0)
+    after = {**asg, **p.proposed}
+    assert counts(after, range(4)) == {0: 6, 1: 6, 2: 6, 3: 6}
+    assert p.replicas_moved == p.lower_bound == 6
+    assert all(len(set(r)) == len(r) for r in after.values())
+
+
+def test_remove_brokers_drains_them_completely():
+    racks = {0: "a", 1: "a", 2: "b", 3: "b"}
+    asg = {tp(i): (i % 4, (i + 1) % 4) for i in range(16)}
+    p = propose("remove-brokers", asg, racks, range(4), remove=[3])
+    after = {**asg, **p.proposed}
+    assert counts(after, range(4))[3] == 0
+    assert p.replicas_moved == p.lower_bound >= 8
+    assert rack_spread_kept(asg, after, racks) or any("rack spread" in n for n in p.notes)
+
+
+def test_balanced_cluster_yields_an_empty_proposal():
+    asg = {tp(i): (i % 4, (i + 1) % 4, (i + 2) % 4) for i in range(8)}
+    for mode in ("replica-balance", "leader-balance", "cluster-balance"):
+        p = propose(mode, asg, {}, range(4))
+        assert p.proposed == {} and p.replicas_moved == 0 and p.lower_bound == 0
+
+
+def test_rack_spread_never_drops_and_improves_when_it_can():
+    racks = {0: "a", 1: "a", 2: "b", 3: "b", 4: "c"}
+    # partition 0 sits on rack a twice; broker 4 (rack c) is empty
+    asg = {tp(0): (0, 1), tp(1): (2, 3), tp(2): (0, 2)}
+    p = propose("replica-balance", asg, racks, range(5), threshold=0.0)
+    after = {**asg, **p.proposed}
+    assert rack_spread_kept(asg, after, racks)
+    assert distinct_racks(after[tp(0)], racks) == 2 or distinct_racks(after[tp(1)], racks) == 2
+
+
+def test_disable_rack_aware_allows_what_racks_forbid():
+    racks = {0: "a", 1: "b", 2: "a"}
+    asg = {tp(0): (0, 1), tp(1): (1, 0), tp(2): (0, 1)}  # broker 2 empty; moving 1->2 loses rack b
+    aware = balance_replicas(asg, racks, [0, 1, 2], threshold=0.0)
+    blind = balance_replicas(asg, racks, [0, 1, 2], threshold=0.0, rack_aware=False)
+    assert rack_spread_kept(asg, aware.assignment, racks)
+    assert blind.balanced
+
+
+def test_generate_moves_topics_onto_the_broker_list_only():
+    asg = {**{tp(i, "a"): (0, 1) for i in range(4)}, **{tp(i, "b"): (0, 1) for i in range(4)}}
+    p = propose("generate", asg, {}, range(4), topics=["a"], broker_list=[2, 3])
+    assert set(p.proposed) == {tp(i, "a") for i in range(4)}
+    assert all(set(r) == {2, 3} for r in p.proposed.values())
+    with pytest.raises(BalanceError, match="unknown topics"):
+        propose("generate", asg, {}, range(4), topics=["zzz"], broker_list=[2])
+
+
+def test_fewer_bytes_moved_among_equal_moves():
+    asg = {tp(0): (0,), tp(1): (0,), tp(2): (0,), tp(3): (1,)}
+    sizes = {tp(0): 900, tp(1): 10, tp(2): 500, tp(3): 1}
+    p = propose("replica-balance", asg, {}, [0, 1], sizes, threshold=0.0)
+    assert p.proposed == {tp(1): (1,)} and p.bytes_moved == 10
+
+
+def test_cluster_state_figures():
+    racks = {0: "a", 1: "a", 2: "b"}
+    asg = {tp(0): (0, 1), tp(1): (0, 2), tp(2): (0, 1)}
+    st_ = cluster_state(asg, racks, leaders={tp(0): 1, tp(1): 0, tp(2): 0}, sizes={tp(0): 10, tp(1): 20, tp(2): 30})
+    rows = {r.name: r for r in st_.brokers}
+    assert (rows["0"].replicas, rows["0"].leaders, rows["0"].preferred_leaders, rows["0"].bytes) == (3, 2, 3, 60)
+    assert {r.name: r.replicas for r in st_.racks} == {"a": 5, "b": 1}
+    assert st_.imbalance["replicas"] == pytest.approx(50.0)  # broker 0: 3 vs average 2
+
+
+def test_target_range_always_contains_the_average():
+    for total, n, t in [(10, 4, 0.0), (7, 3, 0.1), (100, 7, 0.1), (3, 5, 0.5)]:
+        lo, hi = target_range(total, n, t)
+        assert lo <= total / n <= hi
+
+
+def test_impossible_requests_are_refused_clearly():
+    with pytest.raises(BalanceError, match="replication factor 3 is larger than the 2 eligible brokers"):
+        propose("remove-brokers", {tp(0): (0, 1, 2)}, {}, range(3), remove=[2])
+    with pytest.raises(BalanceError, match=r"brokers \[9\] are not in the cluster"):
+        propose("remove-brokers", {tp(0): (0, 1)}, {}, range(3), remove=[9])
+
+
+# --- properties --------------------------------------------------------------------------------------
+
+
+@st.composite
+def clusters(draw):
+    n = draw(st.integers(3, 9))
+    rack_names = draw(st.sampled_from([["a"], ["a", "b"], ["a", "b", "c"]]))
+    racks = {b: rack_names[b % len(rack_names)] for b in range(n)}
+    rf = draw(st.integers(1, min(3, n - 1)))
+    parts = draw(st.integers(1, 30))
+    asg = {tp(i): tuple(draw(st.permutations(range(n)))[:rf]) for i in range(parts)}
+    sizes = {t: draw(st.integers(1, 1000)) for t in asg}
+    return n, racks, asg, sizes
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), st.sampled_from([0.0, 0.1, 0.3]), st.booleans())
+def test_replica_balance_respects_every_constraint_and_reaches_the_range_when_feasible(c, threshold, rack_aware):
+    n, racks, asg, sizes = c
+    p = propose("cluster-balance", asg, racks, range(n), sizes, threshold=threshold, rack_aware=rack_aware)
+    after = {**asg, **p.proposed}
+    for t, r in after.items():
+        assert len(set(r)) == len(r) == len(asg[t])  # never two replicas on one broker, RF kept
+    if rack_aware:
+        assert rack_spread_kept(asg, after, racks)
+    assert p.replicas_moved >= p.lower_bound
+    lo, hi = p.target
+    if not rack_aware:  # without rack constraints the range is always reachable
+        assert p.balanced
+    if p.balanced:
+        assert all(lo <= v <= hi for v in counts(after, range(n)).values())
+    again = propose("replica-balance", after, racks, range(n), sizes, threshold=threshold, rack_aware=rack_aware)
+    assert again.replicas_moved == 0 or not p.balanced
+
+
+@settings(max_examples=200, deadline=None)
+@given(clusters())
+def test_leader_balance_moves_no_data_and_never_worsens_the_spread(c):
+    n, racks, asg, sizes = c
+    out = balance_leaders(asg, range(n))
+    assert all(set(out[t]) == set(asg[t]) for t in asg)
+    before, after = preferred(asg, range(n)), preferred(out, range(n))
+    assert max(after.values()) <= max(before.values())
+    assert min(after.values()) >= min(before.values())
+    # with every partition on every broker, perfect balance is always reachable
+    full = {t: tuple(range(n)) for t in asg}
+    spread = preferred(balance_leaders(full), range(n))
+    assert max(spread.values()) - min(spread.values()) <= 1
+
+
+@settings(max_examples=100, deadline=None)
+@given(clusters(), st.integers(1, 2))
+def test_removed_brokers_end_empty(c, k):
+    n, racks, asg, sizes = c
+    remove = list(range(n - k, n))
+    rf = max(len(r) for r in asg.values())
+    if rf > n - k:
+        with pytest.raises(BalanceError):
+            propose("remove-brokers", asg, racks, range(n), sizes, remove=remove)
+        return
+    p = propose("remove-brokers", asg, racks, range(n), sizes, remove=remove)
+    after = {**asg, **p.proposed}
+    assert all(b not in remove for r in after.values() for b in r)
+    assert p.replicas_moved >= sum(1 for r in asg.values() for b in r if b in remove)
