@@ -143,12 +143,17 @@ def _record_encoder(cls: type) -> Convert:
 
 
 def _record_decoder(cls: type) -> Convert:
-    fields = [(name, decoder(hint)) for name, hint in record_fields(cls)]
+    fields = record_fields(cls)
+    plain = [n for n, h in fields if decoder(h) is _identity]
+    converted = [(n, decoder(h)) for n, h in fields if decoder(h) is not _identity]
 
     def decode(d: Any) -> Any:
         if type(d) is tuple:  # (record name, record): a union branch read with its name
             d = d[1]
-        return cls(**{n: dec(d[n]) for n, dec in fields})
+        kwargs = {n: d[n] for n in plain}
+        for n, dec in converted:
+            kwargs[n] = dec(d[n])
+        return cls(**kwargs)
 
     return decode
 

@@ -82,6 +82,12 @@ class Codec:
         return out.getvalue()
 
     def decode(self, data: bytes | None) -> Any:
+        """The Python value (an envelope of the core's command or event)."""
+        return self.from_datum(self.decode_datum(data))
+
+    def decode_datum(self, data: bytes | None) -> Any:
+        """The plain Avro datum in the current schema (dicts, lists; a union branch as
+        ``(record name, dict)``): what an analytics job wants, without building Python objects."""
         if data is None:
             raise DecodeError("empty message (no value)")
         if data[:2] != MAGIC:
@@ -96,7 +102,7 @@ class Codec:
         fp = data[2:10]
         if fp not in self.writers:
             raise DecodeError(f"unknown schema fingerprint {fp.hex()} (not {self.name} of any known version)")
-        return self.from_datum(self._read(data, 10, self.writers[fp]))
+        return self._read(data, 10, self.writers[fp])
 
     def _read(self, data: bytes, start: int, writer: dict | None) -> Any:
         body = io.BytesIO(data)
