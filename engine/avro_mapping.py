@@ -74,52 +74,48 @@ _SCALARS = (str, int, bool, bytes, datetime, type(None))
 @cache
 def encoder(hint: object) -> Convert:
     """A function from a Python value of type ``hint`` to fastavro data."""
-    if hint in _SCALARS:
-        return _identity
-    members = union_members(hint)
-    if members is not None:
-        return _union_encoder(members)
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
-        item = encoder(args[0])
-        if item is _identity:
-            return list
-        return lambda v: [item(x) for x in v]
-    if origin is frozenset:
-        item = encoder(args[0])
-        return lambda v: [item(x) for x in sorted(v)]
-    if origin in (AbcMapping, dict) and args and args[0] is str:
-        value = encoder(args[1])
-        return lambda v: {k: value(x) for k, x in v.items()}
-    if is_record(hint):
-        return _record_encoder(hint)
-    raise TypeError(f"no Avro mapping for type {hint!r}")
+    return _compile(hint, encoding=True)
 
 
 @cache
 def decoder(hint: object) -> Convert:
     """A function from fastavro data (as read) to a Python value of type ``hint``."""
+    return _compile(hint, encoding=False)
+
+
+# container origin -> (what encoding builds, what decoding builds, sort the items first when encoding)
+_ARRAYS: dict[type, tuple[Callable, Callable, bool]] = {
+    tuple: (list, tuple, False),
+    frozenset: (list, frozenset, True),  # sorted: equal sets encode to equal bytes
+}
+
+
+def _compile(hint: object, encoding: bool) -> Convert:
+    same = encoder if encoding else decoder
     if hint in _SCALARS:
         return _identity
     members = union_members(hint)
     if members is not None:
-        return _union_decoder(members)
+        rest = tuple(m for m in members if m is not type(None))
+        if len(rest) == 1:  # X | None
+            inner = same(rest[0])
+            return inner if inner is _identity else (lambda v: None if v is None else inner(v))
+        return _union_encoder(members) if encoding else _union_decoder(members)
     origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
-        item = decoder(args[0])
+    if origin in _ARRAYS and (origin is frozenset or (len(args) == 2 and args[1] is Ellipsis)):
+        to_avro, to_python, ordered = _ARRAYS[origin]
+        build = to_avro if encoding else to_python
+        item = same(args[0])
+        if encoding and ordered:
+            return lambda v: [item(x) for x in sorted(v)]
         if item is _identity:
-            return tuple
-        return lambda d: tuple(item(x) for x in d)
-    if origin is frozenset:
-        item = decoder(args[0])
-        if item is _identity:
-            return frozenset
-        return lambda d: frozenset(item(x) for x in d)
+            return build
+        return lambda v: build(item(x) for x in v)
     if origin in (AbcMapping, dict) and args and args[0] is str:
-        value = decoder(args[1])
-        return lambda d: {k: value(x) for k, x in d.items()}
+        value = same(args[1])
+        return lambda v: {k: value(x) for k, x in v.items()}
     if is_record(hint):
-        return _record_decoder(hint)
+        return _record_encoder(hint) if encoding else _record_decoder(hint)
     raise TypeError(f"no Avro mapping for type {hint!r}")
 
 
@@ -161,11 +157,6 @@ def _record_decoder(cls: type) -> Convert:
 def _union_encoder(members: tuple[object, ...]) -> Convert:
     nullable = type(None) in members
     rest = tuple(m for m in members if m is not type(None))
-    if len(rest) == 1:
-        inner = encoder(rest[0])
-        if inner is _identity:
-            return _identity
-        return lambda v: None if v is None else inner(v)
     if not all(is_record(m) for m in rest):
         raise TypeError(f"a union of several types must be a union of records: {members!r}")
     by_type = {m: (avro_name(m), encoder(m)) for m in rest}
@@ -184,11 +175,6 @@ def _union_encoder(members: tuple[object, ...]) -> Convert:
 
 def _union_decoder(members: tuple[object, ...]) -> Convert:
     rest = tuple(m for m in members if m is not type(None))
-    if len(rest) == 1:
-        inner = decoder(rest[0])
-        if inner is _identity:
-            return _identity
-        return lambda d: None if d is None else inner(d)
     by_name = {avro_name(m): decoder(m) for m in rest}
 
     def decode(d: Any) -> Any:

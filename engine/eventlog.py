@@ -78,7 +78,7 @@ class _Writer:
         self.timeout = timeout
         bootstrap = config.bootstrap or "(no bootstrap server)"
         if check:
-            _require_topic(config, topic, timeout, bootstrap)
+            _topic_metadata(AdminClient(config.confluent()), topic, timeout, bootstrap, PublishError)
         self.producer = Producer(config.confluent(**{
             "enable.idempotence": True,
             "acks": "all",
@@ -126,30 +126,56 @@ class _Writer:
         return n
 
 
-def _require_topic(config: ClientConfig, topic: str, timeout: float, bootstrap: str) -> None:
-    """Fail clearly if the topic is missing: producing to it could auto-create it with the wrong layout."""
-    admin = AdminClient(config.confluent())
+def _topic_metadata(client: Any, topic: str, timeout: float, bootstrap: str | None, error: type) -> Any:
+    """The topic's metadata, or ``error`` naming the problem: an unreachable cluster or a
+    missing topic (never auto-created: that could give it the wrong layout)."""
     try:
-        metadata = admin.list_topics(timeout=timeout)
+        metadata = client.list_topics(timeout=timeout)
     except KafkaException as e:
-        raise PublishError(f"cannot reach the cluster at {bootstrap}: {e.args[0].str()}") from None
+        raise error(f"cannot reach the cluster at {bootstrap}: {e.args[0].str()}") from None
     if topic not in metadata.topics:
-        raise PublishError(f"topic {topic} does not exist on {bootstrap} (run: kreassign topics create)")
+        raise error(f"topic {topic} does not exist on {bootstrap} (run: kreassign topics create)")
+    return metadata.topics[topic]
 
 
-class Publisher:
-    """Publishes operator commands to the commands topic (see the module doc)."""
+class _EnvelopeWriter:
+    """Writes one kind of envelope to its topic; a context manager."""
+
+    envelope: type
+    topic_role: str  # field of ``Topics``
 
     def __init__(
         self, bootstrap: str | None = None, config: ClientConfig | None = None, *,
-        prefix: str = DEFAULT_PREFIX, profile: BrokerProfile = KAFKA, issued_by: str | None = None,
-        registry: Any = None, timeout: float = DEFAULT_TIMEOUT, check_topic: bool = True,
+        prefix: str = DEFAULT_PREFIX, profile: BrokerProfile = KAFKA, registry: Any = None,
+        timeout: float = DEFAULT_TIMEOUT, check_topic: bool = True,
     ):
         config = (config or ClientConfig()).with_bootstrap(bootstrap)
-        self.topic = Topics.named(prefix).commands
-        self.issued_by = issued_by or issuer()
-        self._codec = _encoder(CommandEnvelope, registry, self.topic)
+        self.topic = getattr(Topics.named(prefix), self.topic_role)
+        self._codec = _encoder(self.envelope, registry, self.topic)
         self._writer = _Writer(config, self.topic, profile, timeout, check_topic)
+
+    def close(self) -> None:
+        self._writer.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class Publisher(_EnvelopeWriter):
+    """Publishes operator commands to the commands topic (see the module doc)."""
+
+    envelope = CommandEnvelope
+    topic_role = "commands"
+
+    def __init__(self, bootstrap: str | None = None, config: ClientConfig | None = None, *,
+                 issued_by: str | None = None, **options: Any):
+        """``options``: prefix, profile (a ``BrokerProfile``), registry (a Schema Registry URL or
+        client), timeout (seconds), check_topic."""
+        super().__init__(bootstrap, config, **options)
+        self.issued_by = issued_by or issuer()
 
     def submit(self, partitions: Iterable[cmd.PartitionTarget], throttle_rate: int | None = None,
                request_id: str | None = None) -> str:
@@ -184,28 +210,12 @@ class Publisher:
         self._writer.write([(command_key(command).encode(), data, millis(envelope.issued_at))])
         return envelope
 
-    def close(self) -> None:
-        self._writer.close()
 
-    def __enter__(self) -> "Publisher":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
-class EventWriter:
+class EventWriter(_EnvelopeWriter):
     """Appends events to the events topic, each in an envelope with a new id and the time."""
 
-    def __init__(
-        self, bootstrap: str | None = None, config: ClientConfig | None = None, *,
-        prefix: str = DEFAULT_PREFIX, profile: BrokerProfile = KAFKA, registry: Any = None,
-        timeout: float = DEFAULT_TIMEOUT, check_topic: bool = True,
-    ):
-        config = (config or ClientConfig()).with_bootstrap(bootstrap)
-        self.topic = Topics.named(prefix).events
-        self._codec = _encoder(EventEnvelope, registry, self.topic)
-        self._writer = _Writer(config, self.topic, profile, timeout, check_topic)
+    envelope = EventEnvelope
+    topic_role = "events"
 
     def append(self, events: Iterable[ev.Event], recorded_at: datetime | None = None) -> list[EventEnvelope]:
         t = recorded_at or now()
@@ -218,15 +228,6 @@ class EventWriter:
         return self._writer.write(
             (event_key(e.payload).encode(), encode(e), millis(e.recorded_at)) for e in envelopes
         )
-
-    def close(self) -> None:
-        self._writer.close()
-
-    def __enter__(self) -> "EventWriter":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 class Message(NamedTuple):
@@ -252,13 +253,8 @@ def read_topic(
         **profile.consumer,
     }))
     try:
-        try:
-            metadata = consumer.list_topics(timeout=idle_timeout)
-        except KafkaException as e:
-            raise ReadError(f"cannot reach the cluster at {config.bootstrap}: {e.args[0].str()}") from None
-        if topic not in metadata.topics:
-            raise ReadError(f"topic {topic} does not exist on {config.bootstrap} (run: kreassign topics create)")
-        partitions = sorted(metadata.topics[topic].partitions)
+        metadata = _topic_metadata(consumer, topic, idle_timeout, config.bootstrap, ReadError)
+        partitions = sorted(metadata.partitions)
         if expect_partitions is not None and len(partitions) != expect_partitions:
             raise ReadError(f"topic {topic} has {len(partitions)} partitions, expected {expect_partitions}")
         starts = []

@@ -46,6 +46,24 @@ def registry(args):
     return getattr(args, "schema_registry_url", None)
 
 
+def int_at_least(minimum: int, what: str):
+    """An argparse type: an integer >= ``minimum``; ``what`` names it in the error."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+positive_rate = int_at_least(1, "a number of bytes per second")
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text)

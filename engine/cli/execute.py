@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from engine import reassignment_json
 from engine.cli import CliError, read_text
-from engine.cli.connection import add_arguments, publish
+from engine.cli.connection import add_arguments, positive_rate, publish
 from engine.commands import PartitionTarget, Submit
 from engine.partition import TopicInfo
 from engine.validation import submission_problems
@@ -26,18 +26,6 @@ def add_parser(sub) -> None:
     p.add_argument("--request-id", metavar="ID", help="request id to use (default: a new UUID)")
     add_arguments(p)
     p.set_defaults(func=run)
-
-
-def positive_rate(text: str) -> int:
-    import argparse
-
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of bytes per second: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1 byte/s, got {value}")
-    return value
 
 
 def local_problems(targets: tuple[PartitionTarget, ...], request_id: str | None) -> list[str]:

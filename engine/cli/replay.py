@@ -15,7 +15,7 @@ import sys
 from datetime import datetime, timezone
 
 from engine.cli import CliError
-from engine.cli.connection import add_arguments, broker_profile, client_config, registry
+from engine.cli.connection import add_arguments, broker_profile, client_config, int_at_least, registry
 from engine.replay import ReplayError, replay
 from engine.summary import summarize, to_text
 
@@ -23,22 +23,12 @@ from engine.summary import summarize, to_text
 def add_parser(sub) -> None:
     p = sub.add_parser("replay", help="rebuild the state from the events topic and summarise it")
     until = p.add_mutually_exclusive_group()
-    until.add_argument("--until-offset", type=_offset, metavar="N", help="fold only the events at offsets below N")
+    until.add_argument("--until-offset", type=int_at_least(0, "an offset"), metavar="N", help="fold only the events at offsets below N")
     until.add_argument("--until-time", type=parse_time, metavar="T",
                        help="stop before the first event recorded after T (ISO 8601 or epoch milliseconds)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     add_arguments(p)
     p.set_defaults(func=run)
-
-
-def _offset(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an offset: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
 
 
 def parse_time(text: str) -> datetime:

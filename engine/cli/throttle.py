@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from engine.cli.connection import add_arguments, publish
-from engine.cli.execute import positive_rate
+from engine.cli.connection import add_arguments, positive_rate, publish
 
 
 def add_parser(sub) -> None:
