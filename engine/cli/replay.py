@@ -68,9 +68,12 @@ def run(args) -> int:
     if args.format == "json":
         print(json.dumps(summary))
     else:
-        print(f"events: {result.events} (offsets 0..{result.next_offset - 1}"
-              f"{', last recorded ' + summary['last_recorded_at'] if result.last_recorded_at else ''})"
-              + (f", {result.duplicates} duplicates skipped" if result.duplicates else "")
-              + (f", {len(result.dead_letters)} undecodable skipped" if result.dead_letters else ""))
+        read = f"offsets 0..{result.next_offset - 1}" if result.next_offset else "the topic is empty"
+        last = f", last recorded {summary['last_recorded_at']}" if result.last_recorded_at else ""
+        skipped = "".join((
+            f", {result.duplicates} duplicates skipped" if result.duplicates else "",
+            f", {len(result.dead_letters)} undecodable skipped" if result.dead_letters else "",
+        ))
+        print(f"events: {result.events} ({read}{last}){skipped}")
         print(to_text(summarize(result.state)))
     return 0
