@@ -112,9 +112,11 @@ class EmbeddedBroker:
                 return False
             try:
                 socket.create_connection((self.host, self.port), timeout=0.2).close()
-                return True
             except OSError:
                 time.sleep(0.01)
+                continue
+            time.sleep(0.05)  # whoever answered, tansu must still be running (not failed to bind)
+            return self.process.poll() is None
         return False
 
     def running(self) -> bool:

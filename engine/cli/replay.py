@@ -68,7 +68,7 @@ def run(args) -> int:
     if args.format == "json":
         print(json.dumps(summary))
     else:
-        read = f"offsets 0..{result.next_offset - 1}" if result.next_offset else "the topic is empty"
+        read = f"read to offset {result.next_offset - 1}" if result.next_offset else "the topic is empty"
         last = f", last recorded {summary['last_recorded_at']}" if result.last_recorded_at else ""
         skipped = "".join((
             f", {result.duplicates} duplicates skipped" if result.duplicates else "",
