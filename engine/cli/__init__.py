@@ -11,7 +11,10 @@ import argparse
 import importlib
 import sys
 
-SUBCOMMANDS = ("plan",)
+SUBCOMMANDS = (
+    "plan",
+    "broker", "topics", "execute", "cancel", "limits", "throttle", "pause", "resume", "replay",
+)
 
 
 class CliError(Exception):

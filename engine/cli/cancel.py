@@ -1,0 +1,59 @@
+"""``kreassign cancel``: cancel a request, or some of its partitions, optionally rolling back (KIP-236).
+
+``--partitions`` takes Kafka's reassignment JSON (a file, or the JSON text
+itself): ``{"partitions": [{"topic": "t", "partition": 0}, ...]}``; replica
+lists may be present (the same file as ``execute``) and are ignored.
+"""
+
+from __future__ import annotations
+
+import json
+
+from engine.cli import CliError, read_text
+from engine.cli.connection import add_arguments, publish
+from engine.partition import TopicPartition
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("cancel", help="cancel a request or some of its partitions (KIP-236)")
+    p.add_argument("--request", required=True, metavar="ID", help="request id (as execute printed it)")
+    p.add_argument("--partitions", metavar="JSON",
+                   help="only these partitions: a reassignment JSON file, or the JSON itself")
+    p.add_argument("--rollback", action="store_true", help="move the partitions back to their original replicas")
+    add_arguments(p)
+    p.set_defaults(func=run)
+
+
+def parse_partitions(text: str, where: str) -> tuple[TopicPartition, ...]:
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise CliError(f"{where}: not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    entries = doc.get("partitions") if isinstance(doc, dict) else None
+    if not isinstance(entries, list) or not entries:
+        raise CliError(f"{where}: expected {{\"partitions\": [{{\"topic\": ..., \"partition\": ...}}, ...]}}")
+    out = []
+    for i, entry in enumerate(entries):
+        topic = entry.get("topic") if isinstance(entry, dict) else None
+        partition = entry.get("partition") if isinstance(entry, dict) else None
+        if not isinstance(topic, str) or not topic:
+            raise CliError(f"{where}: partitions[{i}].topic must be a non-empty string")
+        if not isinstance(partition, int) or isinstance(partition, bool) or partition < 0:
+            raise CliError(f"{where}: partitions[{i}].partition must be an integer >= 0")
+        out.append(TopicPartition(topic, partition))
+    if len(set(out)) != len(out):
+        twice = sorted({str(tp) for tp in out if out.count(tp) > 1})
+        raise CliError(f"{where}: partitions listed more than once: {', '.join(twice)}")
+    return tuple(out)
+
+
+def run(args) -> int:
+    if not args.request.strip():
+        raise CliError("--request must not be empty")
+    partitions = None
+    if args.partitions is not None:
+        inline = args.partitions.lstrip().startswith(("{", "["))
+        text = args.partitions if inline else read_text(args.partitions)
+        partitions = parse_partitions(text, "--partitions" if inline else args.partitions)
+    print(publish(args, lambda p: p.cancel(args.request, partitions, args.rollback)))
+    return 0

@@ -1,0 +1,88 @@
+"""Options shared by the subcommands that talk to Kafka, in Kafka tool conventions.
+
+``--bootstrap-server``, ``--command-config`` (a Java client properties file,
+SASL/SSL included, passed to every client), ``--prefix`` (topic names),
+``--broker-profile kafka|embedded`` (``kreassign broker`` prints the one to
+use) and, for the commands that encode or decode, ``--schema-registry-url``.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from engine.broker_profile import NAMES, BrokerProfile, profile
+from engine.cli import CliError
+from engine.client_config import ClientConfig, ClientConfigError
+from engine.topics import DEFAULT_PREFIX
+
+
+def add_arguments(p: argparse.ArgumentParser, registry: bool = True, required: bool = True) -> None:
+    g = p.add_argument_group("connection")
+    g.add_argument("--bootstrap-server", required=required, metavar="HOST:PORT", help="Kafka bootstrap server(s)")
+    g.add_argument("--command-config", metavar="FILE",
+                   help="Kafka client properties file (SASL/SSL settings included), passed to every client")
+    g.add_argument("--prefix", default=DEFAULT_PREFIX, help=f"prefix of kreassign's topic names (default {DEFAULT_PREFIX})")
+    g.add_argument("--broker-profile", choices=NAMES, default="kafka",
+                   help="kafka (default) or embedded (the broker of 'kreassign broker')")
+    if registry:
+        g.add_argument("--schema-registry-url", metavar="URL",
+                       help="write Confluent Schema Registry framing (default: Avro single-object encoding)")
+    g.add_argument("--timeout", type=_seconds, default=30.0, metavar="SECONDS",
+                   help="give up on the cluster after this long (default 30)")
+
+
+def client_config(args) -> ClientConfig:
+    try:
+        return ClientConfig.load(args.command_config).with_bootstrap(args.bootstrap_server)
+    except ClientConfigError as e:
+        raise CliError(str(e)) from None
+
+
+def broker_profile(args) -> BrokerProfile:
+    return profile(args.broker_profile)
+
+
+def registry(args):
+    return getattr(args, "schema_registry_url", None)
+
+
+def int_at_least(minimum: int, what: str):
+    """An argparse type: an integer >= ``minimum``; ``what`` names it in the error."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+positive_rate = int_at_least(1, "a number of bytes per second")
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def publish(args, action):
+    """Run ``action(publisher)`` with a ``Publisher`` built from the options; its result."""
+    from engine.eventlog import Publisher, PublishError
+
+    try:
+        with Publisher(
+            config=client_config(args), prefix=args.prefix, profile=broker_profile(args),
+            registry=registry(args), timeout=args.timeout,
+        ) as publisher:
+            return action(publisher)
+    except (PublishError, RuntimeError) as e:
+        raise CliError(str(e)) from None

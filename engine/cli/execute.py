@@ -1,0 +1,56 @@
+"""``kreassign execute``: publish a reassignment (a submit command); print its request id.
+
+What can be checked without the cluster is checked here (the file's shape,
+duplicate partitions, empty or repeated replica lists, negative ids,
+log_dirs); a problem gives one line naming the file, exit status 2, and
+nothing is published. What needs the cluster (topics, partitions, brokers)
+is checked by the engine, which rejects the whole request with every reason
+(``CommandRejected`` on the events topic).
+"""
+
+from __future__ import annotations
+
+from engine import reassignment_json
+from engine.cli import CliError, read_text
+from engine.cli.connection import add_arguments, positive_rate, publish
+from engine.commands import PartitionTarget, Submit
+from engine.partition import TopicInfo
+from engine.validation import submission_problems
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("execute", help="publish a reassignment (Kafka reassignment JSON); prints the request id")
+    p.add_argument("--reassignment-json-file", required=True, metavar="FILE", help="proposed assignment (Kafka JSON)")
+    p.add_argument("--throttle", type=positive_rate, metavar="BYTES_PER_SEC",
+                   help="replication throttle for this and later moves (default: keep the current rate)")
+    p.add_argument("--request-id", metavar="ID", help="request id to use (default: a new UUID)")
+    add_arguments(p)
+    p.set_defaults(func=run)
+
+
+def local_problems(targets: tuple[PartitionTarget, ...], request_id: str | None) -> list[str]:
+    """The core's validation, with the cluster assumed to hold every named partition:
+    only the problems of the document itself remain."""
+    problems = [f"{t.tp}: partition number must be >= 0" for t in targets if t.partition < 0]
+    targets = tuple(t for t in targets if t.partition >= 0)
+    topics: dict[str, TopicInfo] = {}
+    for t in targets:
+        topics[t.topic] = TopicInfo(max(topics.get(t.topic, TopicInfo(0)).partitions, t.partition + 1))
+    everywhere = {t.tp: None for t in targets}
+    return problems + submission_problems(Submit(request_id or "local-check", targets), topics, {}, everywhere)
+
+
+def run(args) -> int:
+    path = args.reassignment_json_file
+    try:
+        targets = reassignment_json.parse(read_text(path))
+    except reassignment_json.ReassignmentJsonError as e:
+        raise CliError(f"{path}: {e}") from None
+    if args.request_id is not None and not args.request_id.strip():
+        raise CliError("--request-id must not be empty")
+    problems = local_problems(targets, args.request_id)
+    if problems:
+        raise CliError(f"{path}: " + "; ".join(problems))
+    request_id = publish(args, lambda p: p.submit(targets, args.throttle, args.request_id))
+    print(request_id)
+    return 0

@@ -1,0 +1,52 @@
+"""``kreassign limits``: change reassignment limits from the engine's next decision on.
+
+``--set NAME=VALUE`` (repeatable) takes our names (``max_partitions_in_flight``,
+also with dashes or dots) or the KIP aliases (``reassignment.parallel.partition.count``,
+``num.concurrent.partition.movements.per.broker`` sets both per-broker caps);
+``--list`` prints every name with its default.
+"""
+
+from __future__ import annotations
+
+from engine.cli import CliError
+from engine.cli.connection import add_arguments, publish
+from engine.limits import SETTINGS, resolve_changes
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("limits", help="change reassignment limits (KIP-435 names or ours)")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", dest="changes",
+                   help="a limit and its new value (repeatable)")
+    p.add_argument("--list", action="store_true", help="print the limit names, aliases and defaults; publish nothing")
+    add_arguments(p, required=False)  # --list needs no cluster
+    p.set_defaults(func=run)
+
+
+def parse_changes(items: list[str]) -> dict[str, int]:
+    changes: dict[str, int] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise CliError(f"--set {item!r}: expected NAME=VALUE")
+        try:
+            changes[name.strip()] = int(value)
+        except ValueError:
+            raise CliError(f"--set {item!r}: {value!r} is not an integer") from None
+    _resolved, problems = resolve_changes(changes)
+    if problems:
+        raise CliError("; ".join(problems))
+    return changes
+
+
+def run(args) -> int:
+    if args.list:
+        for s in SETTINGS:
+            print(f"{s.name} ({s.symbol}) default {s.default}; aliases: {', '.join(s.aliases) or '-'}")
+        return 0
+    if not args.changes:
+        raise CliError("give at least one --set NAME=VALUE (or --list)")
+    if not args.bootstrap_server:
+        raise CliError("--bootstrap-server is required")
+    changes = parse_changes(args.changes)
+    print(publish(args, lambda p: p.change_limits(changes)))
+    return 0

@@ -1,0 +1,212 @@
+"""The publisher and replay subcommands, and ``kreassign broker``, against the embedded broker."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from engine import reassignment_json
+from engine.cli import main
+from engine.client_config import ClientConfig
+from engine.commands import Cancel, ChangeLimits, ChangeThrottle, Pause, Resume, Submit
+from engine.embedded import EMBEDDED
+from engine.envelope import CommandEnvelope
+from engine.eventlog import EventWriter, decoder_for, read_topic
+from engine.partition import TopicPartition
+from engine.summary import summarize
+from tests.test_eventlog import story
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGET = ROOT / "examples" / "target.json"
+
+
+def kreassign(capsys, broker, prefix, *argv) -> tuple[int, str, str]:
+    code = main([*argv, "--bootstrap-server", broker.bootstrap, "--broker-profile", "embedded", "--prefix", prefix])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def commands(broker, topic) -> list:
+    read = read_topic(ClientConfig().with_bootstrap(broker.bootstrap), topic, decoder_for(CommandEnvelope),
+                      _fail, profile=EMBEDDED)
+    return [m.value.payload for m in sorted(read, key=lambda m: (m.partition, m.offset))]
+
+
+def _fail(letter):
+    raise AssertionError(letter)
+
+
+def test_execute_publishes_the_reassignment_and_prints_the_request_id(capsys, broker, topics, prefix):
+    code, out, err = kreassign(capsys, broker, prefix, "execute", "--reassignment-json-file", str(TARGET),
+                               "--throttle", "1000000")
+    assert code == 0 and err == ""
+    request_id = out.strip()
+    [submit] = commands(broker, topics.commands)
+    assert submit == Submit(request_id, reassignment_json.parse(TARGET.read_text()), 1_000_000, submit.command_id)
+    code, out, _ = kreassign(capsys, broker, prefix, "execute", "--reassignment-json-file", str(TARGET),
+                             "--request-id", "mine")
+    assert (code, out) == (0, "mine\n")
+
+
+@pytest.mark.parametrize("content, problem", [
+    ("{not json", "not valid JSON"),
+    ('{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,1]}]}', "brokers [1] listed more than once"),
+    ('{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1]},'
+     '{"topic":"t","partition":0,"replicas":[2]}]}', "partition t-0 is listed 2 times"),
+    ('{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[]}]}', "t-0: empty replica list"),
+    ('{"version":1,"partitions":[{"topic":"t","partition":-1,"replicas":[1]}]}', "partition number must be >= 0"),
+    ('{"version":1,"partitions":[]}', "the reassignment lists no partitions"),
+])
+def test_a_bad_reassignment_file_is_one_line_exit_2_and_nothing_is_published(
+    capsys, broker, topics, prefix, tmp_path, content, problem,
+):
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    code, out, err = kreassign(capsys, broker, prefix, "execute", "--reassignment-json-file", str(path))
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith(f"kreassign execute: error: {path}: ") and problem in err
+    assert commands(broker, topics.commands) == []
+
+
+def test_a_missing_file_and_an_unreachable_cluster_are_one_line_errors(capsys, tmp_path):
+    code = main(["execute", "--bootstrap-server", "127.0.0.1:1", "--reassignment-json-file", str(tmp_path / "x.json")])
+    assert code == 2 and capsys.readouterr().err.strip().endswith("x.json: No such file or directory")
+    code = main(["pause", "--bootstrap-server", f"127.0.0.1:{_closed_port()}", "--timeout", "1"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "cannot reach the cluster" in err
+
+
+def test_control_commands_and_cancel(capsys, broker, topics, prefix, tmp_path):
+    partitions = tmp_path / "cancel.json"
+    partitions.write_text('{"version":1,"partitions":[{"topic":"orders","partition":1,"replicas":[1,2]}]}')
+    ids = []
+    for argv in (
+        ["cancel", "--request", "r1"],
+        ["cancel", "--request", "r1", "--partitions", str(partitions), "--rollback"],
+        ["cancel", "--request", "r1", "--partitions", '{"partitions":[{"topic":"a","partition":2}]}'],
+        ["limits", "--set", "reassignment.parallel.partition.count=5", "--set", "max-incoming-moves-per-broker=3"],
+        ["throttle", "--rate", "none"],
+        ["throttle", "--rate", "2000"],
+        ["pause"],
+        ["resume"],
+    ):
+        code, out, err = kreassign(capsys, broker, prefix, *argv)
+        assert (code, err) == (0, ""), argv
+        ids.append(out.strip())
+    read = commands(broker, topics.commands)  # per partition: order holds per key, not across keys
+    assert [c for c in read if isinstance(c, Cancel)] == [
+        Cancel("r1", None, False, ids[0]),
+        Cancel("r1", (TopicPartition("orders", 1),), True, ids[1]),
+        Cancel("r1", (TopicPartition("a", 2),), False, ids[2]),
+    ]
+    assert [c for c in read if not isinstance(c, Cancel)] == [
+        ChangeLimits({"reassignment.parallel.partition.count": 5, "max-incoming-moves-per-broker": 3}, ids[3]),
+        ChangeThrottle(None, ids[4]), ChangeThrottle(2000, ids[5]), Pause(ids[6]), Resume(ids[7]),
+    ]
+
+
+@pytest.mark.parametrize("argv, problem", [
+    (["limits", "--set", "no.such.limit=3"], "unknown limit 'no.such.limit'"),
+    (["limits", "--set", "max_replicas_per_step=0"], "must be an integer >= 1"),
+    (["limits", "--set", "max_replicas_per_step"], "expected NAME=VALUE"),
+    (["limits"], "give at least one --set"),
+    (["cancel", "--request", "r", "--partitions", '{"partitions":[{"topic":"a"}]}'], "partitions[0].partition"),
+    (["cancel", "--request", "r", "--partitions", "[1,2"], "not valid JSON"),
+])
+def test_bad_command_options_are_one_line_exit_2_and_nothing_is_published(capsys, broker, topics, prefix, argv, problem):
+    code, out, err = kreassign(capsys, broker, prefix, *argv)
+    assert code == 2 and out == "" and err.count("\n") == 1 and problem in err
+    assert commands(broker, topics.commands) == []
+
+
+def test_throttle_rate_must_be_positive_or_none(capsys, broker, prefix):
+    with pytest.raises(SystemExit) as exit_:
+        kreassign(capsys, broker, prefix, "throttle", "--rate", "0")
+    assert exit_.value.code == 2 and "must be at least 1" in capsys.readouterr().err
+
+
+def test_limits_list_needs_no_cluster(capsys):
+    assert main(["limits", "--list"]) == 0
+    assert "reassignment.parallel.partition.count" in capsys.readouterr().out
+
+
+# --- replay ------------------------------------------------------------------------------------------------
+
+
+def test_replay_prints_the_summary_of_the_folded_state(capsys, broker, topics, prefix):
+    d = story()
+    with EventWriter(config=ClientConfig().with_bootstrap(broker.bootstrap), prefix=prefix, profile=EMBEDDED) as w:
+        w.append(d.events)
+    code, out, err = kreassign(capsys, broker, prefix, "replay", "--format", "json")
+    assert (code, err) == (0, "")
+    doc = json.loads(out)
+    assert doc["events"] == doc["next_offset"] == len(d.events)
+    assert {k: v for k, v in doc.items() if k in summarize(d.state)} == json.loads(json.dumps(summarize(d.state)))
+    code, out, _ = kreassign(capsys, broker, prefix, "replay")
+    assert code == 0 and out.startswith(f"events: {len(d.events)} ")
+    assert "  r1: active" in out and f"steps in flight: {len(d.state.steps)}" in out
+    code, out, _ = kreassign(capsys, broker, prefix, "replay", "--until-offset", "3", "--format", "json")
+    assert json.loads(out)["events"] == 3
+
+
+def test_replay_of_a_missing_events_topic_is_a_one_line_error(capsys, broker, prefix):
+    code, out, err = kreassign(capsys, broker, prefix, "replay", "--timeout", "5")
+    assert code == 2 and err == f"kreassign replay: error: topic {prefix}events does not exist on {broker.bootstrap} " \
+        "(run: kreassign topics create)\n"
+
+
+def test_topics_create_twice_prints_created_then_exists(capsys, broker, prefix):
+    code, out, _ = kreassign(capsys, broker, prefix, "topics", "create")
+    assert code == 0 and out.count(": created") == 3
+    code, out, _ = kreassign(capsys, broker, prefix, "topics", "create")
+    assert code == 0 and out.count(": exists") == 3
+
+
+# --- kreassign broker --------------------------------------------------------------------------------------
+
+
+def test_broker_subcommand_prints_its_address_serves_and_stops_on_sigterm():
+    proc = subprocess.Popen([sys.executable, "-m", "engine.cli", "broker", "--prefix", "cli-broker."],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        bootstrap = proc.stdout.readline().strip()
+        assert proc.stdout.readline().strip() == f"use: --bootstrap-server {bootstrap} --broker-profile embedded " \
+            "--prefix cli-broker."
+        host, port = bootstrap.rsplit(":", 1)
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        names = set(admin.list_topics(timeout=10).topics)
+        assert {"cli-broker.commands", "cli-broker.events", "cli-broker.dead-letters"} <= names
+        del admin
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
+        assert _refused(host, int(port)), "tansu still listens after the broker command stopped"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _refused(host: str, port: int, within: float = 5.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection((host, port), timeout=0.2).close()
+        except OSError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
