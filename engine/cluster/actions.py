@@ -46,8 +46,7 @@ class RemoveThrottles(NamedTuple):
 
 
 class ElectLeader(NamedTuple):
-    tp: TopicPartition
-    leader: int  # the preferred leader that should lead afterwards
+    tp: TopicPartition  # its preferred leader (first replica) should lead afterwards
 
 
 Action = StartStep | CancelStep | ApplyThrottles | RemoveThrottles | ElectLeader
