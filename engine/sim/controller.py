@@ -282,11 +282,11 @@ def set_slow(state: SimState, broker: int, factor: float) -> SimState:
 def apply_throttles(state: SimState, delta: ThrottleSet) -> SimState:
     t = state.throttles
     leader, follower = t.leader, t.follower
-    for topic, (lead, follow) in delta.by_topic().items():
+    for topic, (lead, follow) in _entries(delta).items():
         if lead:
-            leader = leader.set(topic, leader.get(topic, frozenset()) | set(lead))
+            leader = leader.set(topic, leader.get(topic, frozenset()) | lead)
         if follow:
-            follower = follower.set(topic, follower.get(topic, frozenset()) | set(follow))
+            follower = follower.set(topic, follower.get(topic, frozenset()) | follow)
     leader_rate, follower_rate = t.leader_rate, t.follower_rate
     if delta.rate is not None:
         for b in delta.leader_brokers:
@@ -299,11 +299,11 @@ def apply_throttles(state: SimState, delta: ThrottleSet) -> SimState:
 def remove_throttles(state: SimState, delta: ThrottleSet) -> SimState:
     t = state.throttles
     leader, follower = t.leader, t.follower
-    for topic, (lead, follow) in delta.by_topic().items():
+    for topic, (lead, follow) in _entries(delta).items():
         if lead and topic in leader:
-            leader = leader.set(topic, leader[topic] - set(lead))
+            leader = leader.set(topic, leader[topic] - lead)
         if follow and topic in follower:
-            follower = follower.set(topic, follower[topic] - set(follow))
+            follower = follower.set(topic, follower[topic] - follow)
     leader_rate, follower_rate = t.leader_rate, t.follower_rate
     for b in delta.leader_brokers:
         if b in leader_rate:
@@ -312,6 +312,15 @@ def remove_throttles(state: SimState, delta: ThrottleSet) -> SimState:
         if b in follower_rate:
             follower_rate = follower_rate.delete(b)
     return state._replace(throttles=Throttles(leader, follower, leader_rate, follower_rate), dirty=True)
+
+
+def _entries(delta: ThrottleSet) -> dict[str, tuple[set, set]]:
+    """topic -> (leader, follower) throttled replicas as (partition, broker)."""
+    out: dict[str, tuple[set, set]] = {}
+    for side, replicas in ((0, delta.leader), (1, delta.follower)):
+        for r in replicas:
+            out.setdefault(r.topic, (set(), set()))[side].add((r.partition, r.broker))
+    return out
 
 
 def close_stats(state: SimState) -> Stats:

@@ -84,7 +84,7 @@ class Lag(NamedTuple):
 class Throttles(NamedTuple):
     """KIP-73 configuration as the brokers hold it."""
 
-    leader: immutables.Map = immutables.Map()  # topic -> frozenset of "partition:broker" (or "*")
+    leader: immutables.Map = immutables.Map()  # topic -> frozenset of (partition, broker); "*" for all
     follower: immutables.Map = immutables.Map()
     leader_rate: immutables.Map = immutables.Map()  # broker -> bytes/s
     follower_rate: immutables.Map = immutables.Map()
@@ -102,7 +102,7 @@ class Throttles(NamedTuple):
 
 def _listed(lists: immutables.Map, tp: TopicPartition, broker: int) -> bool:
     entries = lists.get(tp.topic)
-    return bool(entries) and ("*" in entries or f"{tp.partition}:{broker}" in entries)
+    return bool(entries) and ((tp.partition, broker) in entries or "*" in entries)
 
 
 class Stats(NamedTuple):

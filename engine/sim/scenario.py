@@ -31,8 +31,8 @@ documented rule until the balancer supplies targets):
   turn, until it holds its fair share (its rack's bytes / its rack's brokers:
   moves keep every partition on as many racks), takes the largest
   replica that still fits under that share from the most loaded broker above
-  the share that has one it may take (a partition it does not hold yet, kept on
-  as many racks as before).
+  the share that has one it may take (at most one replica of a partition
+  moves, and the partition stays on as many racks as before).
 * ``decommission`` (``brokers``: brokers to empty): each of their replicas goes,
   in place, to the least loaded live broker that does not hold the partition:
   one on the same rack if any, else on a rack the partition does not use yet.
@@ -202,6 +202,7 @@ def from_document(doc: object, base_dir: str = ".") -> Scenario:
         raise ScenarioError("topics: missing")
     topics, partitions = _topics(d["topics"], brokers, empty, rng)
     targets = _targets(kind, reassignment, brokers, topics, partitions, base_dir)
+    _check_traffic(brokers, partitions, targets)
     throttle_text = d.get("throttle", DEFAULT_THROTTLE_RATE)
     throttle = None if throttle_text in (None, "none") else _rate(throttle_text, "throttle")
     if throttle is not None and throttle < 1:
@@ -593,7 +594,7 @@ def add_broker_targets(current, sizes, racks, live, new) -> dict[TopicPartition,
             for out in sorted(held, key=lambda b: (-load[b], b)):
                 if out in new or load[out] <= fair:
                     continue
-                move = next((tp for tp in held[out] if sizes[tp] <= room and n not in target[tp]
+                move = next((tp for tp in held[out] if sizes[tp] <= room and target[tp] == current[tp]
                              and _rack_ok(racks, target[tp], out, n)), None)
                 if move is not None:
                     break
@@ -659,6 +660,31 @@ def rebalance_targets(current, sizes, racks, live) -> dict[TopicPartition, Repli
         for b in new:
             load[b] += size
     return target
+
+
+def _check_traffic(brokers, partitions, targets) -> None:
+    """Refuse a cluster whose produce traffic alone fills a broker's network, before or after."""
+    by_id = {b.id: b for b in brokers}
+    final = {tp: p.replicas for tp, p in partitions.items()}
+    final.update({t.tp: t.replicas for t in targets})
+    for when, assignment in (("before", {tp: p.replicas for tp, p in partitions.items()}), ("after", final)):
+        inbound: dict[int, float] = {}
+        outbound: dict[int, float] = {}
+        for tp, replicas in assignment.items():
+            rate = partitions[tp].produce_rate
+            for b in replicas:
+                inbound[b] = inbound.get(b, 0) + rate
+            outbound[replicas[0]] = outbound.get(replicas[0], 0) + rate * (len(replicas) - 1)
+        for b, rate in sorted(inbound.items()):
+            if rate >= by_id[b].network_in:
+                raise ScenarioError(f"broker {b} would receive {rate / 1e6:.1f} MB/s of produce and replication "
+                                    f"traffic {when} the reassignment, at or above its network_in "
+                                    f"({by_id[b].network_in / 1e6:.1f} MB/s): lower produce_rate or raise network")
+        for b, rate in sorted(outbound.items()):
+            if rate >= by_id[b].network_out:
+                raise ScenarioError(f"broker {b} would send {rate / 1e6:.1f} MB/s of replication traffic {when} "
+                                    f"the reassignment, at or above its network_out ({by_id[b].network_out / 1e6:.1f} "
+                                    f"MB/s): lower produce_rate or raise network")
 
 
 def _faults(value, by_id) -> tuple[Fault, ...]:
