@@ -11,7 +11,7 @@ import argparse
 import importlib
 import sys
 
-SUBCOMMANDS = ("plan",)
+SUBCOMMANDS = ("plan", "simulate", "sim-cluster")
 
 
 class CliError(Exception):
@@ -25,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in SUBCOMMANDS:
-        importlib.import_module(f"engine.cli.{name}").add_parser(sub)
+        importlib.import_module(f"engine.cli.{name.replace('-', '_')}").add_parser(sub)
     return parser
 
 

@@ -11,7 +11,7 @@ cancelling nothing and electing a leader that already leads are ``Ok``.
 
 from __future__ import annotations
 
-from typing import Callable, Collection, Mapping
+from typing import Callable, Collection, Mapping, Sequence
 
 from engine.cluster.result import Result
 from engine.cluster.snapshot import ClusterSnapshot
@@ -19,18 +19,33 @@ from engine.commands import Observation
 from engine.partition import Broker, Replicas, TopicInfo, TopicPartition
 from engine.sim import controller, physics
 from engine.sim.model import SimState
-from engine.sim.scenario import Scenario
+from engine.sim.scenario import FAULT_ACTIONS, Fault, Scenario
 from engine.throttles import ThrottleSet
 
 
+def fault(state: SimState, broker: int, action: str, factor: float = 1.0) -> SimState:
+    if broker not in state.brokers:
+        raise ValueError(f"unknown broker {broker}")
+    if action == "down":
+        return controller.broker_down(state, broker)
+    if action == "up":
+        return controller.broker_up(state, broker)
+    if action == "slow":
+        if not 0 < factor <= 1:
+            raise ValueError(f"slow factor must be in (0, 1], got {factor}")
+        return controller.set_slow(state, broker, factor)
+    raise ValueError(f"unknown fault {action!r}: expected one of {', '.join(FAULT_ACTIONS)}")
+
+
 class SimulatedCluster:
-    def __init__(self, state: SimState, clock: Callable[[], float] | None = None):
+    def __init__(self, state: SimState, clock: Callable[[], float] | None = None, faults: Sequence[Fault] = ()):
         self.state = state
         self._clock = clock
+        self._faults = sorted(faults, key=lambda f: f.at)  # injected when simulated time reaches them
 
     @classmethod
     def from_scenario(cls, scenario: Scenario, clock: Callable[[], float] | None = None) -> "SimulatedCluster":
-        return cls(controller.initial(scenario), clock)
+        return cls(controller.initial(scenario), clock, scenario.faults)
 
     # -- time and faults ------------------------------------------------------------------
 
@@ -39,27 +54,25 @@ class SimulatedCluster:
         return self.state.time
 
     def advance(self, dt: float) -> None:
-        self.state = physics.advance(self.state, dt)
+        self.advance_to(self.state.time + dt)
 
     def advance_to(self, t: float) -> None:
+        while self._faults and self._faults[0].at <= t:
+            f = self._faults.pop(0)
+            if f.at > self.state.time:
+                self.state = physics.advance(self.state, f.at - self.state.time)
+            self.state = fault(self.state, f.broker, f.action, f.factor)
         if t > self.state.time:
-            self.advance(t - self.state.time)
+            self.state = physics.advance(self.state, t - self.state.time)
 
     def _sync(self) -> None:
         if self._clock is not None:
             self.advance_to(self._clock())
 
-    def broker_down(self, broker: int) -> None:
+    def inject(self, broker: int, action: str, factor: float = 1.0) -> None:
+        """A fault now: ``down``, ``up`` or ``slow`` (``factor`` of its network left)."""
         self._sync()
-        self.state = controller.broker_down(self.state, broker)
-
-    def broker_up(self, broker: int) -> None:
-        self._sync()
-        self.state = controller.broker_up(self.state, broker)
-
-    def slow_broker(self, broker: int, factor: float) -> None:
-        self._sync()
-        self.state = controller.set_slow(self.state, broker, factor)
+        self.state = fault(self.state, broker, action, factor)
 
     # -- observe --------------------------------------------------------------------------------
 

@@ -58,25 +58,14 @@ class RunResult:
 
 
 class _Clock:
-    """The simulated cluster plus the scenario's faults, injected when their time comes."""
+    """The simulated cluster of a run (faults are injected by it as time passes)."""
 
     def __init__(self, scenario: Scenario):
         self.scenario = scenario
         self.cluster = SimulatedCluster.from_scenario(scenario)
-        self.faults = list(scenario.faults)
 
     def wait(self, dt: float) -> None:
-        end = self.cluster.time + dt
-        while self.faults and self.faults[0].at <= end:
-            f = self.faults.pop(0)
-            self.cluster.advance_to(f.at)
-            if f.action == "down":
-                self.cluster.broker_down(f.broker)
-            elif f.action == "up":
-                self.cluster.broker_up(f.broker)
-            else:
-                self.cluster.slow_broker(f.broker, f.factor)
-        self.cluster.advance_to(end)
+        self.cluster.advance(dt)
 
     def result(self, strategy: str, finished: bool, moves: int, events: int = 0) -> RunResult:
         s = self.cluster.state
