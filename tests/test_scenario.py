@@ -78,14 +78,16 @@ def test_decommission_empties_the_broker_keeping_racks():
 
 
 def test_add_broker_fills_new_brokers_to_their_share():
-    s = S.from_document(doc(brokers={"count": 9, "racks": ["a", "b", "c"]},
-                            reassignment={"kind": "add-broker", "brokers": [7, 8, 9]}))
+    d = doc(brokers={"count": 9, "racks": ["a", "b", "c"]}, reassignment={"kind": "add-broker", "brokers": [7, 8, 9]})
+    d["topics"][0]["partitions"] = 300
+    s = S.from_document(d)
     assert all(b not in p.replicas for p in s.partitions.values() for b in (7, 8, 9))  # start empty
     load = loads(s)
     share = sum(load.values()) / 9
     biggest = max(p.size for p in s.partitions.values())
     for b in (7, 8, 9):
         assert share - biggest <= load[b] <= share * 1.1
+    assert all(len(set(t.replicas) - set(s.partitions[t.tp].replicas)) == 1 for t in s.targets)
     assert s.moved_bytes() == sum(load[b] for b in (7, 8, 9))
 
 
