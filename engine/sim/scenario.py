@@ -643,9 +643,11 @@ def rebalance_targets(current, sizes, racks, live) -> dict[TopicPartition, Repli
     for tp in _by_size(sizes):
         size = sizes[tp]
         replicas = current[tp]
+        all_racks = {racks[b] for b in live}
         kept: list[int] = []
         for b in replicas:
-            if b in live_set and load[b] + size <= ceiling and racks[b] not in {racks[k] for k in kept}:
+            used = {racks[k] for k in kept}
+            if b in live_set and load[b] + size <= ceiling and (racks[b] not in used or used >= all_racks):
                 kept.append(b)
         new = list(replicas)
         for i, b in enumerate(replicas):
