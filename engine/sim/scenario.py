@@ -54,6 +54,7 @@ empty are never placed on.
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import os
@@ -582,29 +583,42 @@ def add_broker_targets(current, sizes, racks, live, new) -> dict[TopicPartition,
     for b in live:
         rack_total[racks[b]] = rack_total.get(racks[b], 0) + load[b]
         rack_size[racks[b]] = rack_size.get(racks[b], 0) + 1
-    held: dict[int, list[TopicPartition]] = {}
-    for tp in _by_size(sizes):
+    held: dict[int, list[tuple[int, TopicPartition]]] = {}  # broker -> (size, tp), smallest first
+    for tp in sorted(sizes, key=lambda tp: (sizes[tp], tp)):
         for b in current[tp]:
-            held.setdefault(b, []).append(tp)
+            held.setdefault(b, []).append((sizes[tp], tp))
     for n in sorted(new):
         fair = rack_total[racks[n]] / rack_size[racks[n]]  # moves keep racks: the share is the rack's
+        dry: set[int] = set()  # brokers with nothing for n: room only shrinks, so they stay dry
         while True:
             room = fair - load[n]
             move = None
             for out in sorted(held, key=lambda b: (-load[b], b)):
-                if out in new or load[out] <= fair:
+                if out in new or out in dry or load[out] <= fair:
                     continue
-                move = next((tp for tp in held[out] if sizes[tp] <= room and target[tp] == current[tp]
-                             and _rack_ok(racks, target[tp], out, n)), None)
+                items = held[out]
+                i = bisect.bisect_right(items, (room, _LAST)) - 1  # the largest that fits, then smaller
+                while i >= 0:
+                    tp = items[i][1]
+                    if target[tp] != current[tp]:
+                        del items[i]  # moved already: at most one replica of a partition moves
+                    elif _rack_ok(racks, target[tp], out, n):
+                        move = tp
+                        del items[i]
+                        break
+                    i -= 1
                 if move is not None:
                     break
+                dry.add(out)
             if move is None:
                 break
             target[move] = tuple(n if b == out else b for b in target[move])
-            held[out].remove(move)
             load[out] -= sizes[move]
             load[n] += sizes[move]
     return target
+
+
+_LAST = TopicPartition("\U0010ffff", 2**62)  # sorts after every real partition of equal size
 
 
 def _place(load, racks, replicas: Replicas, out: int, candidates: Iterable[int]) -> int | None:
