@@ -80,6 +80,8 @@ class _Clock:
 def run(scenario: Scenario, strategy: str, max_time: float | None = None) -> RunResult:
     """Run ``strategy`` to completion (or until ``max_time`` simulated seconds)."""
     limit = max_time if max_time is not None else 30 * 86400.0
+    if not scenario.targets:  # nothing to move: done before it starts
+        return _Clock(scenario).result(strategy, True, 0)
     return _RUNNERS[strategy](scenario, limit)
 
 
