@@ -151,7 +151,11 @@ def _check_step(d: _Decision, tp: TopicPartition) -> None:
     step = f.step
     busy = obs.reassignment_in_progress
     if f.aborting:
-        if not busy and obs.replicas in (step.cr, step.tr):
+        # Kafka (KRaft) reverts a cancelled reassignment to RS minus AR in RS order:
+        # the step's CR as a set, not necessarily in CR's order. Or the step had
+        # already completed when the cancel reached it.
+        reverted = len(obs.replicas) == len(step.cr) and set(obs.replicas) == set(step.cr)
+        if not busy and (reverted or obs.replicas == step.tr):
             d.emit(ev.StepAborted(f.request_id, tp, f.number, obs.replicas))
         return
     if not busy and obs.replicas == step.tr and obs.isr.issuperset(step.tr):
