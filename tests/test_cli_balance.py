@@ -1,0 +1,87 @@
+"""``kreassign balance`` on a scenario file, as an operator runs it."""
+
+import json
+
+import pytest
+
+from engine.cli import main
+
+SCENARIO = """
+name: skewed
+seed: 3
+brokers:
+  - {id: 0, rack: a}
+  - {id: 1, rack: a}
+  - {id: 2, rack: b}
+  - {id: 3, rack: b}
+  - {id: 4, rack: c}
+topics:
+  - name: orders
+    assignment:
+      - {partition: 0, replicas: [0, 2], size: 1 GB}
+      - {partition: 1, replicas: [0, 2], size: 2 GB}
+      - {partition: 2, replicas: [0, 3], size: 3 GB}
+      - {partition: 3, replicas: [1, 2], size: 4 GB}
+      - {partition: 4, replicas: [0, 3], size: 5 GB}
+reassignment: {kind: explicit, targets: []}
+"""
+
+
+@pytest.fixture
+def scenario(tmp_path):
+    p = tmp_path / "skewed.yaml"
+    p.write_text(SCENARIO)
+    return str(p)
+
+
+def test_show_cluster_state_lists_brokers_racks_and_imbalance(scenario, capsys):
+    assert main(["balance", "--scenario", scenario, "--show-cluster-state"]) == 0
+    out = capsys.readouterr().out
+    assert "Brokers" in out and "Racks" in out and "Imbalance" in out
+    assert main(["balance", "--scenario", scenario, "--show-cluster-state", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert {r["name"]: r["replicas"] for r in doc["brokers"]} == {"0": 4, "1": 1, "2": 3, "3": 2, "4": 0}
+    assert {r["name"]: r["replicas"] for r in doc["racks"]} == {"a": 5, "b": 5, "c": 0}
+    assert doc["imbalance_percent"]["replicas"] == pytest.approx(100.0)
+
+
+def test_cluster_balance_prints_kafka_sections_and_writes_the_output_file(scenario, tmp_path, capsys):
+    out_file = tmp_path / "proposal.json"
+    assert main(["balance", "--scenario", scenario, "--cluster-balance", "--threshold-percentage", "0",
+                 "--output-file", str(out_file)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "Current partition replica assignment"
+    assert out[3] == "Proposed partition reassignment configuration"
+    proposed = json.loads(out[4])
+    assert json.loads(out_file.read_text()) == proposed
+    current = {(p["topic"], p["partition"]): p["replicas"] for p in json.loads(out[1])["partitions"]}
+    after = {(p["topic"], p["partition"]): p["replicas"] for p in proposed["partitions"]}
+    assert set(current) == set(after)
+    assert any("replicas moved (lower bound" in line for line in out)
+
+
+def test_remove_brokers_json_summary(scenario, capsys):
+    assert main(["balance", "--scenario", scenario, "--remove-brokers", "0", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert all(0 not in p["replicas"] for p in doc["proposed"]["partitions"])
+    assert doc["summary"]["replicas_moved"] >= 4 and doc["summary"]["lower_bound"] >= 4
+
+
+def test_generate_mode(scenario, tmp_path, capsys):
+    topics = tmp_path / "topics.json"
+    topics.write_text('{"topics":[{"topic":"orders"}],"version":1}')
+    assert main(["balance", "--scenario", scenario, "--topics-to-move-json-file", str(topics),
+                 "--broker-list", "2,3,4", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert all(set(p["replicas"]) <= {2, 3, 4} for p in doc["proposed"]["partitions"])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--remove-brokers", "9"], "brokers [9] are not in the cluster"),
+    (["--replica-balance", "--broker-list", "1"], "--broker-list goes with --topics-to-move-json-file"),
+    (["--replica-balance", "--threshold-percentage", "150"], "between 0 and 100"),
+])
+def test_bad_requests_exit_2_with_one_line(scenario, capsys, argv, message):
+    assert main(["balance", "--scenario", scenario, *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err
