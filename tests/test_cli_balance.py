@@ -85,3 +85,27 @@ def test_bad_requests_exit_2_with_one_line(scenario, capsys, argv, message):
     assert main(["balance", "--scenario", scenario, *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and message in err
+
+
+def test_execute_submits_the_proposal_as_a_request(scenario, broker, topics, capsys):
+    from engine.client_config import ClientConfig
+    from engine.codec import codec_for
+    from engine.envelope import CommandEnvelope
+    from engine.eventlog import read_topic
+
+    assert main(["balance", "--scenario", scenario, "--replica-balance", "--threshold-percentage", "0",
+                 "--execute", "--bootstrap-server", broker.bootstrap, "--prefix", topics.commands[: -len("commands")],
+                 "--broker-profile", "embedded", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    set_aside = []
+    messages = read_topic(ClientConfig({"bootstrap.servers": broker.bootstrap}), topics.commands,
+                          codec_for(CommandEnvelope).decode, set_aside.append, idle_timeout=2.0)
+    commands = [m.value.payload for m in messages]
+    assert not set_aside and [c.request_id for c in commands] == [doc["request_id"]]
+    submitted = {(t.topic, t.partition): list(t.replicas) for t in commands[0].partitions}
+    assert submitted == {(p["topic"], p["partition"]): p["replicas"] for p in doc["proposed"]["partitions"]}
+
+
+def test_execute_needs_the_event_log(scenario, capsys):
+    assert main(["balance", "--scenario", scenario, "--replica-balance", "--execute"]) == 2
+    assert "give --bootstrap-server" in capsys.readouterr().err

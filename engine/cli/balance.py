@@ -17,16 +17,21 @@ import json
 from engine import reassignment_json
 from engine.balancer import MODES, BalanceError, Proposal, cluster_state, propose
 from engine.cli import CliError, read_text
+from engine.cli.connection import add_arguments, positive_rate, publish
 from engine.cluster.snapshot import ClusterSnapshot
+from engine.commands import PartitionTarget
 from engine.units import format_size
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("balance", help="show cluster balance or propose replica/leader-balanced targets")
-    source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--bootstrap-server", metavar="B", help="a live Kafka cluster")
-    source.add_argument("--scenario", metavar="FILE", help="a scenario file (its cluster before the reassignment)")
-    p.add_argument("--command-config", metavar="FILE", help="Kafka client properties (SASL/SSL) for --bootstrap-server")
+    p.add_argument("--scenario", metavar="FILE",
+                   help="balance the cluster of a scenario file instead of the live one at --bootstrap-server")
+    add_arguments(p, required=False)
+    p.add_argument("--execute", action="store_true",
+                   help="submit the proposal to the engine as a request (published to --bootstrap-server)")
+    p.add_argument("--throttle", type=positive_rate, metavar="BYTES_PER_SEC",
+                   help="with --execute: replication throttle for this and later moves")
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--show-cluster-state", action="store_true", help="replicas, leaders and bytes per broker and rack")
     mode.add_argument("--leader-balance", action="store_true", help="spread preferred leaders (reorders replicas only)")
@@ -78,6 +83,12 @@ def _topics_to_move(path: str) -> list[str]:
 
 
 def run(args) -> int:
+    if not args.scenario and not args.bootstrap_server:
+        raise CliError("give the cluster: --bootstrap-server B or --scenario FILE")
+    if args.execute and not args.bootstrap_server:
+        raise CliError("--execute publishes to the engine's event log: give --bootstrap-server")
+    if args.execute and args.show_cluster_state:
+        raise CliError("--execute goes with a proposal, not --show-cluster-state")
     if args.broker_list and not args.topics_to_move_json_file:
         raise CliError("--broker-list goes with --topics-to-move-json-file")
     if args.topics_to_move_json_file and not args.broker_list:
@@ -105,14 +116,21 @@ def run(args) -> int:
                 f.write(reassignment_json.dumps(proposal.proposed) + "\n")
         except OSError as e:
             raise CliError(f"{args.output_file}: {e.strerror}") from None
+    request_id = None
+    if args.execute and proposal.proposed:
+        targets = tuple(PartitionTarget(tp.topic, tp.partition, r) for tp, r in sorted(proposal.proposed.items()))
+        request_id = publish(args, lambda pub: pub.submit(targets, args.throttle))
     if args.format == "json":
         print(json.dumps({
+            "request_id": request_id,
             "current": reassignment_json.document(proposal.current),
             "proposed": reassignment_json.document(proposal.proposed),
             "summary": _summary_document(proposal),
         }))
     else:
         print(render_proposal(proposal, args.threshold_percentage))
+        if args.execute:
+            print(f"Submitted as request {request_id}" if request_id else "Nothing to submit: the proposal is empty")
     return 0
 
 
