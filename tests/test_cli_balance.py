@@ -109,3 +109,16 @@ def test_execute_submits_the_proposal_as_a_request(scenario, broker, topics, cap
 def test_execute_needs_the_event_log(scenario, capsys):
     assert main(["balance", "--scenario", scenario, "--replica-balance", "--execute"]) == 2
     assert "give --bootstrap-server" in capsys.readouterr().err
+
+
+def test_live_cluster_snapshot_from_the_embedded_broker(broker, topics, capsys):
+    """The embedded broker is a one-broker cluster: its state can be shown (the Kafka adapter's read path)."""
+    assert main(["balance", "--bootstrap-server", broker.bootstrap, "--show-cluster-state", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert len(doc["brokers"]) == 1 and doc["brokers"][0]["replicas"] >= 1
+
+
+def test_unreachable_cluster_is_one_line(capsys):
+    assert main(["balance", "--bootstrap-server", "127.0.0.1:1", "--show-cluster-state", "--timeout", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "127.0.0.1:1" in err

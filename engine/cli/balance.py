@@ -61,14 +61,15 @@ def _ids(text: str) -> list[int]:
 
 
 def load_snapshot(args) -> ClusterSnapshot:
-    if args.scenario:
-        from engine.sim.scenario import ScenarioError, load
+    """The scenario's cluster if one is given, else the live cluster at --bootstrap-server."""
+    from engine.cluster.connect import ConnectError, snapshot_of
 
-        try:
-            return load(args.scenario).snapshot()
-        except ScenarioError as e:
-            raise CliError(f"{args.scenario}: {e}") from None
-    raise CliError("--bootstrap-server needs the Kafka cluster adapter")
+    try:
+        if args.scenario:
+            return snapshot_of(scenario_file=args.scenario)
+        return snapshot_of(bootstrap=args.bootstrap_server, command_config=args.command_config, timeout=args.timeout)
+    except ConnectError as e:
+        raise CliError(f"{args.scenario or args.bootstrap_server}: {e}") from None
 
 
 def _topics_to_move(path: str) -> list[str]:

@@ -48,7 +48,7 @@ def open_cluster(spec: str, bootstrap: str | None = None, command_config: str | 
 
 
 def snapshot_of(scenario_file: str | None = None, bootstrap: str | None = None,
-                command_config: str | None = None) -> ClusterSnapshot:
+                command_config: str | None = None, timeout: float = 30.0) -> ClusterSnapshot:
     """The cluster a planner works on: a scenario's starting point, or a live cluster now."""
     if scenario_file is not None:
         from engine.sim import scenario
@@ -57,7 +57,7 @@ def snapshot_of(scenario_file: str | None = None, bootstrap: str | None = None,
             return scenario.load(scenario_file).snapshot()
         except scenario.ScenarioError as e:
             raise ConnectError(str(e)) from None
-    cluster = open_cluster("kafka", bootstrap, command_config)
+    cluster = open_cluster("kafka", bootstrap, command_config, timeout)
     try:
         snap = cluster.snapshot()
     finally:
