@@ -329,7 +329,10 @@ def _observe(d: _Decision, o: Observation) -> None:
             d.emit(ev.TopicObserved(topic, info))
     for tp in sorted(o.partitions):
         ps = o.partitions[tp]
-        if d.state.observed.get(tp) != ps:
+        known = d.state.observed.get(tp)
+        if ps.size_bytes is None and known is not None and known.size_bytes is not None:
+            ps = ps._replace(size_bytes=known.size_bytes)  # sizes are measured rarely; keep the last one
+        if known != ps:
             d.emit(ev.PartitionObserved(tp, ps))
         if tp in d.state.steps:
             _check_step(d, tp)
