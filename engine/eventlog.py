@@ -241,10 +241,11 @@ def read_topic(
     config: ClientConfig, topic: str, decode: Callable[[bytes | None], Any],
     set_aside: Callable[[DeadLetter], None], *, profile: BrokerProfile = KAFKA,
     until_offset: int | None = None, idle_timeout: float = DEFAULT_TIMEOUT, batch: int = 1000,
-    expect_partitions: int | None = None,
+    expect_partitions: int | None = None, start_offset: int = 0,
 ) -> Iterator[Message]:
-    """Every message of every partition of ``topic``, from the first offset to the end
-    (or to ``until_offset``, exclusive), decoded; in offset order within a partition.
+    """Every message of every partition of ``topic``, from the first offset (or
+    ``start_offset``) to the end (or to ``until_offset``, exclusive), decoded; in
+    offset order within a partition.
     ``expect_partitions``: fail unless the topic has exactly that many partitions."""
     consumer = Consumer(config.confluent(**{
         "group.id": "kreassign-reader",  # never joined, never committed: partitions are assigned
@@ -260,7 +261,7 @@ def read_topic(
         starts = []
         for p in partitions:
             low, _high = consumer.get_watermark_offsets(KafkaTopicPartition(topic, p), timeout=idle_timeout)
-            starts.append(KafkaTopicPartition(topic, p, max(low, 0)))  # explicit offsets: no reset delay
+            starts.append(KafkaTopicPartition(topic, p, max(low, start_offset, 0)))  # explicit: no reset delay
         open_partitions = {tp.partition for tp in starts if until_offset is None or tp.offset < until_offset}
         consumer.assign([tp for tp in starts if tp.partition in open_partitions])
         idle_since = time.monotonic()
