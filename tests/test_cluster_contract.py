@@ -191,3 +191,21 @@ def test_snapshot_has_every_partition(harness):
     assert snap.topics[TOPIC].partitions == 3
     if harness.virtual:
         assert snap.partitions[P2].size_bytes == 500_000_000
+
+
+def test_throttles_read_back_what_was_applied_and_leave_other_entries_alone(harness):
+    c = harness.cluster
+    ours = ThrottleSet(frozenset({ThrottledReplica(TOPIC, 0, 1), ThrottledReplica(TOPIC, 0, 2)}),
+                       frozenset({ThrottledReplica(TOPIC, 0, 3)}), frozenset({1, 2}), frozenset({3}), 7_000_000)
+    other = ThrottleSet(frozenset({ThrottledReplica(TOPIC, 1, 2)}), frozenset(), frozenset(), frozenset(), None)
+    assert isinstance(c.apply_throttles(other), Ok)  # another tool's entry
+    assert isinstance(c.apply_throttles(ours), Ok)
+    seen = c.throttles([TOPIC], [1, 2, 3, 4])
+    assert seen.leader == ours.leader | other.leader and seen.follower == ours.follower
+    assert seen.leader_brokers == {1, 2} and seen.follower_brokers == {3} and seen.rate == 7_000_000
+    assert isinstance(c.remove_throttles(ours), Ok)
+    seen = c.throttles([TOPIC], [1, 2, 3, 4])
+    assert seen.leader == other.leader and not seen.follower  # SUBTRACT left the other tool's entry
+    assert not seen.leader_brokers and not seen.follower_brokers
+    assert isinstance(c.remove_throttles(other), Ok)
+    assert c.throttles([TOPIC], [1, 2, 3, 4]).is_empty()

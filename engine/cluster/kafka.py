@@ -37,7 +37,7 @@ from engine.cluster.result import OK, Ok, Refused, Result, Unavailable, first_fa
 from engine.cluster.snapshot import ClusterSnapshot
 from engine.commands import Observation
 from engine.partition import Broker, PartitionState, Replicas, TopicInfo, TopicPartition
-from engine.throttles import ThrottleSet
+from engine.throttles import ThrottleSet, parse_config_entries
 
 LEADER_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
@@ -396,6 +396,42 @@ class KafkaCluster:
                 err = None  # a deleted topic has no throttle left to remove
             results.append(err or OK)
         return first_failure(results)
+
+    def throttles(self, topics: Collection[str], brokers: Collection[int]) -> ThrottleSet | Unavailable:
+        """Throttle configs in force (describe_configs on the topics and brokers); wildcards left out."""
+        from confluent_kafka.admin import ConfigResource, ResourceType
+
+        resources = [ConfigResource(ResourceType.TOPIC, t) for t in sorted(set(topics))]
+        resources += [ConfigResource(ResourceType.BROKER, str(b)) for b in sorted(set(brokers))]
+        if not resources:
+            return ThrottleSet()
+        try:
+            futures = self._admin.describe_configs(resources, request_timeout=self.timeout)
+        except Exception as e:  # noqa: BLE001
+            return _unavailable(_confluent_result(e))
+        leader, follower, leader_b, follower_b, rates = set(), set(), set(), set(), []
+        for resource, future in futures.items():
+            configs, err = self._wait(future)
+            if isinstance(err, Refused) and err.code == "UNKNOWN_TOPIC_OR_PARTITION":
+                continue
+            if err is not None:
+                return _unavailable(err)
+
+            def value(name):
+                entry = configs.get(name)
+                return None if entry is None else entry.value
+
+            if resource.restype == ResourceType.TOPIC:
+                leader.update(parse_config_entries(resource.name, value(LEADER_REPLICAS)))
+                follower.update(parse_config_entries(resource.name, value(FOLLOWER_REPLICAS)))
+            else:
+                for name, side in ((LEADER_RATE, leader_b), (FOLLOWER_RATE, follower_b)):
+                    rate = value(name)
+                    if rate not in (None, "", str(2**63 - 1)):  # unset reads as Long.MAX_VALUE
+                        side.add(int(resource.name))
+                        rates.append(int(rate))
+        return ThrottleSet(frozenset(leader), frozenset(follower), frozenset(leader_b), frozenset(follower_b),
+                           max(rates) if rates else None)
 
     def close(self) -> None:
         if self._kp is not None:

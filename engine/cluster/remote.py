@@ -19,7 +19,7 @@ from engine.cluster.result import Result, Unavailable
 from engine.cluster.snapshot import ClusterSnapshot
 from engine.commands import Observation
 from engine.partition import Replicas, TopicPartition
-from engine.throttles import ThrottleSet
+from engine.throttles import ThrottleSet, parse_config_entries
 
 
 class RemoteCluster:
@@ -83,6 +83,23 @@ class RemoteCluster:
     def remove_throttles(self, throttles: ThrottleSet) -> Result:
         answer = self._call("POST", "/v1/throttles/remove", wire.throttles_document(throttles))
         return answer if isinstance(answer, Unavailable) else wire.result_from(answer["result"])
+
+    def throttles(self, topics: Collection[str], brokers: Collection[int]) -> ThrottleSet | Unavailable:
+        answer = self.state()
+        if isinstance(answer, Unavailable):
+            return answer
+        t = answer["throttles"]
+        wanted_topics, wanted_brokers = set(topics), set(brokers)
+
+        def entries(lists):
+            return frozenset(e for topic, values in lists.items() if topic in wanted_topics
+                             for e in parse_config_entries(topic, ",".join(values)))
+
+        leader_b = frozenset(int(b) for b in t["leader_rate"] if int(b) in wanted_brokers)
+        follower_b = frozenset(int(b) for b in t["follower_rate"] if int(b) in wanted_brokers)
+        rates = [t["leader_rate"][str(b)] for b in leader_b] + [t["follower_rate"][str(b)] for b in follower_b]
+        return ThrottleSet(entries(t["leader"]), entries(t["follower"]), leader_b, follower_b,
+                           max(rates) if rates else None)
 
     def close(self) -> None:
         pass

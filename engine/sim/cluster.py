@@ -128,5 +128,9 @@ class SimulatedCluster:
         self.state = controller.remove_throttles(self.state, throttles)
         return controller.OK
 
+    def throttles(self, topics: Collection[str], brokers: Collection[int]) -> ThrottleSet:
+        self._sync()
+        return self.state.throttles.as_set(set(topics), set(brokers))
+
     def close(self) -> None:
         pass

@@ -22,11 +22,12 @@ the time of the next event. ``dirty`` says the allocation must be redone.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Collection, NamedTuple
 
 import immutables
 
 from engine.partition import PartitionState, Replicas, TopicInfo, TopicPartition
+from engine.throttles import ThrottledReplica, ThrottleSet
 
 REPLICA_LAG_TIME_MAX = 30.0  # replica.lag.time.max.ms: a follower behind this long leaves the ISR
 JOIN_EPSILON = 1.0  # bytes: a replica this close to its leader has caught up
@@ -98,6 +99,23 @@ class Throttles(NamedTuple):
     def is_empty(self) -> bool:
         return not (any(self.leader.values()) or any(self.follower.values())
                     or self.leader_rate or self.follower_rate)
+
+    def as_set(self, topics: Collection[str] | None = None, brokers: Collection[int] | None = None) -> ThrottleSet:
+        """The configuration as the core's ``ThrottleSet`` (wildcards left out), limited to
+        ``topics`` / ``brokers`` when given."""
+        def entries(lists):
+            return frozenset(
+                ThrottledReplica(topic, p, b) for topic, es in lists.items()
+                if topics is None or topic in topics for e in es if e != "*" for p, b in [e]
+            )
+
+        def rated(rates):
+            return frozenset(b for b in rates if brokers is None or b in brokers)
+
+        leader_brokers, follower_brokers = rated(self.leader_rate), rated(self.follower_rate)
+        rates = [self.leader_rate[b] for b in leader_brokers] + [self.follower_rate[b] for b in follower_brokers]
+        return ThrottleSet(entries(self.leader), entries(self.follower), leader_brokers, follower_brokers,
+                           max(rates) if rates else None)
 
 
 def _listed(lists: immutables.Map, tp: TopicPartition, broker: int) -> bool:
