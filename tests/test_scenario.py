@@ -1,4 +1,4 @@
-"""Scenario files: loading, generators, target rules, and one-line errors."""
+"""Scenario files: loading, generators, targets (the balancer's, for the balancing kinds), one-line errors."""
 
 import collections
 import json
@@ -6,6 +6,8 @@ import json
 import pytest
 import yaml
 
+from engine.balancer import propose, rack_spread_kept
+from engine.cli import main
 from engine.cluster.snapshot import ClusterSnapshot
 from engine.partition import TopicPartition
 from engine.sim import scenario as S
@@ -25,14 +27,6 @@ def doc(**over):
     }
     base.update(over)
     return base
-
-
-def loads(scenario, brokers=None):
-    out = collections.Counter()
-    for tp, replicas in scenario.target_assignment().items():
-        for b in replicas:
-            out[b] += scenario.partitions[tp].size
-    return out
 
 
 def test_units():
@@ -64,31 +58,53 @@ def test_generated_topics_are_rack_aware_and_sized():
     assert max(leaders.values()) - min(leaders.values()) <= 1
 
 
-def test_decommission_empties_the_broker_keeping_racks():
+def proposal(scenario, mode, threshold=0.10, **extra):
+    """What the balancer proposes for the scenario's cluster, asked directly."""
+    return propose(mode, scenario.current(), {b.id: b.rack for b in scenario.brokers},
+                   [b.id for b in scenario.brokers if b.alive], {tp: p.size for tp, p in scenario.partitions.items()},
+                   threshold=threshold, **extra)
+
+
+def targets(scenario):
+    return {t.tp: t.replicas for t in scenario.targets}
+
+
+def counts(assignment):
+    return collections.Counter(b for replicas in assignment.values() for b in replicas)
+
+
+def test_decommission_targets_are_the_balancers_and_empty_the_broker_keeping_racks():
     s = S.from_document(doc())
+    assert targets(s) == proposal(s, "remove-brokers", remove=[2]).proposed
     racks = {b.id: b.rack for b in s.brokers}
     after = s.target_assignment()
     assert all(2 not in r for r in after.values())
-    assert all(len({racks[b] for b in r}) == 3 for r in after.values())
-    assert {t.tp for t in s.targets} == {tp for tp, p in s.partitions.items() if 2 in p.replicas}
-    # in place: every other replica keeps its position
-    for t in s.targets:
-        before = s.partitions[t.tp].replicas
-        assert [b for b in before if b != 2] == [b for b, o in zip(t.replicas, before) if o != 2]
+    assert rack_spread_kept(s.current(), after, racks)
+    # every partition on the removed broker moves; the others at most change their preferred leader
+    assert {tp for tp, p in s.partitions.items() if 2 in p.replicas} <= set(targets(s))
+    assert all(set(r) == set(s.partitions[tp].replicas) for tp, r in targets(s).items() if 2 not in s.partitions[tp].replicas)
+    assert sum(len(set(r) - set(s.partitions[tp].replicas)) for tp, r in targets(s).items()) == counts(s.current())[2]
 
 
-def test_add_broker_fills_new_brokers_to_their_share():
+def test_decommission_of_a_broker_that_is_down_still_empties_it():
+    d = doc()
+    d["brokers"] = [{"id": i, "rack": "abc"[(i - 1) % 3], "alive": i != 2} for i in range(1, 7)]
+    s = S.from_document(d)
+    assert all(2 not in r for r in s.target_assignment().values())
+
+
+def test_add_broker_targets_are_the_balancers_and_fill_the_new_brokers():
     d = doc(brokers={"count": 9, "racks": ["a", "b", "c"]}, reassignment={"kind": "add-broker", "brokers": [7, 8, 9]})
     d["topics"][0]["partitions"] = 300
     s = S.from_document(d)
     assert all(b not in p.replicas for p in s.partitions.values() for b in (7, 8, 9))  # start empty
-    load = loads(s)
-    share = sum(load.values()) / 9
-    biggest = max(p.size for p in s.partitions.values())
-    for b in (7, 8, 9):
-        assert share - biggest <= load[b] <= share * 1.1
-    assert all(len(set(t.replicas) - set(s.partitions[t.tp].replicas)) == 1 for t in s.targets)
-    assert s.moved_bytes() == sum(load[b] for b in (7, 8, 9))
+    p = proposal(s, "add-brokers", add=[7, 8, 9])
+    assert targets(s) == p.proposed and p.balanced
+    low, high = p.target
+    after = counts(s.target_assignment())
+    assert all(low <= after[b] <= high for b in range(1, 10))  # the new brokers hold their share of replicas
+    assert rack_spread_kept(s.current(), s.target_assignment(), {b.id: b.rack for b in s.brokers})
+    assert s.moved_bytes() == p.bytes_moved
 
 
 def test_rack_migration_moves_every_replica_of_the_old_rack():
@@ -99,19 +115,54 @@ def test_rack_migration_moves_every_replica_of_the_old_rack():
     assert all(racks[b] != "a" for r in s.target_assignment().values() for b in r)
 
 
-def test_rebalance_brings_every_broker_near_the_mean():
+def test_rebalance_targets_are_the_balancers_and_even_out_replica_counts():
     d = doc(reassignment={"kind": "rebalance"})
     d["topics"][0].update(placement="random", weights={1: 4, 2: 4})
     s = S.from_document(d)
-    before = collections.Counter()
-    for p in s.partitions.values():
-        for b in p.replicas:
-            before[b] += p.size
-    after = loads(s)
-    mean = sum(after.values()) / 6
-    biggest = max(p.size for p in s.partitions.values())
-    assert max(before.values()) > mean * 1.3  # the weights made it skewed
-    assert max(after.values()) <= mean * 1.05 + biggest
+    before = counts(s.current())
+    assert max(before.values()) > 1.3 * sum(before.values()) / 6  # the weights made it skewed
+    p = proposal(s, "cluster-balance")
+    assert targets(s) == p.proposed and p.balanced
+    low, high = p.target
+    assert all(low <= n <= high for n in counts(s.target_assignment()).values())
+
+
+def test_rebalance_balances_counts_not_bytes():
+    """Even counts, uneven sizes: the balancer (KAFKA-5319) moves no data, at most preferred leaders."""
+    s = S.from_document(doc(reassignment={"kind": "rebalance"}))
+    assert len(set(counts(s.current()).values())) == 1
+    assert s.moved_bytes() == 0
+    assert all(set(t.replicas) == set(s.partitions[t.tp].replicas) for t in s.targets)
+
+
+def test_threshold_percentage_reaches_the_balancer():
+    d = doc(reassignment={"kind": "rebalance", "threshold_percentage": 0})
+    d["topics"][0].update(placement="random", weights={1: 2})
+    s = S.from_document(d)
+    assert targets(s) == proposal(s, "cluster-balance", threshold=0.0).proposed
+    d["reassignment"]["threshold_percentage"] = 50
+    loose = S.from_document(d)
+    assert targets(loose) == proposal(loose, "cluster-balance", threshold=0.5).proposed
+    assert s.moved_bytes() > loose.moved_bytes()
+
+
+@pytest.mark.parametrize("kind, flags", [
+    ("add-broker", ["--add-brokers", "7,8,9"]),
+    ("decommission", ["--remove-brokers", "2"]),
+    ("rebalance", ["--cluster-balance"]),
+])
+def test_targets_are_what_kreassign_balance_proposes_for_the_scenario(tmp_path, capsys, kind, flags):
+    d = doc(brokers={"count": 9, "racks": ["a", "b", "c"]},
+            reassignment={"kind": kind, **({"brokers": [7, 8, 9] if kind == "add-broker" else [2]}
+                                           if kind != "rebalance" else {})})
+    d["topics"][0].update(partitions=120, placement="random", weights={1: 3})
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(d))
+    assert main(["balance", "--scenario", str(path), *flags, "--format", "json"]) == 0
+    proposed = json.loads(capsys.readouterr().out)["proposed"]["partitions"]
+    s = S.load(str(path))
+    assert s.targets and [(t.topic, t.partition, list(t.replicas)) for t in s.targets] == [
+        (p["topic"], p["partition"], p["replicas"]) for p in proposed]
 
 
 def test_explicit_targets_and_snapshot(tmp_path):
@@ -144,6 +195,10 @@ def test_explicit_targets_and_snapshot(tmp_path):
     ({"throttle": "fast"}, "throttle: expected a rate"),
     ({"reassignment": {"kind": "shuffle"}}, "reassignment.kind: expected one of"),
     ({"reassignment": {"kind": "decommission", "brokers": [42]}}, "brokers [42] are not in the scenario"),
+    ({"reassignment": {"kind": "rebalance", "threshold_percentage": 150}}, "reassignment.threshold_percentage: expected"),
+    ({"reassignment": {"kind": "rack-migration", "from_rack": "a", "to_rack": "b", "threshold_percentage": 5}},
+     "reassignment.threshold_percentage: only for"),
+    ({"reassignment": {"kind": "decommission", "brokers": [1, 2, 3, 4]}}, "reassignment: the balancer (remove-brokers)"),
     ({"limits": {"max_partitions_in_flight": 0}}, "limits: limit 'max_partitions_in_flight' must be"),
     ({"faults": [{"at": "1m", "broker": 1, "action": "explode"}]}, "faults[0].action"),
     ({"topics": [{"name": "x", "partitions": 3, "replication_factor": 9}]}, "topics[0].replication_factor"),

@@ -1,7 +1,7 @@
 """Scenario files: a cluster, its load, and the reassignment to run on it.
 
-A scenario is YAML (or JSON, which YAML reads too). docs/scenarios.md has the
-full format; in short::
+A scenario is YAML (or JSON, which YAML reads too). docs/simulator.md describes
+it too; in short::
 
     name: add-broker
     seed: 7                          # every generated value derives from it
@@ -17,31 +17,32 @@ full format; in short::
       - name: audit
         assignment:                  # explicit partitions instead of a generator
           - {partition: 0, replicas: [1, 2, 3], size: 5 GB, produce_rate: 0}
-    reassignment: {kind: add-broker, brokers: [7]}
+    reassignment: {kind: add-broker, brokers: [7], threshold_percentage: 10}
     throttle: 50 MB/s                # or none
     limits: {max_incoming_moves_per_broker: 3}   # kreassign limits (KIP names accepted)
     per_broker_cap: 5                # Cruise Control's moves per broker (per-broker-cap strategy)
     poll_interval: 1s                # how often the watcher polls the cluster
     faults: [{at: 10m, broker: 3, action: down}, {at: 15m, broker: 3, action: up}]
 
-Reassignment kinds and the rule each uses to make its target (a simple,
-documented rule until the balancer supplies targets):
+Reassignment kinds. Three are balancing: their targets are what the product's
+balancer proposes (``engine.balancer.propose``; its rules are documented in
+``engine/balancer/`` and nowhere else): replica counts within
+``threshold_percentage`` (default 10) of the average, rack-aware, fewest
+replicas then fewest bytes moved, then preferred leaders evened out (some
+targets only reorder a replica list). The balancer is offered the live brokers
+and the listed ones; with every broker alive that is the cluster ``kreassign
+balance --scenario FILE`` balances, so it prints the same targets.
 
-* ``add-broker`` (``brokers``: the new, empty brokers): each new broker in
-  turn, until it holds its fair share (its rack's bytes / its rack's brokers:
-  moves keep every partition on as many racks), takes the largest
-  replica that still fits under that share from the most loaded broker above
-  the share that has one it may take (at most one replica of a partition
-  moves, and the partition stays on as many racks as before).
-* ``decommission`` (``brokers``: brokers to empty): each of their replicas goes,
-  in place, to the least loaded live broker that does not hold the partition:
-  one on the same rack if any, else on a rack the partition does not use yet.
+* ``add-broker`` (``brokers``: the new brokers, which start empty): mode
+  ``add-brokers``.
+* ``decommission`` (``brokers``: the brokers to empty, alive or not): mode
+  ``remove-brokers``.
+* ``rebalance``: mode ``cluster-balance``. It balances replica counts, not
+  bytes: give the cluster skewed counts (``placement: random`` with
+  ``weights``) for it to move anything.
 * ``rack-migration`` (``from_rack``, ``to_rack``): the brokers of ``to_rack``
   start empty; the i-th broker of ``from_rack`` (by id) hands every replica to
   the i-th broker of ``to_rack``, in place.
-* ``rebalance``: partitions by size, largest first, keep each replica whose
-  broker stays within 5 % of the mean load; the others go to the least loaded
-  brokers, on racks the partition does not use yet where possible.
 * ``explicit``: ``targets`` (a list of {topic, partition, replicas}) or
   ``targets_file`` (Kafka's reassignment JSON, relative to the scenario file).
 
@@ -54,17 +55,17 @@ empty are never placed on.
 
 from __future__ import annotations
 
-import bisect
 import json
 import math
 import os
 import random
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Mapping
 
 import yaml
 
 from engine import reassignment_json
+from engine.balancer import BalanceError, propose
 from engine.cluster.snapshot import ClusterSnapshot
 from engine.commands import PartitionTarget
 from engine.limits import resolve_changes
@@ -77,7 +78,9 @@ DEFAULT_PER_BROKER_CAP = 5  # Cruise Control's num.concurrent.partition.movement
 DEFAULT_POLL_INTERVAL = 1.0
 KINDS = ("add-broker", "decommission", "rack-migration", "rebalance", "explicit")
 FAULT_ACTIONS = ("down", "up", "slow")
-REBALANCE_TOLERANCE = 0.05
+# the kinds whose targets come from the balancer, and its mode for each
+BALANCER_MODES = {"add-broker": "add-brokers", "decommission": "remove-brokers", "rebalance": "cluster-balance"}
+DEFAULT_THRESHOLD_PERCENTAGE = 10.0  # kreassign balance --threshold-percentage
 
 
 class ScenarioError(ValueError):
@@ -194,7 +197,8 @@ def from_document(doc: object, base_dir: str = ".") -> Scenario:
     brokers = _brokers(d["brokers"], default_in, default_out)
     by_id = {b.id: b for b in brokers}
     reassignment = _mapping(d.get("reassignment", {"kind": "explicit", "targets": []}), "reassignment",
-                            {"kind", "brokers", "from_rack", "to_rack", "targets", "targets_file"})
+                            {"kind", "brokers", "from_rack", "to_rack", "targets", "targets_file",
+                             "threshold_percentage"})
     kind = reassignment.get("kind")
     if kind not in KINDS:
         raise ScenarioError(f"reassignment.kind: expected one of {', '.join(KINDS)}, got {kind!r}")
@@ -506,12 +510,11 @@ def _targets(kind, r, brokers, topics, partitions, base_dir) -> tuple[PartitionT
     sizes = {tp: p.size for tp, p in partitions.items()}
     racks = {b.id: b.rack for b in brokers}
     live = [b.id for b in brokers if b.alive]
-    if kind == "add-broker":
-        new = _broker_ids(r.get("brokers"), "reassignment.brokers", by_id)
-        target = add_broker_targets(current, sizes, racks, live, new)
-    elif kind == "decommission":
-        gone = _broker_ids(r.get("brokers"), "reassignment.brokers", by_id)
-        target = decommission_targets(current, sizes, racks, live, gone)
+    if "threshold_percentage" in r and kind not in BALANCER_MODES:
+        raise ScenarioError(f"reassignment.threshold_percentage: only for {', '.join(BALANCER_MODES)}")
+    if kind in BALANCER_MODES:
+        listed = (_broker_ids(r.get("brokers"), "reassignment.brokers", by_id) if kind != "rebalance" else [])
+        target = balanced_targets(kind, current, sizes, racks, live, listed, _threshold(r))
     elif kind == "rack-migration":
         from_rack, to_rack = r.get("from_rack"), r.get("to_rack")
         src = sorted(b.id for b in brokers if b.rack == from_rack)
@@ -522,8 +525,6 @@ def _targets(kind, r, brokers, topics, partitions, base_dir) -> tuple[PartitionT
             raise ScenarioError(f"reassignment: rack {from_rack!r} has {len(src)} brokers, "
                                 f"rack {to_rack!r} has {len(dst)}; they must match")
         target = rack_migration_targets(current, dict(zip(src, dst)))
-    elif kind == "rebalance":
-        target = rebalance_targets(current, sizes, racks, live)
     else:
         target = dict(current)
         for t in _explicit_targets(r, base_dir):
@@ -557,124 +558,31 @@ def _explicit_targets(r: Mapping, base_dir: str) -> tuple[PartitionTarget, ...]:
         raise ScenarioError(f"reassignment.targets: {e}") from None
 
 
-def _loads(assignment: Mapping[TopicPartition, Replicas], sizes, brokers: Iterable[int]) -> dict[int, int]:
-    load = {b: 0 for b in brokers}
-    for tp, replicas in assignment.items():
-        for b in replicas:
-            load[b] = load.get(b, 0) + sizes[tp]
-    return load
-
-
-def _by_size(sizes: Mapping[TopicPartition, int]) -> list[TopicPartition]:
-    return sorted(sizes, key=lambda tp: (-sizes[tp], tp))
-
-
-def _rack_ok(racks, replicas: Replicas, out: int, into: int) -> bool:
-    """Replacing ``out`` by ``into`` keeps the partition on as many racks."""
-    others = {racks[b] for b in replicas if b != out}
-    return racks[into] == racks[out] or racks[into] not in others
-
-
-def add_broker_targets(current, sizes, racks, live, new) -> dict[TopicPartition, Replicas]:
-    target = dict(current)
-    load = _loads(current, sizes, live)
-    rack_total: dict[object, int] = {}
-    rack_size: dict[object, int] = {}
-    for b in live:
-        rack_total[racks[b]] = rack_total.get(racks[b], 0) + load[b]
-        rack_size[racks[b]] = rack_size.get(racks[b], 0) + 1
-    held: dict[int, list[tuple[int, TopicPartition]]] = {}  # broker -> (size, tp), smallest first
-    for tp in sorted(sizes, key=lambda tp: (sizes[tp], tp)):
-        for b in current[tp]:
-            held.setdefault(b, []).append((sizes[tp], tp))
-    for n in sorted(new):
-        fair = rack_total[racks[n]] / rack_size[racks[n]]  # moves keep racks: the share is the rack's
-        dry: set[int] = set()  # brokers with nothing for n: room only shrinks, so they stay dry
-        while True:
-            room = fair - load[n]
-            move = None
-            for out in sorted(held, key=lambda b: (-load[b], b)):
-                if out in new or out in dry or load[out] <= fair:
-                    continue
-                items = held[out]
-                i = bisect.bisect_right(items, (room, _LAST)) - 1  # the largest that fits, then smaller
-                while i >= 0:
-                    tp = items[i][1]
-                    if target[tp] != current[tp]:
-                        del items[i]  # moved already: at most one replica of a partition moves
-                    elif _rack_ok(racks, target[tp], out, n):
-                        move = tp
-                        del items[i]
-                        break
-                    i -= 1
-                if move is not None:
-                    break
-                dry.add(out)
-            if move is None:
-                break
-            target[move] = tuple(n if b == out else b for b in target[move])
-            load[out] -= sizes[move]
-            load[n] += sizes[move]
-    return target
-
-
-_LAST = TopicPartition("\U0010ffff", 2**62)  # sorts after every real partition of equal size
-
-
-def _place(load, racks, replicas: Replicas, out: int, candidates: Iterable[int]) -> int | None:
-    cands = [b for b in candidates if b not in replicas]
-    for pick in (lambda b: racks[b] == racks[out], lambda b: _rack_ok(racks, replicas, out, b), lambda b: True):
-        pool = [b for b in cands if pick(b)]
-        if pool:
-            return min(pool, key=lambda b: (load[b], b))
-    return None
-
-
-def decommission_targets(current, sizes, racks, live, gone) -> dict[TopicPartition, Replicas]:
-    target = dict(current)
-    stay = [b for b in live if b not in gone]
-    load = _loads(current, sizes, live)
-    for tp in _by_size(sizes):
-        for out in [b for b in target[tp] if b in gone]:
-            into = _place(load, racks, target[tp], out, stay)
-            if into is None:
-                raise ScenarioError(f"reassignment: no broker can take {tp} from broker {out}")
-            target[tp] = tuple(into if b == out else b for b in target[tp])
-            load[into] += sizes[tp]
-    return target
-
-
 def rack_migration_targets(current, mapping: Mapping[int, int]) -> dict[TopicPartition, Replicas]:
     return {tp: tuple(mapping.get(b, b) for b in replicas) for tp, replicas in current.items()}
 
 
-def rebalance_targets(current, sizes, racks, live) -> dict[TopicPartition, Replicas]:
-    live_set = set(live)
-    total = sum(sizes[tp] * len(r) for tp, r in current.items())
-    ceiling = total / max(len(live), 1) * (1 + REBALANCE_TOLERANCE)
-    load = {b: 0 for b in live}
-    target = {}
-    for tp in _by_size(sizes):
-        size = sizes[tp]
-        replicas = current[tp]
-        all_racks = {racks[b] for b in live}
-        kept: list[int] = []
-        for b in replicas:
-            used = {racks[k] for k in kept}
-            if b in live_set and load[b] + size <= ceiling and (racks[b] not in used or used >= all_racks):
-                kept.append(b)
-        new = list(replicas)
-        for i, b in enumerate(replicas):
-            if b in kept:
-                continue
-            others = [x for j, x in enumerate(new) if j != i]
-            used = {racks[x] for x in others}
-            cands = [c for c in live if c not in others and c != b]
-            fresh = [c for c in cands if racks[c] not in used] or cands
-            new[i] = min(fresh, key=lambda c: (load[c], c))
-        target[tp] = tuple(new)
-        for b in new:
-            load[b] += size
+def _threshold(r: Mapping) -> float:
+    value = r.get("threshold_percentage", DEFAULT_THRESHOLD_PERCENTAGE)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 100:
+        raise ScenarioError(f"reassignment.threshold_percentage: expected a number from 0 to 100, got {value!r}")
+    return value / 100
+
+
+def balanced_targets(kind, current, sizes, racks, live, listed, threshold) -> dict[TopicPartition, Replicas]:
+    """Every partition's replicas after the balancer's proposal for ``kind`` (``BALANCER_MODES``).
+
+    The cluster offered to the balancer: the live brokers and the ``listed`` ones (the new brokers
+    of add-broker, the brokers to empty of decommission, even if down)."""
+    mode = BALANCER_MODES[kind]
+    known = sorted(set(live) | set(listed))
+    extra = {"add": listed} if kind == "add-broker" else {"remove": listed} if kind == "decommission" else {}
+    try:
+        proposal = propose(mode, current, racks, known, sizes, threshold=threshold, **extra)
+    except BalanceError as e:
+        raise ScenarioError(f"reassignment: the balancer ({mode}) cannot propose: {e}") from None
+    target = dict(current)
+    target.update(proposal.proposed)
     return target
 
 
