@@ -122,3 +122,13 @@ def test_unreachable_cluster_is_one_line(capsys):
     assert main(["balance", "--bootstrap-server", "127.0.0.1:1", "--show-cluster-state", "--timeout", "2"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "127.0.0.1:1" in err
+
+
+def test_no_proposal_moves_replicas_onto_a_broker_that_is_down(tmp_path, capsys):
+    p = tmp_path / "down.yaml"
+    p.write_text(SCENARIO.replace("- {id: 4, rack: c}", "- {id: 4, rack: c, alive: false}"))
+    assert main(["balance", "--scenario", str(p), "--replica-balance"]) == 2
+    assert "brokers [4] are down" in capsys.readouterr().err
+    assert main(["balance", "--scenario", str(p), "--remove-brokers", "4", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert all(4 not in q["replicas"] for q in doc["proposed"]["partitions"])
