@@ -17,7 +17,12 @@ place that knows how tansu differs from Kafka. Measured on tansu 0.6.0:
   the log -> kreassign's readers never trust it (they read until librdkafka's
   partition EOF, which is right on any broker); a producer whose readers do
   trust it (Faust table changelogs) must send one record per batch
-  (``exact_end_offsets``);
+  (``exact_end_offsets``; for the engine's Faust workers
+  ``producer_max_batch_size=1``: aiokafka puts a record larger than the batch
+  size alone in its batch, else Faust's table recovery loses updates);
+* aiokafka's idempotent and transactional producers fail on it
+  (InitProducerId), so Faust's ``exactly_once`` cannot be used: the engine
+  runs ``at_least_once`` on any broker anyway (docs/engine.md);
 * it never compacts, never applies retention and accepts any topic config
   without validating it; transactions' abort has no effect; topics a producer
   auto-creates get 4 partitions. kreassign relies on none of these and creates
@@ -42,6 +47,13 @@ EMBEDDED = BrokerProfile(
     group={"session.timeout.ms": 2000, "heartbeat.interval.ms": 500},
     producer={},
     exact_end_offsets={"batch.num.messages": 1},
+    faust={
+        "broker_session_timeout": 2.0,
+        "broker_heartbeat_interval": 0.5,
+        "broker_rebalance_timeout": 2.0,
+        "broker_commit_interval": 0.5,
+        "producer_max_batch_size": 1,
+    },
 )
 
 HOST = "127.0.0.1"
