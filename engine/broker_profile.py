@@ -19,6 +19,7 @@ class BrokerProfile(NamedTuple):
     producer: Mapping[str, object] = {}  # every producer
     exact_end_offsets: Mapping[str, object] = {}  # producers whose readers trust the high watermark
     faust: Mapping[str, object] = {}  # faust.App settings of the engine's workers (engine.worker)
+    faust_consumer: Mapping[str, object] = {}  # aiokafka consumer settings Faust does not expose
 
 
 KAFKA = BrokerProfile("kafka")
