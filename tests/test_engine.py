@@ -216,6 +216,7 @@ def test_a_broker_dies_mid_step_steps_wait_and_a_cancel_follows_kip_236(broker, 
             assert isinstance(outcome[tp], ev.PartitionCancelled), (tp, outcome[tp])
         else:
             assert outcome[tp] == ev.CancelSkipped("r3", tp, rule)
+    assert any(isinstance(o, ev.PartitionCancelled) and o.aborting for o in outcome.values()), outcome
     state = sim.state()
     assert state["throttles"] == {"leader": {}, "follower": {}, "leader_rate": {}, "follower_rate": {}}
     assert state["under_min_isr_ever"] == []
