@@ -30,6 +30,7 @@ import logging
 import os
 import shutil
 import socket
+import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -39,13 +40,12 @@ from typing import Any, Iterator, Mapping
 import faust
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
-from engine import events as ev
 from engine.adaptive import AdaptiveThrottle
 from engine.broker_profile import BrokerProfile
 from engine.client_config import ClientConfig
 from engine.cluster import Cluster
 from engine.codec import DecodeError, codec_for
-from engine.commands import Tick, Unverified
+from engine.commands import Unverified
 from engine.dead_letter import DeadLetter, decode_or_set_aside
 from engine.decider import Decider, Retry
 from engine.envelope import CommandEnvelope, EventEnvelope, now
@@ -256,7 +256,7 @@ class Engine:
         @app.task
         async def announce():
             print(f"kreassign engine: worker {self.s.worker_id} web http://{self.s.web_bind}:{self.s.web_port}",
-                  file=__import__("sys").__stdout__, flush=True)
+                  file=sys.__stdout__, flush=True)
 
     # --- router ---------------------------------------------------------------------------------
 
@@ -285,6 +285,8 @@ class Engine:
     # --- decider ----------------------------------------------------------------------------------
 
     async def decide(self, message) -> None:
+        if not self.active:
+            return  # revoked while this input was on its way: the new owner decides it
         headers = _headers(message)
         kind = headers.get(KIND, b"")
         if kind == b"tick":
@@ -312,6 +314,8 @@ class Engine:
         loop = asyncio.get_running_loop()
         delay = 0.2
         while True:
+            if not self.active:
+                return
             if self.needs_recovery or self.decider is None:
                 await self.recover()
             d = self.decider
@@ -425,6 +429,3 @@ def run_worker(engine: Engine, loglevel: str = "warning") -> None:
     finally:
         engine.close()
 
-
-_ = ev  # events are referenced by name in counters
-_ = Tick

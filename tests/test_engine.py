@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import urllib.request
 from collections import defaultdict
 
 import pytest
@@ -15,15 +16,18 @@ from engine import events as ev
 from engine import views
 from engine.broker_profile import profile
 from engine.cancellation import skip_reason
+from engine.codec import codec_for
 from engine.commands import PartitionTarget
+from engine.envelope import CommandEnvelope, command_key, new_id, now
 from engine.eventlog import Publisher
 from engine.partition import TopicPartition
-from engine.replay import replay
+from engine.cluster.remote import RemoteCluster
+from engine.replay import fold_log, replay
 from engine.client_config import ClientConfig
 from engine.sim import scenario as S
 from engine.signing import SigningKey
 from engine.summary import summarize
-from tests.engine_harness import EventTail, SimCluster, Worker, read_dead_letters, wait_for
+from tests.engine_harness import EventTail, SimCluster, Worker, get_json, read_dead_letters, wait_for
 
 EMBEDDED = profile("embedded")
 
@@ -84,8 +88,6 @@ def _tp(text: str) -> TopicPartition:
 
 
 def _snapshot(sim):
-    from tests.engine_harness import get_json
-
     return get_json(sim.url + "/v1/snapshot")["partitions"]
 
 
@@ -93,8 +95,7 @@ def check_replay_equals_live(broker, topics, worker):
     prefix = topics.events[: -len("events")]
     replayed = replay(ClientConfig().with_bootstrap(broker.bootstrap), prefix=prefix, profile=EMBEDDED).state
     live = wait_for(worker.active, 30, "the live status")
-    tables = wait_for(lambda: __import__("tests.engine_harness", fromlist=["get_json"]).get_json(worker.web + "/tables"),
-                      10, "the live tables")
+    tables = wait_for(lambda: get_json(worker.web + "/tables"), 10, "the live tables")
     expected = {name: views.present(rows) for name, rows in views.rows(replayed).items()}
     assert {name: tables[name] for name in views.TABLES} == json.loads(json.dumps(expected))
     summary = json.loads(json.dumps(summarize(replayed)))
@@ -168,7 +169,8 @@ def test_two_workers_one_killed_the_other_takes_over(broker, topics, tmp_path, p
     rates = [e for e in tail.payloads(ev.ThrottleRateChanged) if e.reason == "operator"]
     assert [r.rate for r in rates] == [30_000_000]
     check_run(tail, sim, "r2", tuple(sc.targets))
-    metrics = __import__("urllib.request").request.urlopen(standby.web + "/metrics").read().decode()
+    with urllib.request.urlopen(standby.web + "/metrics") as answer:
+        metrics = answer.read().decode()
     assert "kreassign_decider_active 1.0" in metrics and "kreassign_partitions_remaining 0.0" in metrics
     tail.close()
 
@@ -188,8 +190,6 @@ def test_a_broker_dies_mid_step_steps_wait_and_a_cancel_follows_kip_236(broker, 
         status = wait_for(lambda: (s := worker.active()) and s["in_flight"] and s, 60, "steps in flight")
         step = status["in_flight"][0]
         dead = next(b for b in step["tr"] if b not in step["cr"])  # a broker this step copies to
-        from engine.cluster.remote import RemoteCluster
-
         RemoteCluster(sim.url).inject(dead, "down")
         waiting = wait_for(lambda: [w for w in (worker.active() or {}).get("waiting_partitions", [])
                                     if str(dead) in w["reason"]], 60, f"partitions waiting for broker {dead}")
@@ -201,8 +201,6 @@ def test_a_broker_dies_mid_step_steps_wait_and_a_cancel_follows_kip_236(broker, 
         RemoteCluster(sim.url).inject(dead, "up")
     wait_for(lambda: any(isinstance(e, ev.RequestCompleted) for e in tail.payloads()), 240, "the request to complete")
     # every named partition was cancelled or skipped with the KIP-236 rule's reason, judged on what was observed
-    from engine.replay import fold_log
-
     records = list(enumerate(tail.events))
     cancel_at = next(i for i, e in records if isinstance(e.payload, ev.CancelRequested))
     state_then = fold_log(records[:cancel_at])[0]
@@ -284,9 +282,6 @@ def test_thousands_of_bad_commands_and_corrupt_messages_change_nothing(broker, t
     before = worker.wait_active()
     tail = EventTail(broker, topics.events)
     producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
-    from engine.codec import codec_for
-    from engine.envelope import CommandEnvelope, command_key, new_id, now
-
     codec = codec_for(CommandEnvelope)
     totals = {"commands": 0, "corrupt": 0}
 
