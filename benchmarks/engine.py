@@ -113,7 +113,7 @@ def recovery(partitions: int) -> None:
     with EmbeddedBroker() as b, tempfile.TemporaryDirectory() as tmp:
         prefix = "bench."
         create({"bootstrap.servers": b.bootstrap}, prefix)
-        doc = _scenario(int(partitions * 6 / 5 * 1.0), 6)
+        doc = _scenario(int(partitions * 4 / 3 * 1.02) // 1000 * 1000, 4)  # 3 in 4 partitions move
         path = Path(tmp) / "scenario.yaml"
         path.write_text(yaml.safe_dump(doc))
         t0 = time.monotonic()

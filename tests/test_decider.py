@@ -179,12 +179,18 @@ def test_recovery_removes_throttles_logged_removed_but_not_carried_out():
     assert not any(isinstance(a, RemoveThrottles) for a in recovery_actions([removed], kept))
 
 
-def test_a_crash_between_logging_and_removing_a_throttle_leaks_nothing():
-    sc = decommission(partitions=6)
+def started(partitions):
+    """A decider recovered from an empty log, on a decommission scenario's simulated cluster."""
+    sc = decommission(partitions=partitions)
     cluster = Recorder(SimulatedCluster.from_scenario(sc))
     log = MemoryLog()
     d = Decider(log, cluster, clock=lambda: cluster.cluster.time)
     d.recover(None)
+    return sc, cluster, log, d
+
+
+def test_a_crash_between_logging_and_removing_a_throttle_leaks_nothing():
+    sc, cluster, log, d = started(6)
     d.decide(Submit("r1", tuple(sc.targets)))
     marker = None
     while True:  # run until a decision logs a ThrottlesRemoved; that decision's actions never run
@@ -211,11 +217,7 @@ def test_a_crash_between_logging_and_removing_a_throttle_leaks_nothing():
 
 
 def test_commands_change_nothing_but_what_they_say_and_a_bad_one_is_rejected():
-    sc = decommission(partitions=4)
-    cluster = Recorder(SimulatedCluster.from_scenario(sc))
-    log = MemoryLog()
-    d = Decider(log, cluster, clock=lambda: cluster.cluster.time)
-    d.recover(None)
+    sc, cluster, _log, d = started(4)
     d.decide(Pause())
     d.decide(Submit("r1", tuple(sc.targets)))
     d.tick()
@@ -230,10 +232,7 @@ def test_commands_change_nothing_but_what_they_say_and_a_bad_one_is_rejected():
 
 
 def test_a_submit_waits_for_its_partitions_to_be_observed():
-    sc = decommission(partitions=4)
-    cluster = Recorder(SimulatedCluster.from_scenario(sc))
-    d = Decider(MemoryLog(), cluster)
-    d.recover(None)
+    sc, cluster, _log, d = started(4)
     cluster.down = True
     with pytest.raises(Retry, match="cannot observe"):
         d.decide(Submit("r1", tuple(sc.targets)))
@@ -241,10 +240,7 @@ def test_a_submit_waits_for_its_partitions_to_be_observed():
 
 
 def test_cancel_during_a_broker_outage_follows_the_core():
-    sc = decommission(partitions=8)
-    cluster = Recorder(SimulatedCluster.from_scenario(sc))
-    d = Decider(MemoryLog(), cluster, clock=lambda: cluster.cluster.time)
-    d.recover(None)
+    sc, cluster, _log, d = started(8)
     d.decide(Submit("r1", tuple(sc.targets)))
     d.tick()
     assert d.state.steps

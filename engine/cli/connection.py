@@ -91,6 +91,11 @@ def int_at_least(minimum: int, what: str):
 positive_rate = int_at_least(1, "a number of bytes per second")
 
 
+def positive_seconds(text: str) -> float:
+    """An argparse type: a number of seconds above 0."""
+    return _seconds(text)
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text)

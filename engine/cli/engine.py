@@ -8,10 +8,10 @@ over. The first line on standard output names the worker and its web address
 
 from __future__ import annotations
 
-import argparse
-
 from engine.cli import CliError
-from engine.cli.connection import add_arguments, broker_profile, client_config, int_at_least, registry
+from engine.cli.connection import (
+    add_arguments, broker_profile, client_config, int_at_least, positive_seconds, registry,
+)
 
 
 def add_parser(sub) -> None:
@@ -25,7 +25,7 @@ def add_parser(sub) -> None:
                    help="port of /status and /metrics (default 6066; each worker on a host needs its own)")
     g.add_argument("--web-bind", default="127.0.0.1", metavar="ADDRESS",
                    help="address the web server listens on (default 127.0.0.1)")
-    g.add_argument("--poll-interval", type=_seconds, default=1.0, metavar="S",
+    g.add_argument("--poll-interval", type=positive_seconds, default=1.0, metavar="S",
                    help="seconds between ticks: observe the partitions in flight, start what may start (default 1)")
     g.add_argument("--signing-keys", metavar="FILE",
                    help='accept only commands signed with one of these keys: a JSON file {"key id": "secret"}')
@@ -34,16 +34,6 @@ def add_parser(sub) -> None:
     g.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"],
                    help="Faust's log level (default warning)")
     p.set_defaults(func=run)
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
-    return value
 
 
 def run(args) -> int:
