@@ -56,7 +56,7 @@ def _scenario(partitions: int, brokers: int, size: str = "20 MB") -> dict:
     return {
         "name": f"bench-{partitions}", "seed": 3, "brokers": {"count": brokers},
         "topics": [{"name": f"t{i}", "partitions": partitions // topics, "replication_factor": 3,
-                    "min_insync_replicas": 2, "size": size, "produce_rate": "1 kB/s"} for i in range(topics)],
+                    "min_insync_replicas": 2, "size": size, "produce_rate": "100 B/s"} for i in range(topics)],
         "reassignment": {"kind": "decommission", "brokers": [brokers]}, "throttle": "50 MB/s",
     }
 

@@ -177,6 +177,7 @@ class Engine:
         self.counters: dict[str, int] = {"events": 0, "dead_letters": 0, "rejected_unverified": 0,
                                          "StepStarted": 0, "StepCompleted": 0, "recoveries": 0}
         self.last_recovery: dict | None = None
+        self._decode = decoder_for(CommandEnvelope, s.registry, self.topics.commands)
         self.cached_status: dict | None = None
         self._wire()
 
@@ -260,9 +261,17 @@ class Engine:
 
     # --- router ---------------------------------------------------------------------------------
 
+    def decode_command(self, data: bytes | None) -> CommandEnvelope:
+        try:
+            return self._decode(data)
+        except DecodeError:
+            raise
+        except Exception as e:  # noqa: BLE001 - anything a message makes the decoder do is a bad message
+            raise DecodeError(f"not a command envelope: {type(e).__name__}: {e}") from None
+
     async def route(self, message) -> None:
         letters: list[DeadLetter] = []
-        envelope = decode_or_set_aside(_decode_command, message.topic, message.partition, message.offset,
+        envelope = decode_or_set_aside(self.decode_command, message.topic, message.partition, message.offset,
                                        message.key, message.value, letters.append)
         if envelope is None:
             await self.set_aside(letters[0])
@@ -295,7 +304,7 @@ class Engine:
             call = None
         else:
             try:
-                envelope = _decode_command(message.value)
+                envelope = self.decode_command(message.value)
             except DecodeError as e:  # the router checked it; only a foreign writer gets here
                 await self.set_aside(DeadLetter(message.topic, message.partition, message.offset, message.key,
                                                 message.value, str(e), now()))
@@ -350,6 +359,9 @@ class Engine:
             except Exception as e:  # noqa: BLE001 - the log or the cluster unreachable: try again
                 log.warning("recovery failed, retrying: %s: %s", type(e).__name__, e)
                 await asyncio.sleep(1.0)
+        if self.event_log.unreadable:
+            self.last_recovery["unreadable_events"] = [f"{d.source}: {d.reason}" for d in self.event_log.unreadable]
+            log.warning("the events topic has %d unreadable messages (skipped)", len(self.event_log.unreadable))
         self.decider = decider
         self.needs_recovery = False
         self.counters["recoveries"] += 1
@@ -404,15 +416,6 @@ class Engine:
             self.event_log.close()
         self.s.cluster.close()
         shutil.rmtree(self.datadir, ignore_errors=True)
-
-
-def _decode_command(data: bytes | None) -> CommandEnvelope:
-    try:
-        return codec_for(CommandEnvelope).decode(data)
-    except DecodeError:
-        raise
-    except Exception as e:  # noqa: BLE001 - anything a message makes the decoder do is a bad message
-        raise DecodeError(f"not a command envelope: {type(e).__name__}: {e}") from None
 
 
 def _headers(message) -> dict[str, bytes]:

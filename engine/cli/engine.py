@@ -40,14 +40,17 @@ def run(args) -> int:
     from engine.adaptive import BoundsError, parse_bounds
     from engine.cluster.connect import ConnectError, open_cluster
     from engine.signing import SigningError, load_keys
-    from engine.topics import TopicsError, create
+    from confluent_kafka.admin import AdminClient
+
+    from engine.topics import TopicsError, create, layout_problems
     from engine.worker import Engine, Settings, run_worker
 
     config = client_config(args)
     try:
         keys = load_keys(args.signing_keys) if args.signing_keys else None
         adaptive = parse_bounds(args.adaptive_throttle) if args.adaptive_throttle else None
-        create(config.confluent(), args.prefix, timeout=args.timeout)
+        if layout_problems(AdminClient(config.confluent()), args.prefix, args.timeout):
+            create(config.confluent(), args.prefix, timeout=args.timeout)  # names what is wrong if it cannot
         cluster = open_cluster(args.cluster, args.bootstrap_server, args.command_config, args.timeout)
     except (SigningError, BoundsError, TopicsError, ConnectError) as e:
         raise CliError(str(e)) from None
