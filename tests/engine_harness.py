@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -41,9 +42,11 @@ def wait_for(condition, timeout: float, what: str, interval: float = 0.05):
 class Process:
     def __init__(self, args: list[str], name: str):
         fd, self.log_path = tempfile.mkstemp(prefix=f"kreassign-{name}-", suffix=".log")
+        self.tmp = tempfile.mkdtemp(prefix=f"kreassign-{name}-")  # its TMPDIR: what a SIGKILL leaves is removed
         self.name = name
         self.p = subprocess.Popen(args, stdout=fd, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                  start_new_session=True, cwd=Path(__file__).resolve().parent.parent)
+                                  start_new_session=True, cwd=Path(__file__).resolve().parent.parent,
+                                  env={**os.environ, "TMPDIR": self.tmp})
         os.close(fd)
 
     def output(self) -> str:
@@ -69,6 +72,7 @@ class Process:
     def cleanup(self) -> None:
         self.kill()
         Path(self.log_path).unlink(missing_ok=True)
+        shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 def get_json(url: str, timeout: float = 5.0):
