@@ -27,7 +27,8 @@ from typing import Callable
 from engine import events as ev
 from engine.cancellation import rollback_skip_reason, skip_reason
 from engine.commands import (
-    Cancel, ChangeLimits, ChangeThrottle, Input, Observation, Pause, Resume, StepStartReport, Submit, Tick,
+    AdaptThrottle, Cancel, ChangeLimits, ChangeThrottle, Input, Observation, Pause, Resume, StepStartReport, Submit,
+    Tick, Unverified,
 )
 from engine.limits import resolve_changes
 from engine.partition import TopicPartition
@@ -314,6 +315,19 @@ def _resume(d: _Decision, cmd: Resume) -> None:
         d.emit(ev.Resumed(cmd.command_id))
 
 
+def _unverified(d: _Decision, u: Unverified) -> None:
+    c = u.command
+    d.emit(ev.CommandRejected(COMMAND_NAMES[type(c)], (u.reason,), getattr(c, "request_id", None), c.command_id))
+
+
+def _adapt(d: _Decision, a: AdaptThrottle) -> None:
+    """An adaptive change applies only while throttling is on (an operator's ``none`` wins)."""
+    rate = d.state.throttle_rate
+    if rate is None or a.rate < 1 or a.rate == rate:
+        return
+    d.emit(ev.ThrottleRateChanged(a.rate, a.reason))
+
+
 def _observe(d: _Decision, o: Observation) -> None:
     if o.brokers is not None:
         brokers = {b.id: b for b in o.brokers}
@@ -412,4 +426,12 @@ _HANDLERS: dict[type, Callable[[_Decision, object], None]] = {
     Observation: _observe,
     StepStartReport: _report,
     Tick: _tick,
+    Unverified: _unverified,
+    AdaptThrottle: _adapt,
 }
+
+COMMAND_NAMES: dict[type, str] = {
+    Submit: "submit", Cancel: "cancel", ChangeLimits: "limits", ChangeThrottle: "throttle",
+    Pause: "pause", Resume: "resume",
+}
+"""The ``command`` of a ``CommandRejected`` event, per command type."""

@@ -171,11 +171,13 @@ class Publisher(_EnvelopeWriter):
     topic_role = "commands"
 
     def __init__(self, bootstrap: str | None = None, config: ClientConfig | None = None, *,
-                 issued_by: str | None = None, **options: Any):
+                 issued_by: str | None = None, signing_key: Any = None, **options: Any):
         """``options``: prefix, profile (a ``BrokerProfile``), registry (a Schema Registry URL or
-        client), timeout (seconds), check_topic."""
+        client), timeout (seconds), check_topic. ``signing_key``: an ``engine.signing.SigningKey``
+        to sign every command with (HMAC-SHA256, see ``engine.signing``)."""
         super().__init__(bootstrap, config, **options)
         self.issued_by = issued_by or issuer()
+        self.signing_key = signing_key
 
     def submit(self, partitions: Iterable[cmd.PartitionTarget], throttle_rate: int | None = None,
                request_id: str | None = None) -> str:
@@ -206,6 +208,10 @@ class Publisher(_EnvelopeWriter):
         if not command.command_id:
             command = dataclasses.replace(command, command_id=new_id())
         envelope = CommandEnvelope(command.command_id, now(), self.issued_by, command)
+        if self.signing_key is not None:
+            from engine.signing import sign
+
+            envelope = sign(envelope, self.signing_key)
         data = self._codec.encode(envelope)
         self._writer.write([(command_key(command).encode(), data, millis(envelope.issued_at))])
         return envelope

@@ -12,8 +12,17 @@ Pure part:
   TR, or cancelled if it is being aborted), each pending preferred-leader
   election. Every action is idempotent, so repeating one that was already
   carried out changes nothing. What the state cannot tell (a ``ThrottlesRemoved``
-  logged but not yet carried out when the engine died) the shell recovers by
-  running ``actions`` over the log from the last offset it knows it carried out.
+  logged but not yet carried out when the engine died) the shell recovers from
+  the log after the last event it knows it carried out: ``recovery_actions``.
+* ``recovery_actions(removed, state)``: when a decider takes over, remove the
+  throttle entries and broker rates that the ``ThrottlesRemoved`` events of
+  that stretch of log name and the state no longer has in force, then
+  ``reassert(state)``. This is what running ``actions`` over that stretch in
+  log order would leave on the cluster (for each entry, the last delta that
+  touched it wins, and that delta is what the fold says is in force), in at
+  most one call, and without re-running a ``StartStep`` of a step that has
+  completed since: repeating an old step's TR after its partition moved on
+  would start a move backwards.
 
 Thin runner:
 
@@ -40,6 +49,7 @@ from engine.cluster.actions import Action, ApplyThrottles, CancelStep, ElectLead
 from engine.cluster.result import Ok, Refused, Result, Unavailable
 from engine.commands import StepStartReport
 from engine.state import State
+from engine.throttles import ThrottleSet
 
 
 def actions(events: Iterable[ev.Event]) -> list[Action]:
@@ -70,6 +80,27 @@ def reassert(state: State) -> list[Action]:
             out.append(StartStep(f.request_id, tp, f.number, f.step.tr))
     out.extend(ElectLeader(tp) for tp in sorted(state.elections.keys()))
     return out
+
+
+def recovery_actions(removed: Iterable[ThrottleSet], state: State) -> list[Action]:
+    """See the module doc: ``removed`` are the ``ThrottlesRemoved`` sets logged after the last
+    event known carried out (all of them if that is unknown)."""
+    leader: set = set()
+    follower: set = set()
+    leader_brokers: set = set()
+    follower_brokers: set = set()
+    for r in removed:
+        leader |= r.leader
+        follower |= r.follower
+        leader_brokers |= r.leader_brokers
+        follower_brokers |= r.follower_brokers
+    force = state.throttles
+    stale = ThrottleSet(
+        frozenset(leader - force.leader), frozenset(follower - force.follower),
+        frozenset(leader_brokers - force.leader_brokers), frozenset(follower_brokers - force.follower_brokers),
+    )
+    out: list[Action] = [] if stale.is_empty() else [RemoveThrottles(stale)]
+    return out + reassert(state)
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("balance", help="show cluster balance or propose replica/leader-balanced targets")
     p.add_argument("--scenario", metavar="FILE",
                    help="balance the cluster of a scenario file instead of the live one at --bootstrap-server")
-    add_arguments(p, required=False)
+    add_arguments(p, required=False, signing=True)
     p.add_argument("--execute", action="store_true",
                    help="submit the proposal to the engine as a request (published to --bootstrap-server)")
     p.add_argument("--throttle", type=positive_rate, metavar="BYTES_PER_SEC",

@@ -53,6 +53,9 @@ class RemoteCluster:
     def state(self) -> dict | Unavailable:
         return self._call("GET", "/v1/state")
 
+    def alters(self) -> dict | Unavailable:
+        return self._call("GET", "/v1/alters")
+
     def inject(self, broker: int, action: str, factor: float = 1.0) -> dict | Unavailable:
         return self._call("POST", "/v1/faults", {"broker": broker, "action": action, "factor": factor})
 

@@ -15,7 +15,8 @@ one lock around the simulated cluster):
 | POST /v1/cancel, /v1/elect | {"partitions": [[topic, p], ...]} | {"results": [...]} |
 | POST /v1/throttles/apply, /v1/throttles/remove | a throttle set | {"result": ...} |
 | POST /v1/faults | {"broker", "action": down/up/slow, "factor"} | {"time"} |
-| GET /v1/state | | time, reassignments in progress, throttles in force, brokers |
+| GET /v1/state | | time, reassignments in progress, throttles in force, brokers, partitions under min ISR now and ever, lowest ISR headroom |
+| GET /v1/alters | | every alter received: [{"time", "topic", "partition", "replicas"}] in order |
 
 ``engine.cluster.remote.RemoteCluster`` is the client; ``engine.cluster.wire``
 the JSON forms.
@@ -42,6 +43,7 @@ class SimServer:
         self._start = time.monotonic()
         self.cluster = SimulatedCluster.from_scenario(scenario, clock=self.sim_time)
         self.lock = threading.Lock()
+        self.alters: list[dict] = []  # every alter target received, in order (the fault-injection suite checks them)
         handler = type("Handler", (_Handler,), {"sim": self})
         self.httpd = ThreadingHTTPServer((host, port), handler)
         self.httpd.daemon_threads = True
@@ -94,7 +96,10 @@ class SimServer:
                        for t in body["targets"]}
         except (KeyError, TypeError, ValueError) as e:
             raise wire.WireError(f"expected targets [{{topic, partition, replicas}}]: {e}") from None
-        return {"results": wire.results_document(self.cluster.alter_reassignments(targets))}
+        results = self.cluster.alter_reassignments(targets)
+        self.alters.extend({"time": self.cluster.time, "topic": tp.topic, "partition": tp.partition,
+                            "replicas": list(r)} for tp, r in targets.items())
+        return {"results": wire.results_document(results)}
 
     def _cancel(self, body) -> dict:
         return {"results": wire.results_document(self.cluster.cancel_reassignments(wire.tps_from(body["partitions"])))}
@@ -135,7 +140,12 @@ class SimServer:
             "brokers": [{"id": b.id, "rack": b.rack, "alive": b.alive, "slow": b.slow}
                         for b in sorted(s.brokers.values())],
             "under_min_isr": sorted(str(tp) for tp in s.stats.under_min),
+            "under_min_isr_ever": sorted(str(tp) for tp in s.stats.under_min_partitions),
+            "min_isr_headroom": s.stats.min_headroom,
         }
+
+    def _alters(self, _body) -> dict:
+        return {"alters": list(self.alters)}
 
 
 _ROUTES: dict[tuple[str, str], Callable[[SimServer, dict], dict]] = {
@@ -149,6 +159,7 @@ _ROUTES: dict[tuple[str, str], Callable[[SimServer, dict], dict]] = {
     ("POST", "/v1/throttles/remove"): SimServer._remove,
     ("POST", "/v1/faults"): SimServer._fault,
     ("GET", "/v1/state"): SimServer._state,
+    ("GET", "/v1/alters"): SimServer._alters,
 }
 
 
