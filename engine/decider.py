@@ -32,6 +32,8 @@ safe: ``decide`` is idempotent for re-delivered commands.
 
 from __future__ import annotations
 
+import dataclasses
+
 import logging
 import time
 from collections import Counter
@@ -149,6 +151,11 @@ class Decider:
                 obs = self.cluster.observe(sorted(fresh))
                 if isinstance(obs, Unavailable):
                     raise Retry(f"cannot observe the partitions of request {inp.request_id}: {obs}")
+                sizes = self.cluster.sizes(sorted(fresh))  # recorded once, for progress and ETA
+                if not isinstance(sizes, Unavailable) and sizes:
+                    obs = dataclasses.replace(obs, partitions={
+                        tp: p._replace(size_bytes=sizes.get(tp, p.size_bytes)) for tp, p in obs.partitions.items()
+                    })
                 return self.process(obs, inp)
         return self.process(inp)
 

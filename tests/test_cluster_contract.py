@@ -209,3 +209,12 @@ def test_throttles_read_back_what_was_applied_and_leave_other_entries_alone(harn
     assert not seen.leader_brokers and not seen.follower_brokers
     assert isinstance(c.remove_throttles(other), Ok)
     assert c.throttles([TOPIC], [1, 2, 3, 4]).is_empty()
+
+
+def test_sizes_of_partitions(harness):
+    sizes = harness.cluster.sizes([P0, P2, TopicPartition("no-such-topic", 0)])
+    assert TopicPartition("no-such-topic", 0) not in sizes
+    if isinstance(harness.cluster, (SimulatedCluster, RemoteCluster)):  # the scenario's sizes
+        assert sizes[P2] >= 500_000_000 and sizes[P0] >= 10_000_000
+    else:  # real Kafka: whatever the test produced, never negative
+        assert all(v >= 0 for v in sizes.values())

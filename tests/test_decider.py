@@ -287,3 +287,12 @@ def test_adaptive_throttle_lowers_the_rate_when_copies_get_far_less_than_it():
     changes = run_adaptive(adaptive_scenario("10 MB/s", "80 MB/s"), AdaptiveThrottle(3_000_000, 100_000_000))
     assert changes and changes[0].rate < 80_000_000 and "lowered" in changes[0].reason
     assert min(c.rate for c in changes) >= 3_000_000
+
+
+def test_a_submit_records_the_sizes_of_its_partitions_once():
+    sc, cluster, _log, d = started(4)
+    d.decide(Submit("r1", tuple(sc.targets)))
+    for t in sc.targets:
+        assert d.state.observed[t.tp].size_bytes == sc.partitions[t.tp].size
+    d.tick()  # later observations carry no size: the recorded one stays
+    assert all(d.state.observed[t.tp].size_bytes == sc.partitions[t.tp].size for t in sc.targets)

@@ -58,6 +58,11 @@ class Cluster(Protocol):
 
     def elect_preferred_leaders(self, partitions: Collection[TopicPartition]) -> dict[TopicPartition, Result]: ...
 
+    def sizes(self, partitions: Collection[TopicPartition]) -> dict[TopicPartition, int] | Unavailable:
+        """Bytes of each partition's largest replica, where known (progress and ETA need them;
+        observations leave sizes out because they change all the time)."""
+        ...
+
     def throttles(self, topics: Collection[str], brokers: Collection[int]) -> ThrottleSet | Unavailable:
         """KIP-73 configuration in force on those topics and brokers (``verify`` checks it is gone)."""
         ...

@@ -283,6 +283,12 @@ class KafkaCluster:
             {tp: p._replace(size_bytes=sizes.get(tp)) for tp, p in obs.partitions.items()},
         )
 
+    def sizes(self, partitions: Collection[TopicPartition]) -> dict[TopicPartition, int] | Unavailable:
+        brokers = self._brokers()
+        if not isinstance(brokers, dict):
+            return _unavailable(brokers)
+        return self.partition_sizes([b.id for b in brokers.values() if b.alive], partitions)
+
     def partition_sizes(self, brokers: Iterable[int], partitions: Collection[TopicPartition]) -> dict[TopicPartition, int]:
         """Largest replica size of each partition (DescribeLogDirs), asking one broker at a time;
         a broker that fails or lacks the API only loses its own answers."""

@@ -64,6 +64,12 @@ class RemoteCluster:
         answer = self._call("POST", "/v1/observe", body)
         return answer if isinstance(answer, Unavailable) else wire.observation_from(answer)
 
+    def sizes(self, partitions: Collection[TopicPartition]) -> dict[TopicPartition, int] | Unavailable:
+        answer = self._call("POST", "/v1/sizes", {"partitions": wire.tps_document(partitions)})
+        if isinstance(answer, Unavailable):
+            return answer
+        return {TopicPartition(d["topic"], d["partition"]): int(d["size"]) for d in answer["sizes"]}
+
     def snapshot(self) -> ClusterSnapshot | Unavailable:
         answer = self._call("GET", "/v1/snapshot")
         return answer if isinstance(answer, Unavailable) else ClusterSnapshot.from_document(answer)

@@ -91,6 +91,10 @@ class SimulatedCluster:
             partitions={tp: s.partitions[tp].view()._replace(size_bytes=None) for tp in tps},
         )
 
+    def sizes(self, partitions: Collection[TopicPartition]) -> dict[TopicPartition, int]:
+        self._sync()
+        return {tp: int(self.state.partitions[tp].size) for tp in partitions if tp in self.state.partitions}
+
     def snapshot(self) -> ClusterSnapshot:
         self._sync()
         s = self.state

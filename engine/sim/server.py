@@ -13,6 +13,7 @@ one lock around the simulated cluster):
 | GET /v1/snapshot | | a cluster snapshot (sizes included) |
 | POST /v1/alter | {"targets": [{"topic", "partition", "replicas"}]} | {"results": [...]} |
 | POST /v1/cancel, /v1/elect | {"partitions": [[topic, p], ...]} | {"results": [...]} |
+| POST /v1/sizes | {"partitions": [[topic, p], ...]} | {"sizes": [{"topic", "partition", "size"}]} |
 | POST /v1/throttles/apply, /v1/throttles/remove | a throttle set | {"result": ...} |
 | POST /v1/faults | {"broker", "action": down/up/slow, "factor"} | {"time"} |
 | GET /v1/state | | time, reassignments in progress, throttles in force, brokers, partitions under min ISR now and ever, lowest ISR headroom |
@@ -87,6 +88,10 @@ class SimServer:
         obs = self.cluster.observe(None if tps is None else wire.tps_from(tps))
         return wire.observation_document(obs)
 
+    def _sizes(self, body) -> dict:
+        sizes = self.cluster.sizes(wire.tps_from(body.get("partitions") or []))
+        return {"sizes": [{"topic": tp.topic, "partition": tp.partition, "size": n} for tp, n in sorted(sizes.items())]}
+
     def _snapshot(self, _body) -> dict:
         return self.cluster.snapshot().to_document()
 
@@ -152,6 +157,7 @@ _ROUTES: dict[tuple[str, str], Callable[[SimServer, dict], dict]] = {
     ("GET", "/v1/health"): SimServer._health,
     ("POST", "/v1/observe"): SimServer._observe,
     ("GET", "/v1/snapshot"): SimServer._snapshot,
+    ("POST", "/v1/sizes"): SimServer._sizes,
     ("POST", "/v1/alter"): SimServer._alter,
     ("POST", "/v1/cancel"): SimServer._cancel,
     ("POST", "/v1/elect"): SimServer._elect,
