@@ -36,7 +36,8 @@ import dataclasses
 
 import logging
 import time
-from collections import Counter
+from collections import Counter, deque
+from datetime import datetime, timezone
 from typing import Callable, Iterable, Iterator, Protocol
 
 from engine import events as ev
@@ -48,8 +49,9 @@ from engine.decide import handle, watched
 from engine.envelope import EventEnvelope, new_id, now
 from engine.executor import Executor, actions, recovery_actions
 from engine.partition import TopicPartition
+from engine.progress import Progress, report
 from engine.replay import fold_log
-from engine.state import EMPTY, TERMINAL, State
+from engine.state import EMPTY, TERMINAL, State, apply
 from engine.summary import bytes_remaining, summarize
 
 log = logging.getLogger("kreassign.decider")
@@ -89,6 +91,8 @@ class Decider:
         self.clock = clock
         self.adaptive = adaptive
         self.state: State = EMPTY
+        self.progress = Progress()
+        self.recent: deque[EventEnvelope] = deque(maxlen=RECENT)  # for the status page
         self.executor = Executor(cluster)
         self.executed: str | None = None  # last event whose actions (and all before) were carried out
         self.last_event: str | None = None
@@ -122,10 +126,20 @@ class Decider:
                 last = envelope.id
                 yield offset, envelope
 
-        state, applied, duplicates, _next, _last = fold_log(tap(self.log.read()))
+        progress = Progress()
+        recent: deque[EventEnvelope] = deque(maxlen=RECENT)
+
+        def track(before, envelope) -> None:
+            nonlocal progress
+            progress = progress.after(before, envelope.payload, envelope.recorded_at)
+            recent.append(envelope)
+
+        state, applied, duplicates, _next, _last = fold_log(tap(self.log.read()), on_event=track)
         if not found:  # the marker is not in the log (lost, or another log): every removal counts
             return self.recover(None)
         self.state = state
+        self.progress = progress
+        self.recent = recent
         self.executor = Executor(self.cluster)
         self.last_event = self.executed = last
         self.planned_at = {tp: t for tp, t in planned.items() if tp in state.steps}
@@ -191,7 +205,12 @@ class Decider:
                 envelopes = self.log.append(events)
             except Exception as e:  # noqa: BLE001 - the log is unreachable: nothing may happen before it is
                 raise Retry(f"cannot append to the events log: {e}") from None
+            before = self.state
+            for envelope in envelopes:  # bytes and time beside the state (engine.progress)
+                self.progress = self.progress.after(before, envelope.payload, envelope.recorded_at)
+                before = apply(before, envelope.payload)
             self.state = state
+            self.recent.extend(envelopes)
             appended.extend(envelopes)
             self.last_event = envelopes[-1].id
             self._track(events)
@@ -273,6 +292,8 @@ class Decider:
             {"partition": str(tp), "request": s.partitions[tp].request_id, "reason": reason}
             for tp, reason in sorted(s.waiting.items())[:limit]
         ]
+        doc["progress"] = report(s, self.progress, datetime.now(timezone.utc))["requests"]
+        doc["recent_events"] = [_event_line(e) for e in reversed(self.recent)]
         doc["partitions_remaining"] = self.remaining()
         doc["bytes_remaining"] = bytes_remaining(s, self.sizes) if self.sizes else None
         doc["blocked"] = self.blocked
@@ -283,4 +304,19 @@ class Decider:
 
     def remaining(self) -> int:
         return sum(r.open for r in self.state.requests.values())
+
+
+RECENT = 50
+
+
+def _event_line(envelope: EventEnvelope) -> dict:
+    """One line of the status page's recent events."""
+    e = envelope.payload
+    tp = getattr(e, "tp", None)
+    detail = getattr(e, "reason", None) or (", ".join(e.reasons) if hasattr(e, "reasons") else None)
+    if isinstance(e, ev.StepPlanned):
+        detail = f"step {e.number}: {list(e.step.cr)} -> {list(e.step.tr)}"
+    return {"at": envelope.recorded_at.isoformat(), "event": type(e).__name__,
+            "request": getattr(e, "request_id", None), "partition": str(tp) if tp is not None else None,
+            "detail": detail}
 

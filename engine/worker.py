@@ -29,6 +29,7 @@ import asyncio
 import logging
 import os
 import shutil
+from pathlib import Path
 import socket
 import sys
 import tempfile
@@ -238,6 +239,10 @@ class Engine:
                 self.active = False
                 self.needs_recovery = True
 
+        @app.page("/")
+        async def page(web, request):
+            return web.html(STATUS_PAGE)
+
         @app.page("/status")
         async def status(web, request):
             return web.json(await self.status())
@@ -416,6 +421,10 @@ class Engine:
             self.event_log.close()
         self.s.cluster.close()
         shutil.rmtree(self.datadir, ignore_errors=True)
+
+
+STATUS_PAGE = (Path(__file__).parent / "web" / "status.html").read_text(encoding="utf-8")
+"""The status page: static HTML that polls ``/status`` and redraws itself."""
 
 
 def _headers(message) -> dict[str, bytes]:

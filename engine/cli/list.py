@@ -11,7 +11,8 @@ from datetime import datetime, timezone
 
 from engine.cli import CliError
 from engine.cli.connection import add_arguments
-from engine.cli.status import Follower, report
+from engine.cli.status import Follower
+from engine.progress import report
 from engine.cluster.result import Unavailable
 
 

@@ -13,16 +13,14 @@ from __future__ import annotations
 
 import json
 import time
-from collections import Counter, deque
+from collections import deque
 from datetime import datetime, timezone
 
 from engine.cli import CliError
 from engine.cli.connection import add_arguments, broker_profile, client_config, registry
-from engine.progress import Progress
-from engine.state import ABORTING, CANCELLED, COMPLETED, IN_FLIGHT, PENDING, READY, REVERTED, WAITING, State
+from engine.progress import Progress, report
+from engine.state import State
 from engine.units import format_duration, format_rate, format_size
-
-DONE = (COMPLETED, CANCELLED, REVERTED)
 
 
 def add_parser(sub) -> None:
@@ -76,55 +74,6 @@ class Follower:
         if next_offset:
             self.next_offset = next_offset
         self.last_recorded = last or self.last_recorded
-
-
-def report(state: State, progress: Progress, now: datetime, only: str | None = None) -> dict:
-    """Everything ``status`` shows, as JSON-ready data (a pure function)."""
-    requests = []
-    for r in sorted(state.requests.values(), key=lambda r: r.seq):
-        if only is not None and r.request_id != only:
-            continue
-        p = progress.requests.get(r.request_id)
-        counts = {s: r.count(s) for s in (PENDING, READY, WAITING, IN_FLIGHT, ABORTING, *DONE)}
-        requests.append({
-            "id": r.request_id,
-            "status": r.status,
-            "partitions": r.partitions,
-            "done": sum(counts[s] for s in DONE),
-            "in_flight": counts[IN_FLIGHT] + counts[ABORTING],
-            "waiting": counts[WAITING],
-            "queued": counts[PENDING] + counts[READY],
-            "by_status": {s: n for s, n in counts.items() if n},
-            "bytes_total": p.bytes_total if p else None,
-            "bytes_done": p.bytes_done if p else 0,
-            "rate_bytes_per_s": p.rate(now) if p else None,
-            "eta_seconds": p.eta_seconds(now) if p else None,
-            "accepted_at": p.accepted_at.isoformat() if p and p.accepted_at else None,
-            "completed_at": p.completed_at.isoformat() if p and p.completed_at else None,
-        })
-    members = None
-    if only is not None:
-        r = state.requests.get(only)
-        members = set(r.members.keys()) if r is not None else set()
-    waiting = Counter(reason for tp, reason in state.waiting.items() if members is None or tp in members)
-    skipped = sorted(
-        (str(tp), e.note) for tp, e in state.partitions.items()
-        if e.note and (members is None or tp in members)
-    )
-    return {
-        "requests": requests,
-        "steps_in_flight": [
-            {"partition": str(tp), "request": f.request_id, "step": f.number, "target": list(f.step.tr),
-             "adding": list(f.step.nr), "dropping": list(f.step.dr), "aborting": f.aborting}
-            for tp, f in sorted(state.steps.items()) if members is None or tp in members
-        ],
-        "waiting": dict(waiting.most_common()),
-        "skipped": [{"partition": tp, "reason": reason} for tp, reason in skipped],
-        "throttle_rate": state.throttle_rate,
-        "throttled_brokers": sorted(state.throttles.leader_brokers | state.throttles.follower_brokers),
-        "limits": state.limits.as_dict(),
-        "paused": state.paused,
-    }
 
 
 def render(doc: dict):
