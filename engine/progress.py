@@ -4,9 +4,11 @@ The core's state counts partitions by status but knows no time and no bytes.
 ``Progress`` is a fold over the same events, each with the time the engine
 recorded it, next to the state they apply to:
 
-* a request's bytes to copy are fixed when its partitions are queued: the
-  partition's size (as last observed) times the replicas its target adds; a
-  rollback adds what copying back costs;
+* a request's bytes to copy are set when its partitions are queued: the
+  partition's size (as last observed) times the replicas its target adds. A
+  cancelled partition drops what it no longer copies, a rollback adds what
+  copying back costs, and a finished partition settles its account, so a
+  finished request has copied exactly its total;
 * bytes copied grow when a step that adds replicas completes (size times NR);
 * the rate is the bytes copied in the recent window divided by that window,
   and the ETA the bytes left at that rate. Sizes unknown to the engine make
@@ -35,6 +37,7 @@ class RequestProgress(NamedTuple):
     bytes_done: int = 0
     steps_completed: int = 0
     recent: tuple[tuple[datetime, int], ...] = ()  # (time, bytes) of completions in the window
+    owed: dict = {}  # partition -> bytes it still has to copy
 
     def rate(self, now: datetime, window: timedelta = WINDOW) -> float | None:
         """Bytes per second over the window ending at ``now`` (None before any copy completed)."""
@@ -67,25 +70,32 @@ class Progress(NamedTuple):
         if kind is ev.RequestAccepted:
             r = r._replace(accepted_at=at)
         elif kind is ev.PartitionQueued:
-            r = _add_total(r, state, event.tp, event.original or (), event.target)
-        elif kind is ev.PartitionCancelled and event.rollback:
+            r = _owe(r, state, event.tp, event.original or (), event.target, reset=True)
+        elif kind is ev.PartitionCancelled:
+            r = _settle(r, event.tp)
             entry = state.partitions.get(event.tp)
             obs = state.observed.get(event.tp)
-            if entry is not None and obs is not None and entry.original:
-                r = _add_total(r, state, event.tp, obs.replicas, entry.original)
+            if event.rollback and entry is not None and obs is not None and entry.original:
+                r = _owe(r, state, event.tp, obs.replicas, entry.original)
         elif kind is ev.StepCompleted:
             f = state.steps.get(event.tp)
             size = _size(state, event.tp)
             copied = len(f.step.nr) * size if (f is not None and size is not None) else 0
+            owed = dict(r.owed)
+            if event.tp in owed:
+                owed[event.tp] = max(owed[event.tp] - copied, 0)
             recent = tuple(x for x in r.recent if x[0] >= at - 2 * WINDOW) + ((at, copied),)
-            r = r._replace(bytes_done=r.bytes_done + copied, steps_completed=r.steps_completed + 1, recent=recent)
+            r = r._replace(bytes_done=r.bytes_done + copied, steps_completed=r.steps_completed + 1,
+                           recent=recent, owed=owed)
+        elif kind in (ev.PartitionCompleted, ev.PartitionReverted):
+            r = _settle(r, event.tp)
         elif kind is ev.RequestCompleted:
             r = r._replace(completed_at=at)
         return Progress({**self.requests, rid: r})
 
 
 _TRACKED = frozenset({ev.RequestAccepted, ev.PartitionQueued, ev.PartitionCancelled, ev.StepCompleted,
-                      ev.RequestCompleted})
+                      ev.PartitionCompleted, ev.PartitionReverted, ev.RequestCompleted})
 
 
 def _size(state: State, tp) -> int | None:
@@ -93,13 +103,28 @@ def _size(state: State, tp) -> int | None:
     return None if obs is None else obs.size_bytes
 
 
-def _add_total(r: RequestProgress, state: State, tp, current, target) -> RequestProgress:
+def _owe(r: RequestProgress, state: State, tp, current, target, reset: bool = False) -> RequestProgress:
+    """The partition will copy the replicas ``target`` adds to ``current``."""
     adds = len(set(target) - set(current))
-    if not adds or r.bytes_total is None:
+    if (not adds and not reset) or r.bytes_total is None:
         return r
     size = _size(state, tp)
-    return r._replace(bytes_total=None if size is None else r.bytes_total + adds * size)
+    if size is None:
+        return r._replace(bytes_total=None) if adds else r
+    owed = dict(r.owed)
+    owed[tp] = owed.get(tp, 0) * (not reset) + adds * size
+    return r._replace(bytes_total=r.bytes_total + adds * size, owed=owed)
 
+
+def _settle(r: RequestProgress, tp) -> RequestProgress:
+    """The partition copies nothing more for this request: what it still owed leaves the total."""
+    left = r.owed.get(tp, 0)
+    if not left:
+        return r
+    owed = dict(r.owed)
+    del owed[tp]
+    total = None if r.bytes_total is None else r.bytes_total - left
+    return r._replace(bytes_total=total, owed=owed)
 
 DONE = (COMPLETED, CANCELLED, REVERTED)
 

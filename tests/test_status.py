@@ -71,6 +71,26 @@ def test_rate_and_eta_from_the_recent_window():
     assert r.eta_seconds(now) == pytest.approx((r.bytes_total - r.bytes_done) / r.rate(now))
 
 
+def test_cancelled_partitions_leave_the_total_and_a_finished_request_copied_exactly_its_total():
+    c = FakeCluster({tp(i): (0, 1, 2) for i in range(4)}, range(8))
+    d = Driver(c)
+    d.feed(Observation(partitions={tp(i): c.parts[tp(i)]._replace(size_bytes=GB) for i in range(4)}))
+    d.feed(submit("r", {tp(i): (3, 4, 2) for i in range(4)}))
+    d.tick()
+    for t in c.in_progress()[:1]:
+        c.finish(t)
+    d.observe()
+    from engine.commands import Cancel
+    d.feed(Cancel("r", (tp(2), tp(3)), rollback=True))  # not started yet: nothing to copy back
+    d.run()
+    _state, progress = fold(timeline(d.events))
+    r = progress.requests["r"]
+    assert r.completed_at is not None and r.bytes_done == r.bytes_total
+    assert r.bytes_total == 2 * 2 * GB + sum(  # partitions 0, 1 moved; 2, 3 copied (then back) what they did
+        GB * len(e.step.nr) for e in d.events if isinstance(e, ev.StepPlanned) and e.tp in (tp(2), tp(3))
+        and any(isinstance(x, ev.StepCompleted) and (x.tp, x.number) == (e.tp, e.number) for x in d.events))
+
+
 def test_unknown_sizes_give_unknown_bytes_not_a_guess():
     c = FakeCluster({tp(0): (0, 1, 2)}, range(8))
     d = Driver(c)
