@@ -1,0 +1,102 @@
+"""``kreassign demo``, the README's main job: a whole run, and Ctrl-C leaving nothing behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+TINY = {
+    "name": "tiny-demo",
+    "description": "Four brokers on two racks, 24 small partitions; broker 4 is decommissioned.",
+    "seed": 5,
+    "brokers": {"count": 4, "racks": ["a", "b"]},
+    "topics": [{"name": "events", "partitions": 24, "replication_factor": 2, "min_insync_replicas": 1,
+                "size": {"distribution": "uniform", "min": "20 MB", "max": "80 MB"}, "produce_rate": "10 kB/s"}],
+    "reassignment": {"kind": "decommission", "brokers": [4]},
+}
+
+
+def descendants(pid: int) -> set[int]:
+    """Every living process below ``pid`` (children started in sessions of their own included)."""
+    rows = subprocess.run(["ps", "-eo", "pid=,ppid="], capture_output=True, text=True).stdout.split("\n")
+    children: dict[int, list[int]] = {}
+    for row in rows:
+        if row.strip():
+            p, pp = map(int, row.split())
+            children.setdefault(pp, []).append(p)
+    found, todo = set(), [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            found.add(c)
+            todo.append(c)
+    return found
+
+
+def alive(pids: set[int]) -> set[int]:
+    out = set()
+    for p in pids:
+        try:
+            os.kill(p, 0)
+        except ProcessLookupError:
+            continue
+        out.add(p)
+    return out
+
+
+def start(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen, Path, Path]:
+    scenario = tmp_path / "tiny.yaml"
+    scenario.write_text(yaml.safe_dump(TINY))
+    out = tmp_path / "demo-out"
+    log = tmp_path / "demo.log"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "engine.cli", "demo", "--scenario", str(scenario), "--speed", "50", "--out", str(out),
+         *extra],
+        stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True,
+        env={**os.environ, "COLUMNS": "120"},
+    )
+    return proc, out, log
+
+
+def wait_for_text(log: Path, text: str, proc: subprocess.Popen, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while text not in log.read_text():
+        assert proc.poll() is None, log.read_text()[-3000:]
+        assert time.monotonic() < deadline, f"no {text!r} within {timeout}s:\n{log.read_text()[-3000:]}"
+        time.sleep(0.1)
+
+
+def test_the_demo_runs_the_story_and_stops_everything(tmp_path):
+    proc, out, log = start(tmp_path)
+    wait_for_text(log, "engine worker up", proc, 120)
+    seen = descendants(proc.pid)
+    assert proc.wait(timeout=600) == 0, log.read_text()[-4000:]
+    text = log.read_text()
+    assert "1. decommission" in text and "submitted" in text
+    assert "with rollback (KIP-236)" in text or "already balanced exactly" in text
+    assert text.count("(exit 0)") >= 1 and "(exit 1)" not in text
+    assert "Throttles are cleared" in text
+    assert (out / "report" / "index.html").is_file()
+    assert any((out / "report").glob("*.png"))
+    assert "done in" in text
+    assert len(seen) >= 3 and alive(seen) == set()  # broker, sim-cluster, engine (and Spark): all gone
+
+
+def test_ctrl_c_at_any_moment_leaves_nothing_running(tmp_path):
+    proc, _out, log = start(tmp_path, "--no-analytics")
+    wait_for_text(log, "engine worker up", proc, 120)
+    seen = descendants(proc.pid)
+    assert len(seen) >= 3, "the broker, the sim-cluster and the engine should be running now"
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in the terminal does
+    assert proc.wait(timeout=60) == 130
+    deadline = time.monotonic() + 20
+    while alive(seen) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert alive(seen) == set()
+    assert "interrupted: stopping everything" in log.read_text()
