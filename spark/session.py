@@ -30,6 +30,10 @@ def session(master: str | None = None, app: str = "kreassign", conf: dict | None
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    active = SparkSession.getActiveSession()
+    if active is not None:  # e.g. the tests' session: keep its settings
+        quiet_sql_errors()
+        return active
     builder = SparkSession.builder.appName(app)
     if not under_spark_submit():
         builder = builder.master(master or "local[*]")
@@ -39,5 +43,15 @@ def session(master: str | None = None, app: str = "kreassign", conf: dict | None
             builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    quiet_sql_errors()
     spark.conf.set("spark.sql.session.timeZone", "UTC")
     return spark
+
+
+def quiet_sql_errors() -> None:
+    """pyspark logs every failed statement with its stack to stderr; the commands report it in one line."""
+    import logging
+
+    from pyspark.logger import PySparkLogger
+
+    PySparkLogger.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)

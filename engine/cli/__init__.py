@@ -14,6 +14,7 @@ import sys
 SUBCOMMANDS = (
     "plan",
     "broker", "topics", "execute", "cancel", "limits", "throttle", "pause", "resume", "replay",
+    "analytics",
 )
 
 
