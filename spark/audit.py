@@ -14,6 +14,7 @@ own Kafka connector, by ``mapInArrow`` over the raw messages: one decoder.
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from typing import Any, Iterable, NamedTuple
 
 from engine.codec import DecodeError, codec_for
@@ -53,6 +54,46 @@ class RawMessage(NamedTuple):
     value: bytes | None
 
 
+def _has_nested_union_record(schema: Any, named: dict[str, Any], seen: set[str], in_union: bool = False) -> bool:
+    """Does a value of ``schema`` contain a record inside a union (which the reader returns as a
+    ``(name, dict)`` pair that JSON would turn into a list)?"""
+    if isinstance(schema, str):
+        if schema not in named or schema in seen:
+            return in_union and schema in named
+        seen = seen | {schema}
+        schema = named[schema]
+    if isinstance(schema, list):
+        return any(_has_nested_union_record(branch, named, seen, True) for branch in schema)
+    if not isinstance(schema, dict):
+        return False
+    kind = schema.get("type")
+    if kind == "record":
+        if in_union:
+            return True
+        named[schema["name"]] = schema
+        return any(_has_nested_union_record(f["type"], named, seen) for f in schema["fields"])
+    if kind == "array":
+        return _has_nested_union_record(schema["items"], named, seen)
+    if kind == "map":
+        return _has_nested_union_record(schema["values"], named, seen)
+    return isinstance(kind, (dict, list, str)) and _has_nested_union_record(kind, named, seen, in_union)
+
+
+@lru_cache(maxsize=1)
+def records_to_unwrap() -> frozenset[str]:
+    """The event records whose plain datum holds ``(name, dict)`` pairs below the top level."""
+    schema = codec_for(EventEnvelope).schema
+    payload = next(f["type"] for f in schema["fields"] if f["name"] == "payload")
+    named: dict[str, Any] = {}
+    out = set()
+    for branch in payload:
+        record = named.get(branch, branch) if isinstance(branch, str) else branch
+        if _has_nested_union_record({**record, "name": "_"}, named, set()):
+            out.add(record["name"])
+        named[record["name"]] = record
+    return frozenset(out)
+
+
 def plain(value: Any) -> Any:
     """An Avro datum as JSON-ready data: a union branch ``(record name, dict)`` becomes the dict."""
     if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str) and isinstance(value[1], dict):
@@ -83,7 +124,8 @@ def audit_row(message: RawMessage, decode=None) -> dict[str, Any]:
         row.update(event_type=UNDECODABLE, reason=str(e))
         return row
     name, payload = datum["payload"]
-    payload = plain(payload)
+    if name in records_to_unwrap():
+        payload = plain(payload)
     recorded = datum["recorded_at"]
     ms = int(recorded.timestamp() * 1000) if hasattr(recorded, "timestamp") else int(recorded)
     tp = payload.get("tp")
@@ -102,7 +144,7 @@ def audit_row(message: RawMessage, decode=None) -> dict[str, Any]:
         reason=payload.get("reason") or None,
         reasons=list(reasons) if reasons is not None else None,
         rate=payload["rate"] if "rate" in payload else (throttles or {}).get("rate"),
-        payload=json.dumps(payload, separators=(",", ":"), sort_keys=True),
+        payload=json.dumps(payload, separators=(",", ":")),
     )
     return row
 

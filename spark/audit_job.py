@@ -32,6 +32,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from dataclasses import dataclass, field
 
 if __name__ == "__main__":  # spark-submit spark/audit_job.py: import the package, not its files
@@ -130,22 +131,28 @@ def fold_partition(key, frames, state):
     history = History.from_json(state.get[0] if state.exists else None)
     events = []
     for pdf in frames:
-        for offset, ms, kind, request, number, payload in zip(
-                pdf["kafka_offset"], pdf["recorded_ms"], pdf["event_type"], pdf["request_id"],
-                pdf["step_number"], pdf["payload"]):
-            events.append(PartitionEvent(int(offset), int(ms), kind, request if isinstance(request, str) else None,
-                                         None if pd.isna(number) else int(number), json.loads(payload)))
+        columns = (pdf[c].tolist() for c in ("kafka_offset", "recorded_ms", "event_type", "request_id",
+                                             "step_number", "payload"))
+        for offset, ms, kind, request, number, payload in zip(*columns):
+            events.append(PartitionEvent(offset, ms, kind, request or None, None if number < 0 else number,
+                                         json.loads(payload) if payload else {}))
     spans = fold(history, events)
     state.update((history.to_json(),))
     topic, partition = key
-    rows = [{
-        "topic": topic, "partition": int(partition), "kind": s.kind, "request_id": s.request_id,
-        "step_number": s.step_number, "start_ms": s.start_ms, "started_ms": s.started_ms, "end_ms": s.end_ms,
-        "outcome": s.outcome, "source_broker": s.source_broker, "new_replicas": list(s.new_replicas),
-        "dropped_replicas": list(s.dropped_replicas), "moves_leader": s.moves_leader, "size_bytes": s.size_bytes,
-        "bytes_moved": s.bytes_moved, "transfers": [t._asdict() for t in s.transfers],
-    } for s in spans]
-    yield pd.DataFrame(rows, columns=list(wh.SPAN_FOLD_COLUMNS), dtype=object)
+    n = len(spans)
+    yield pd.DataFrame({
+        "topic": [topic] * n, "partition": [int(partition)] * n,
+        **{name: [getattr(s, name) for s in spans] for name in SPAN_FIELDS},
+        "new_replicas": [list(s.new_replicas) for s in spans],
+        "dropped_replicas": [list(s.dropped_replicas) for s in spans],
+        "transfers": [[t._asdict() for t in s.transfers] for s in spans],
+    }, columns=list(wh.SPAN_FOLD_COLUMNS), dtype=object)
+
+
+SPAN_FIELDS = ("kind", "request_id", "step_number", "start_ms", "started_ms", "end_ms", "outcome", "source_broker",
+               "moves_leader", "size_bytes", "bytes_moved")
+PAYLOAD_NEEDED = ("PartitionObserved", "StepPlanned")
+"""The events whose payload the fold reads (the others are matched by request and step number)."""
 
 
 def spans_stream(spark, o: JobOptions):
@@ -156,7 +163,9 @@ def spans_stream(spark, o: JobOptions):
     events = (audit.where(F.col("event_type").isin(*FOLDED_EVENTS) & F.col("topic").isNotNull()
                           & F.col("partition").isNotNull())
               .select("topic", "partition", "kafka_offset", F.unix_millis("recorded_at").alias("recorded_ms"),
-                      "event_type", "request_id", "step_number", "payload"))
+                      "event_type", F.coalesce("request_id", F.lit("")).alias("request_id"),
+                      F.coalesce("step_number", F.lit(-1)).alias("step_number"),
+                      F.when(F.col("event_type").isin(*PAYLOAD_NEEDED), F.col("payload")).alias("payload")))
     spans = events.groupBy("topic", "partition").applyInPandasWithState(
         fold_partition, wh.SPAN_FOLD_DDL, "history string", "append", GroupStateTimeout.NoTimeout)
     return spans.selectExpr(
@@ -293,6 +302,7 @@ class QueryRun:
     name: str
     batches: int
     rows: int
+    seconds: float  # wall time of its stage (available now) or of the whole run
 
 
 def run(spark, o: JobOptions) -> list[QueryRun]:
@@ -301,6 +311,7 @@ def run(spark, o: JobOptions) -> list[QueryRun]:
     if o.trigger_seconds is None:
         done = []
         for stage in STAGES:
+            began = time.monotonic()
             queries = [start_query(spark, o, name) for name in stage]
             try:
                 for q in queries:
@@ -310,8 +321,9 @@ def run(spark, o: JobOptions) -> list[QueryRun]:
                     q.stop()
             for name, q in zip(stage, queries):
                 _check(q)
-                done.append(_summary(name, q))
+                done.append(_summary(name, q, time.monotonic() - began))
         return done
+    began = time.monotonic()
     queries = [start_query(spark, o, name) for name in QUERIES]
     try:
         spark.streams.awaitAnyTermination()
@@ -320,7 +332,7 @@ def run(spark, o: JobOptions) -> list[QueryRun]:
             q.stop()
     for q in queries:
         _check(q)
-    return [_summary(name, q) for name, q in zip(QUERIES, queries)]
+    return [_summary(name, q, time.monotonic() - began) for name, q in zip(QUERIES, queries)]
 
 
 def _check(query) -> None:
@@ -329,10 +341,9 @@ def _check(query) -> None:
         raise JobError(f"query {query.name}: {one_line(e)}")
 
 
-def _summary(name: str, query) -> QueryRun:
-    progress = [p for p in query.recentProgress if p.get("numInputRows", 0) or p.get("batchId") is not None]
-    batches = {p["batchId"] for p in progress if p.get("numInputRows", 0)}
-    return QueryRun(name, len(batches), sum(p.get("numInputRows", 0) for p in progress))
+def _summary(name: str, query, seconds: float) -> QueryRun:
+    progress = [p for p in query.recentProgress if p.get("numInputRows", 0)]
+    return QueryRun(name, len({p["batchId"] for p in progress}), sum(p["numInputRows"] for p in progress), seconds)
 
 
 def one_line(e: BaseException) -> str:
@@ -436,7 +447,7 @@ def execute(args) -> list[QueryRun]:
 
 def print_summary(runs: list[QueryRun], warehouse: str) -> None:
     for r in runs:
-        print(f"{r.name}: {r.rows} rows in {r.batches} micro-batches")
+        print(f"{r.name}: {r.rows} rows in {r.batches} micro-batches ({r.seconds:.1f} s)")
     print(f"warehouse: {warehouse} (kreassign analytics query --warehouse {warehouse} \"SELECT ...\")")
 
 
