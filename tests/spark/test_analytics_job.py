@@ -10,6 +10,9 @@ change), and a third run through the command line.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections import Counter, defaultdict
 from datetime import datetime
 from pathlib import Path
@@ -410,3 +413,22 @@ def test_the_connector_path_decodes_like_the_python_source(spark, story):
     assert [r["event_id"] for r in got] == [e.get("event_id") for e in expected]
     assert [r["payload"] for r in got] == [e.get("payload") for e in expected]
     assert got[-1]["event_type"] == "undecodable" and "not Avro" in got[-1]["reason"]
+
+
+def test_spark_submit_runs_the_job(spark, story, broker, tmp_path):
+    """``spark-submit spark/audit_job.py``: its own Spark, the same options, the same tables."""
+    submit = Path(sys.executable).parent / "spark-submit"
+    root = Path(__file__).resolve().parents[2]
+    warehouse = tmp_path / "submitted"
+    result = subprocess.run(
+        [str(submit), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
+         "--conf", "spark.sql.shuffle.partitions=2", "--driver-java-options", "-XX:TieredStopAtLevel=1",
+         str(root / "spark" / "audit_job.py"), "--bootstrap-server", broker.bootstrap,
+         "--broker-profile", "embedded", "--prefix", story.prefix, "--warehouse", str(warehouse)],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"audit: {len(story.all)} rows" in result.stdout
+    ids = spark.read.schema(wh.AUDIT_DDL).parquet(str(warehouse / wh.AUDIT)).select("event_id").collect()
+    assert sorted(r[0] for r in ids) == sorted(e.id for e in story.all)
