@@ -21,9 +21,10 @@ Four streaming queries, each with its checkpoint under ``DIR/_checkpoints``:
 3 and 4 are aggregations in update mode: every micro-batch writes the rows it
 changed into its own folder (``batch_id=N``), overwriting that folder when a
 batch is replayed, and readers take each key's latest version: exactly once
-for the reader. ``--trigger available-now`` runs the stages in order (1, then
-2 and 3, then 4) and stops; ``continuous-seconds N`` runs all four every N
-seconds until interrupted.
+for the reader. Every query runs with an available-now trigger, one after the
+other in this order (each reads what the ones before it wrote);
+``--trigger continuous-seconds N`` repeats that round every N seconds until
+interrupted (Ctrl-C or SIGTERM: the round in progress finishes).
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -269,8 +272,21 @@ def versioned_writer(path: str):
 
 
 QUERIES = (wh.AUDIT, wh.SPANS, wh.TIMELINE, wh.METRICS)
-STAGES = ((wh.AUDIT,), (wh.SPANS, wh.TIMELINE), (wh.METRICS,))
-"""Available-now order: a stage reads what the stages before it wrote."""
+"""In this order: each reads what the ones before it wrote."""
+INPUTS = {wh.AUDIT: (), wh.SPANS: (wh.AUDIT,), wh.TIMELINE: (wh.AUDIT,), wh.METRICS: (wh.AUDIT, wh.SPANS)}
+"""The tables each query reads. It starts once they have a commit log: a file stream must see
+the log from its first listing to read only committed files."""
+
+
+def committed(spark, warehouse: str, table: str) -> bool:
+    """Does the table have a commit log yet (any file system Spark can reach)?"""
+    jvm = spark.sparkContext._jvm
+    path = jvm.org.apache.hadoop.fs.Path(f"{wh.table_path(warehouse, table)}/_spark_metadata")
+    return path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).exists(path)
+
+
+def ready(spark, o: JobOptions, name: str) -> bool:
+    return all(committed(spark, o.warehouse, table) for table in INPUTS[name])
 
 
 def start_query(spark, o: JobOptions, name: str):
@@ -283,12 +299,8 @@ def start_query(spark, o: JobOptions, name: str):
     else:
         df = timeline_stream(spark, o) if name == wh.TIMELINE else metrics_stream(spark, o)
         writer = df.writeStream.outputMode("update").foreachBatch(versioned_writer(path))
-    writer = writer.option("checkpointLocation", checkpoint).queryName(f"kreassign_{name}")
-    if o.trigger_seconds is None:
-        writer = writer.trigger(availableNow=True)
-    else:
-        writer = writer.trigger(processingTime=f"{o.trigger_seconds:g} seconds")
-    return writer.start()
+    return writer.option("checkpointLocation", checkpoint).queryName(f"kreassign_{name}") \
+        .trigger(availableNow=True).start()
 
 
 def _audit_partitions() -> tuple[str, ...]:
@@ -302,37 +314,44 @@ class QueryRun:
     name: str
     batches: int
     rows: int
-    seconds: float  # wall time of its stage (available now) or of the whole run
+    seconds: float
 
 
-def run(spark, o: JobOptions) -> list[QueryRun]:
-    """Run the job: with an available-now trigger, stage by stage until every query is done;
-    otherwise all four until one fails or the process is interrupted."""
+def run_once(spark, o: JobOptions) -> list[QueryRun]:
+    """Every query once, in order, each with an available-now trigger: whatever its input holds
+    now, in micro-batches of at most ``max_events_per_batch`` events, then it stops. One query at
+    a time (Spark 4.3 fails planning some of these queries while a Python data source query runs
+    beside them in the same session; on 2 cores concurrency gains nothing anyway)."""
+    done = []
+    for name in QUERIES:
+        if not ready(spark, o, name):  # nothing written yet (an empty topic)
+            continue
+        began = time.monotonic()
+        query = start_query(spark, o, name)
+        try:
+            query.awaitTermination()
+        finally:
+            query.stop()
+        _check(query)
+        done.append(_summary(name, query, time.monotonic() - began))
+    return done
+
+
+def run(spark, o: JobOptions, stop: threading.Event | None = None) -> list[QueryRun]:
+    """Run the job: once (``trigger_seconds`` None), or a round every ``trigger_seconds`` until
+    ``stop`` is set (each round starts that long after the last one started, or at once when
+    the last one took longer). Returns what each query read, summed over the rounds."""
     if o.trigger_seconds is None:
-        done = []
-        for stage in STAGES:
-            began = time.monotonic()
-            queries = [start_query(spark, o, name) for name in stage]
-            try:
-                for q in queries:
-                    q.awaitTermination()
-            finally:
-                for q in queries:
-                    q.stop()
-            for name, q in zip(stage, queries):
-                _check(q)
-                done.append(_summary(name, q, time.monotonic() - began))
-        return done
-    began = time.monotonic()
-    queries = [start_query(spark, o, name) for name in QUERIES]
-    try:
-        spark.streams.awaitAnyTermination()
-    finally:
-        for q in queries:
-            q.stop()
-    for q in queries:
-        _check(q)
-    return [_summary(name, q, time.monotonic() - began) for name, q in zip(QUERIES, queries)]
+        return run_once(spark, o)
+    stop = stop or threading.Event()
+    totals: dict[str, QueryRun] = {}
+    while not stop.is_set():
+        began = time.monotonic()
+        for r in run_once(spark, o):
+            t = totals.setdefault(r.name, QueryRun(r.name, 0, 0, 0.0))
+            t.batches, t.rows, t.seconds = t.batches + r.batches, t.rows + r.rows, t.seconds + r.seconds
+        stop.wait(max(0.0, o.trigger_seconds - (time.monotonic() - began)))
+    return list(totals.values())
 
 
 def _check(query) -> None:
@@ -433,16 +452,27 @@ def execute(args) -> list[QueryRun]:
 
     o = options_from(args)
     check_topic(o, args.timeout)
+    from py4j.protocol import Py4JError
+    from pyspark.errors import PySparkException
+
     spark = session(args.master, app="kreassign-analytics")
+    stop = threading.Event()
+
+    def interrupted(*_) -> None:  # the first Ctrl-C or SIGTERM ends the round in progress, a second stops now
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    previous = {}
+    if o.trigger_seconds is not None and threading.current_thread() is threading.main_thread():
+        previous = {sig: signal.signal(sig, interrupted) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        return run(spark, o)
-    except JobError:
-        raise
-    except Exception as e:  # noqa: BLE001 - Spark's errors, as one line
-        if type(e).__name__ in ("StreamingQueryException", "AnalysisException", "IllegalArgumentException",
-                                "Py4JJavaError", "PySparkException", "SourceError"):
-            raise JobError(one_line(e)) from None
-        raise
+        return run(spark, o, stop)
+    except (PySparkException, Py4JError) as e:  # Spark's errors, as one line
+        raise JobError(one_line(e)) from None
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def print_summary(runs: list[QueryRun], warehouse: str) -> None:

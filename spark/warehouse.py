@@ -152,10 +152,10 @@ def local_dir(warehouse: str) -> str:
 
 
 def exists(warehouse: str) -> bool:
-    """Has the job written this warehouse (its audit table's commit log)? Remote ones are assumed to."""
+    """Has the job run on this warehouse (its audit query's checkpoint)? Remote ones are assumed to."""
     if not is_local(warehouse):
         return True
-    return os.path.isdir(os.path.join(local_dir(warehouse), AUDIT, "_spark_metadata"))
+    return os.path.isdir(os.path.join(local_dir(warehouse), CHECKPOINTS, AUDIT))
 
 
 def read_latest(spark, path: str, schema: str, keys: tuple[str, ...]):

@@ -432,3 +432,47 @@ def test_spark_submit_runs_the_job(spark, story, broker, tmp_path):
     assert f"audit: {len(story.all)} rows" in result.stdout
     ids = spark.read.schema(wh.AUDIT_DDL).parquet(str(warehouse / wh.AUDIT)).select("event_id").collect()
     assert sorted(r[0] for r in ids) == sorted(e.id for e in story.all)
+
+
+def wait_for(condition, what: str, seconds: float = 180.0) -> None:
+    """Poll ``condition`` until it holds; fail naming ``what`` after ``seconds``."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.5)
+
+
+def test_a_repeating_trigger_picks_up_events_as_they_arrive(spark, story, broker, tmp_path):
+    import dataclasses
+    import threading
+
+    prefix = "analytics-live."
+    create({"bootstrap.servers": broker.bootstrap}, prefix)
+    options = dataclasses.replace(story.options, warehouse=str(tmp_path / "live"), topic=Topics.named(prefix).events,
+                                  trigger_seconds=1.0)
+    write_in_chunks(broker, prefix, story.first, chunks=2)
+    done: list = []
+    stop = threading.Event()
+    runner = threading.Thread(target=lambda: done.append(audit_job.run(spark, options, stop)))
+    runner.start()
+
+    def rows(table: str, ddl: str) -> int:
+        path = tmp_path / "live" / table / "_spark_metadata"
+        return spark.read.schema(ddl).parquet(str(path.parent)).count() if path.is_dir() else 0
+
+    try:
+        wait_for(lambda: rows(wh.AUDIT, wh.AUDIT_DDL) == len(story.first), "the first events")
+        write_in_chunks(broker, prefix, story.second, chunks=2)
+        wait_for(lambda: rows(wh.AUDIT, wh.AUDIT_DDL) == len(story.all), "the events written while running")
+        steps = len(step_lives(story.all))
+        wait_for(lambda: rows(wh.SPANS, wh.SPANS_DDL) == steps + 1, "every step and the under-replicated span")
+    finally:
+        stop.set()
+        runner.join(120)
+    assert not runner.is_alive() and done
+    assert {r.name: r.rows for r in done[0]}[wh.AUDIT] == len(story.all)
+    ids = [r[0] for r in spark.read.schema(wh.AUDIT_DDL).parquet(str(tmp_path / "live" / wh.AUDIT))
+           .select("event_id").collect()]
+    assert sorted(ids) == sorted(e.id for e in story.all)
