@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
+LOG_CONFIG = Path(__file__).resolve().parent / "log4j2.properties"
+JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 LOCAL_DEFAULTS = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
@@ -39,7 +42,10 @@ def session(master: str | None = None, app: str = "kreassign", conf: dict | None
         builder = builder.master(master or "local[*]")
         if (master or "local").startswith("local"):
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        for key, value in {**LOCAL_DEFAULTS, **(conf or {})}.items():
+        settings = {**LOCAL_DEFAULTS, **(conf or {})}
+        quiet = f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}"
+        settings[JAVA_OPTIONS] = f"{quiet} {settings.get(JAVA_OPTIONS, '')}".strip()
+        for key, value in settings.items():
             builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
