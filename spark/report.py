@@ -11,6 +11,7 @@ rejections by reason. Everything is read through the warehouse's views.
 from __future__ import annotations
 
 import html
+from datetime import timedelta
 from pathlib import Path
 
 from spark import warehouse as wh
@@ -25,6 +26,28 @@ def steps_in_flight(per_minute: list[tuple]) -> list[tuple]:
         level += planned - completed - aborted - failed
         out.append((minute, level))
     return out
+
+
+MAX_BROKERS = 8
+ONE_MINUTE = timedelta(minutes=1)
+
+
+def per_broker_series(rows: list[tuple]) -> tuple[list, dict[tuple[int, str], list[int]]]:
+    """(minute, broker, bytes_in, bytes_out) rows -> every minute from the first to the last, and
+    for the brokers that moved the most, bytes in and out per minute (0 where none)."""
+    if not rows:
+        return [], {}
+
+    first, last = min(r[0] for r in rows), max(r[0] for r in rows)
+    minutes = [first + timedelta(minutes=i) for i in range(int((last - first).total_seconds() // 60) + 1)]
+    totals: dict[int, int] = {}
+    cells: dict[tuple, int] = {}
+    for minute, broker, bytes_in, bytes_out in rows:
+        totals[broker] = totals.get(broker, 0) + bytes_in + bytes_out
+        cells[(minute, broker, "in")] = bytes_in
+        cells[(minute, broker, "out")] = bytes_out
+    top = sorted(sorted(totals), key=lambda b: -totals[b])[:MAX_BROKERS]
+    return minutes, {(b, d): [cells.get((m, b, d), 0) for m in minutes] for b in sorted(top) for d in ("in", "out")}
 
 
 def _plot(path: Path, draw) -> None:
@@ -65,18 +88,20 @@ def write(spark, warehouse: str, out: Path, lower_bounds: dict[str | None, float
     sql = lambda q: [tuple(r) for r in spark.sql(q).collect()]  # noqa: E731
 
     bytes_rows = sql("SELECT minute, broker, bytes_in, bytes_out FROM bytes_per_broker_minute ORDER BY minute, broker")
+    minutes, series = per_broker_series(bytes_rows)
 
     def draw_bytes(ax) -> bool:
-        for direction, column, style in (("in", 2, "-"), ("out", 3, "--")):
-            for broker in sorted({r[1] for r in bytes_rows}):
-                points = [(r[0], r[column]) for r in bytes_rows if r[1] == broker]
-                ax.plot([p[0] for p in points], [p[1] / 1e6 for p in points], style, marker=".",
-                        label=f"broker {broker} {direction}")
-        ax.set_ylabel("MB moved per minute")
-        ax.set_title("Bytes moved per broker (solid: in, dashed: out)")
-        if bytes_rows:
-            ax.legend(fontsize="x-small", ncol=4)
-        return bool(bytes_rows)
+        brokers = sorted({b for b, _ in series})
+        edges = minutes + [minutes[-1] + (minutes[1] - minutes[0] if len(minutes) > 1 else ONE_MINUTE)] if minutes else []
+        for (broker, direction), values in series.items():
+            ax.step(edges, [v / 1e6 for v in values + values[-1:]], where="post", color=f"C{brokers.index(broker)}",
+                    linestyle="-" if direction == "in" else "--", label=f"{broker} {direction}")
+        ax.set_ylabel("MB per minute")
+        ax.set_title(f"Bytes moved per broker (solid: in, dashed: out; top {MAX_BROKERS} brokers)"
+                     if len({b for b, _ in series}) >= MAX_BROKERS else "Bytes moved per broker (solid: in, dashed: out)")
+        if series:
+            ax.legend(fontsize="x-small", ncol=6, title="broker", title_fontsize="x-small")
+        return bool(series)
 
     _plot(out / "bytes_per_broker.png", draw_bytes)
 

@@ -222,3 +222,17 @@ def test_query_output_formats():
     out = io.StringIO()
     write_rows(["a"], [(START,)], "json", out)
     assert json.loads(out.getvalue()) == {"a": str(START)}
+
+
+def test_bytes_per_broker_series_fill_every_minute_and_keep_the_busiest_brokers():
+    from datetime import datetime
+
+    from spark.report import MAX_BROKERS, per_broker_series
+
+    t = datetime(2026, 1, 1, 10, 0)
+    rows = [(t, 1, 5, 0), (t.replace(minute=2), 2, 0, 7)] + [(t, 100 + b, 1, 0) for b in range(MAX_BROKERS)]
+    minutes, series = per_broker_series(rows)
+    assert minutes == [t, t.replace(minute=1), t.replace(minute=2)]
+    assert series[(1, "in")] == [5, 0, 0] and series[(2, "out")] == [0, 0, 7]
+    assert len({b for b, _ in series}) == MAX_BROKERS and (100, "in") in series
+    assert per_broker_series([]) == ([], {})
