@@ -44,6 +44,7 @@ if __name__ == "__main__":  # spark-submit spark/audit_job.py: import the packag
     sys.path.insert(0, os.path.dirname(_here))
 
 from spark import warehouse as wh  # noqa: E402  (light: pyspark is imported when a job runs)
+from spark.audit import PARTITION_COLUMNS  # noqa: E402
 from spark.lifecycle import EVENT_TYPES as FOLDED_EVENTS, History, PartitionEvent, fold  # noqa: E402
 
 AVAILABLE_NOW = "available-now"
@@ -258,7 +259,7 @@ def timeline_stream(spark, o: JobOptions):
     )))
 
 
-# -- sinks and stages --------------------------------------------------------------------------------
+# -- sinks and the round of queries --------------------------------------------------------------------------------
 def versioned_writer(path: str):
     """foreachBatch: the batch's rows into ``path/batch_id=N``, replacing that folder if the batch is replayed."""
 
@@ -292,7 +293,7 @@ def ready(spark, o: JobOptions, name: str) -> bool:
 def start_query(spark, o: JobOptions, name: str):
     path, checkpoint = wh.table_path(o.warehouse, name), wh.checkpoint_path(o.warehouse, name)
     if name == wh.AUDIT:
-        writer = (audit_stream(spark, o).writeStream.format("parquet").partitionBy(*_audit_partitions())
+        writer = (audit_stream(spark, o).writeStream.format("parquet").partitionBy(*PARTITION_COLUMNS)
                   .option("path", path).outputMode("append"))
     elif name == wh.SPANS:
         writer = spans_stream(spark, o).writeStream.format("parquet").option("path", path).outputMode("append")
@@ -301,12 +302,6 @@ def start_query(spark, o: JobOptions, name: str):
         writer = df.writeStream.outputMode("update").foreachBatch(versioned_writer(path))
     return writer.option("checkpointLocation", checkpoint).queryName(f"kreassign_{name}") \
         .trigger(availableNow=True).start()
-
-
-def _audit_partitions() -> tuple[str, ...]:
-    from spark.audit import PARTITION_COLUMNS
-
-    return PARTITION_COLUMNS
 
 
 @dataclass
