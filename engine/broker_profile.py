@@ -18,6 +18,8 @@ class BrokerProfile(NamedTuple):
     group: Mapping[str, object] = {}  # consumers that join a group
     producer: Mapping[str, object] = {}  # every producer
     exact_end_offsets: Mapping[str, object] = {}  # producers whose readers trust the high watermark
+    faust: Mapping[str, object] = {}  # faust.App settings of the engine's workers (engine.worker)
+    faust_consumer: Mapping[str, object] = {}  # aiokafka consumer settings Faust does not expose
 
 
 KAFKA = BrokerProfile("kafka")

@@ -107,4 +107,21 @@ class Tick:
     """Reconcile and schedule: complete what is done, start what may start."""
 
 
-Input = Command | Observation | StepStartReport | Tick
+@dataclass(frozen=True, slots=True)
+class Unverified:
+    """A command the engine's signature check refused (``engine.signing``): decide
+    rejects it with ``reason`` and changes nothing else."""
+
+    command: Command
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class AdaptThrottle:
+    """The adaptive throttle (``engine.adaptive``) proposes a new rate for new steps."""
+
+    rate: int  # bytes/s
+    reason: str
+
+
+Input = Command | Observation | StepStartReport | Tick | Unverified | AdaptThrottle

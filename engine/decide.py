@@ -27,7 +27,8 @@ from typing import Callable
 from engine import events as ev
 from engine.cancellation import rollback_skip_reason, skip_reason
 from engine.commands import (
-    Cancel, ChangeLimits, ChangeThrottle, Input, Observation, Pause, Resume, StepStartReport, Submit, Tick,
+    AdaptThrottle, Cancel, ChangeLimits, ChangeThrottle, Input, Observation, Pause, Resume, StepStartReport, Submit,
+    Tick, Unverified,
 )
 from engine.limits import resolve_changes
 from engine.partition import TopicPartition
@@ -151,7 +152,11 @@ def _check_step(d: _Decision, tp: TopicPartition) -> None:
     step = f.step
     busy = obs.reassignment_in_progress
     if f.aborting:
-        if not busy and obs.replicas in (step.cr, step.tr):
+        # Kafka (KRaft) reverts a cancelled reassignment to RS minus AR in RS order:
+        # the step's CR as a set, not necessarily in CR's order. Or the step had
+        # already completed when the cancel reached it.
+        reverted = len(obs.replicas) == len(step.cr) and set(obs.replicas) == set(step.cr)
+        if not busy and (reverted or obs.replicas == step.tr):
             d.emit(ev.StepAborted(f.request_id, tp, f.number, obs.replicas))
         return
     if not busy and obs.replicas == step.tr and obs.isr.issuperset(step.tr):
@@ -310,6 +315,19 @@ def _resume(d: _Decision, cmd: Resume) -> None:
         d.emit(ev.Resumed(cmd.command_id))
 
 
+def _unverified(d: _Decision, u: Unverified) -> None:
+    c = u.command
+    d.emit(ev.CommandRejected(COMMAND_NAMES[type(c)], (u.reason,), getattr(c, "request_id", None), c.command_id))
+
+
+def _adapt(d: _Decision, a: AdaptThrottle) -> None:
+    """An adaptive change applies only while throttling is on (an operator's ``none`` wins)."""
+    rate = d.state.throttle_rate
+    if rate is None or a.rate < 1 or a.rate == rate:
+        return
+    d.emit(ev.ThrottleRateChanged(a.rate, a.reason))
+
+
 def _observe(d: _Decision, o: Observation) -> None:
     if o.brokers is not None:
         brokers = {b.id: b for b in o.brokers}
@@ -325,7 +343,10 @@ def _observe(d: _Decision, o: Observation) -> None:
             d.emit(ev.TopicObserved(topic, info))
     for tp in sorted(o.partitions):
         ps = o.partitions[tp]
-        if d.state.observed.get(tp) != ps:
+        known = d.state.observed.get(tp)
+        if ps.size_bytes is None and known is not None and known.size_bytes is not None:
+            ps = ps._replace(size_bytes=known.size_bytes)  # sizes are measured rarely; keep the last one
+        if known != ps:
             d.emit(ev.PartitionObserved(tp, ps))
         if tp in d.state.steps:
             _check_step(d, tp)
@@ -405,4 +426,12 @@ _HANDLERS: dict[type, Callable[[_Decision, object], None]] = {
     Observation: _observe,
     StepStartReport: _report,
     Tick: _tick,
+    Unverified: _unverified,
+    AdaptThrottle: _adapt,
 }
+
+COMMAND_NAMES: dict[type, str] = {
+    Submit: "submit", Cancel: "cancel", ChangeLimits: "limits", ChangeThrottle: "throttle",
+    Pause: "pause", Resume: "resume",
+}
+"""The ``command`` of a ``CommandRejected`` event, per command type."""

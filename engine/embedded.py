@@ -10,14 +10,20 @@ tests' session fixture use it.
 place that knows how tansu differs from Kafka. Measured on tansu 0.6.0:
 
 * a fetch parked at the end of a partition is not woken when data arrives: it
-  always waits ``fetch.wait.max.ms`` -> 10 ms instead of librdkafka's 500 ms;
+  always waits ``fetch.wait.max.ms`` -> 10 ms instead of librdkafka's 500 ms
+  (and of the 1500 ms Faust gives aiokafka: ``faust_consumer``);
 * a consumer group join takes max(1 s, session timeout / 2) -> 2 s session,
   0.5 s heartbeat (Kafka's own minimum session timeout is 6 s);
 * the high watermark is the base offset of the last batch + 1, not the end of
   the log -> kreassign's readers never trust it (they read until librdkafka's
   partition EOF, which is right on any broker); a producer whose readers do
   trust it (Faust table changelogs) must send one record per batch
-  (``exact_end_offsets``);
+  (``exact_end_offsets``; for the engine's Faust workers
+  ``producer_max_batch_size=1``: aiokafka puts a record larger than the batch
+  size alone in its batch, else Faust's table recovery loses updates);
+* aiokafka's idempotent and transactional producers fail on it
+  (InitProducerId), so Faust's ``exactly_once`` cannot be used: the engine
+  runs ``at_least_once`` on any broker anyway (docs/engine.md);
 * it never compacts, never applies retention and accepts any topic config
   without validating it; transactions' abort has no effect; topics a producer
   auto-creates get 4 partitions. kreassign relies on none of these and creates
@@ -42,6 +48,14 @@ EMBEDDED = BrokerProfile(
     group={"session.timeout.ms": 2000, "heartbeat.interval.ms": 500},
     producer={},
     exact_end_offsets={"batch.num.messages": 1},
+    faust={
+        "broker_session_timeout": 2.0,
+        "broker_heartbeat_interval": 0.5,
+        "broker_rebalance_timeout": 2.0,
+        "broker_commit_interval": 0.5,
+        "producer_max_batch_size": 1,
+    },
+    faust_consumer={"fetch_max_wait_ms": 10},
 )
 
 HOST = "127.0.0.1"

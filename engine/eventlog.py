@@ -171,11 +171,13 @@ class Publisher(_EnvelopeWriter):
     topic_role = "commands"
 
     def __init__(self, bootstrap: str | None = None, config: ClientConfig | None = None, *,
-                 issued_by: str | None = None, **options: Any):
+                 issued_by: str | None = None, signing_key: Any = None, **options: Any):
         """``options``: prefix, profile (a ``BrokerProfile``), registry (a Schema Registry URL or
-        client), timeout (seconds), check_topic."""
+        client), timeout (seconds), check_topic. ``signing_key``: an ``engine.signing.SigningKey``
+        to sign every command with (HMAC-SHA256, see ``engine.signing``)."""
         super().__init__(bootstrap, config, **options)
         self.issued_by = issued_by or issuer()
+        self.signing_key = signing_key
 
     def submit(self, partitions: Iterable[cmd.PartitionTarget], throttle_rate: int | None = None,
                request_id: str | None = None) -> str:
@@ -206,6 +208,10 @@ class Publisher(_EnvelopeWriter):
         if not command.command_id:
             command = dataclasses.replace(command, command_id=new_id())
         envelope = CommandEnvelope(command.command_id, now(), self.issued_by, command)
+        if self.signing_key is not None:
+            from engine.signing import sign
+
+            envelope = sign(envelope, self.signing_key)
         data = self._codec.encode(envelope)
         self._writer.write([(command_key(command).encode(), data, millis(envelope.issued_at))])
         return envelope
@@ -241,10 +247,11 @@ def read_topic(
     config: ClientConfig, topic: str, decode: Callable[[bytes | None], Any],
     set_aside: Callable[[DeadLetter], None], *, profile: BrokerProfile = KAFKA,
     until_offset: int | None = None, idle_timeout: float = DEFAULT_TIMEOUT, batch: int = 1000,
-    expect_partitions: int | None = None,
+    expect_partitions: int | None = None, start_offset: int = 0,
 ) -> Iterator[Message]:
-    """Every message of every partition of ``topic``, from the first offset to the end
-    (or to ``until_offset``, exclusive), decoded; in offset order within a partition.
+    """Every message of every partition of ``topic``, from the first offset (or
+    ``start_offset``) to the end (or to ``until_offset``, exclusive), decoded; in
+    offset order within a partition.
     ``expect_partitions``: fail unless the topic has exactly that many partitions."""
     consumer = Consumer(config.confluent(**{
         "group.id": "kreassign-reader",  # never joined, never committed: partitions are assigned
@@ -260,7 +267,7 @@ def read_topic(
         starts = []
         for p in partitions:
             low, _high = consumer.get_watermark_offsets(KafkaTopicPartition(topic, p), timeout=idle_timeout)
-            starts.append(KafkaTopicPartition(topic, p, max(low, 0)))  # explicit offsets: no reset delay
+            starts.append(KafkaTopicPartition(topic, p, max(low, start_offset, 0)))  # explicit: no reset delay
         open_partitions = {tp.partition for tp in starts if until_offset is None or tp.offset < until_offset}
         consumer.assign([tp for tp in starts if tp.partition in open_partitions])
         idle_since = time.monotonic()

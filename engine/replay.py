@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import deque
 from datetime import datetime
-from typing import Any, Iterable, NamedTuple
+from typing import Any, Callable, Iterable, NamedTuple
 
 from engine.broker_profile import KAFKA, BrokerProfile
 from engine.client_config import ClientConfig
@@ -43,13 +43,18 @@ class Replayed(NamedTuple):
 def fold_log(
     records: Iterable[tuple[int, EventEnvelope]], until_time: datetime | None = None,
     state: State = EMPTY, window: int = DEDUPE_WINDOW,
+    on_event: Callable[[State, EventEnvelope], None] | None = None,
+    seen: set[str] | None = None, order: deque[str] | None = None,
 ) -> tuple[State, int, int, int, datetime | None]:
     """Fold (offset, envelope) records in order; stop before the first one recorded after ``until_time``.
 
+    ``on_event(state_before, envelope)`` sees every event applied (for folds kept
+    beside the state, e.g. ``engine.progress``); ``seen``/``order`` carry the
+    duplicate window over from an earlier call when a fold goes on later.
     Returns (state, applied, duplicates, next offset, last recorded_at).
     """
-    seen: set[str] = set()
-    order: deque[str] = deque()
+    seen = set() if seen is None else seen
+    order = deque() if order is None else order
     applied = duplicates = 0
     next_offset = 0
     last = None
@@ -64,6 +69,8 @@ def fold_log(
         order.append(envelope.id)
         if len(order) > window:
             seen.discard(order.popleft())
+        if on_event is not None:
+            on_event(state, envelope)
         try:
             state = apply(state, envelope.payload)
         except Exception as e:  # noqa: BLE001 - a log the core cannot fold is reported, not a traceback

@@ -10,8 +10,10 @@ engine's live state.
 from __future__ import annotations
 
 from collections import Counter
+from typing import Mapping
 
-from engine.state import STATUSES, State
+from engine.partition import TopicPartition
+from engine.state import STATUSES, TERMINAL, State
 
 
 def summarize(state: State) -> dict:
@@ -44,6 +46,21 @@ def summarize(state: State) -> dict:
         "limits": state.limits.as_dict(),
         "paused": state.paused,
     }
+
+
+def bytes_remaining(state: State, sizes: Mapping[TopicPartition, int]) -> int:
+    """Bytes still to copy: for each unfinished partition of known size, its size times the
+    replicas of its goal it does not have yet (as last observed)."""
+    total = 0
+    for tp, entry in state.partitions.items():
+        size = sizes.get(tp)
+        goal = entry.goal
+        if entry.status in TERMINAL or size is None or goal is None:
+            continue
+        obs = state.observed.get(tp)
+        have = set(obs.replicas) - set(obs.adding) if obs is not None else set()
+        total += size * len(set(goal) - have)
+    return total
 
 
 def to_text(summary: dict) -> str:

@@ -48,6 +48,21 @@ class ThrottledReplica(NamedTuple):
         return f"{self.partition}:{self.broker}"
 
 
+def parse_config_entries(topic: str, value: str | None) -> list[ThrottledReplica]:
+    """Entries of a ``*.replication.throttled.replicas`` value (``partition:broker,...``).
+
+    The wildcard ``*`` (every replica) is not a list of entries: it is left out.
+    """
+    out = []
+    for item in (value or "").split(","):
+        item = item.strip()
+        if not item or item == "*":
+            continue
+        p, _, b = item.partition(":")
+        out.append(ThrottledReplica(topic, int(p), int(b)))
+    return out
+
+
 class ThrottleSet(NamedTuple):
     """Throttle configuration in force (or needed) on the cluster."""
 

@@ -13,6 +13,10 @@ gives the reasons at length; in short:
   order. Several partitions; consumed once by the engine, kept 7 days.
 * ``<prefix>dead-letters`` - messages that could not be decoded, with their
   source and reason. Kept 30 days.
+* ``<prefix>decisions`` - the engine's internal queue (docs/engine.md): every
+  verified command and every tick, in the order the one decider handles them.
+  One partition, so exactly one worker decides at a time. Kept 1 day: the
+  events topic, not this one, is the record.
 
 ``create`` is idempotent: a topic that exists is left as it is (an operator
 may have changed its retention on purpose), but a partition count that breaks
@@ -61,13 +65,21 @@ DEAD_LETTERS = TopicSpec(
     "source topic/partition/offset",
     "bad messages kept byte for byte with their reason, long enough to investigate",
 )
-LAYOUT: tuple[TopicSpec, ...] = (COMMANDS, EVENTS, DEAD_LETTERS)
+DECISIONS = TopicSpec(
+    "decisions", 1,
+    {"cleanup.policy": "delete", "retention.ms": str(DAY_MS), "max.message.bytes": str(MAX_MESSAGE_BYTES)},
+    "the command's key; 'tick' for ticks",
+    "the engine's single decision point: one partition, consumed by exactly one worker (the decider)",
+)
+LAYOUT: tuple[TopicSpec, ...] = (COMMANDS, EVENTS, DEAD_LETTERS, DECISIONS)
+SINGLE_PARTITION = (EVENTS, DECISIONS)
 
 
 class Topics(NamedTuple):
     commands: str
     events: str
     dead_letters: str
+    decisions: str
 
     @classmethod
     def named(cls, prefix: str = DEFAULT_PREFIX) -> "Topics":
@@ -124,9 +136,9 @@ def layout_problems(admin: AdminClient, prefix: str = DEFAULT_PREFIX, timeout: f
         topic = metadata.topics.get(name)
         if topic is None:
             problems.append(f"topic {name} does not exist (run: kreassign topics create)")
-        elif spec is EVENTS and len(topic.partitions) != EVENTS.partitions:
+        elif spec in SINGLE_PARTITION and len(topic.partitions) != 1:
             problems.append(
-                f"topic {name} has {len(topic.partitions)} partitions; the events topic must have exactly 1 "
+                f"topic {name} has {len(topic.partitions)} partitions; the {spec.suffix} topic must have exactly 1 "
                 f"(a total order); delete it and run kreassign topics create"
             )
     return problems

@@ -91,11 +91,12 @@ class FakeCluster:
         if tp not in self.targets:
             return
         p = self.parts[tp]
-        cr = self.origins.pop(tp)
+        self.origins.pop(tp)
         del self.targets[tp]
-        isr = frozenset(b for b in p.isr if b in cr)
-        leader = p.leader if p.leader in cr else next(iter(sorted(isr)), None)
-        self.parts[tp] = PartitionState(cr, isr, leader, p.size_bytes)
+        reverted = tuple(b for b in p.replicas if b not in p.adding)  # KRaft: RS - AR, in RS order
+        isr = frozenset(b for b in p.isr if b in reverted)
+        leader = p.leader if p.leader in reverted else next(iter(sorted(isr)), None)
+        self.parts[tp] = PartitionState(reverted, isr, leader, p.size_bytes)
 
     def in_progress(self) -> list[TopicPartition]:
         return sorted(self.targets)

@@ -163,7 +163,10 @@ def test_replica_balance_respects_every_constraint_and_reaches_the_range_when_fe
         assert len(set(r)) == len(r) == len(asg[t])  # never two replicas on one broker, RF kept
     if rack_aware:
         assert rack_spread_kept(asg, after, racks)
-    assert p.replicas_moved >= p.lower_bound
+    if p.balanced:  # the bound counts the moves needed to reach the range
+        assert p.replicas_moved >= p.lower_bound
+    else:
+        assert p.notes
     lo, hi = p.target
     if not rack_aware:  # without rack constraints the range is always reachable
         assert p.balanced

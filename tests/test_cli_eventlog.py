@@ -164,9 +164,9 @@ def test_replay_of_a_missing_events_topic_is_a_one_line_error(capsys, broker, pr
 
 def test_topics_create_twice_prints_created_then_exists(capsys, broker, prefix):
     code, out, _ = kreassign(capsys, broker, prefix, "topics", "create")
-    assert code == 0 and out.count(": created") == 3
+    assert code == 0 and out.count(": created") == 4
     code, out, _ = kreassign(capsys, broker, prefix, "topics", "create")
-    assert code == 0 and out.count(": exists") == 3
+    assert code == 0 and out.count(": exists") == 4
 
 
 # --- kreassign broker --------------------------------------------------------------------------------------

@@ -69,6 +69,16 @@ def test_invalid_submission_is_rejected_naming_every_problem_and_changes_nothing
     assert handle(before, cmd)[0] == before
 
 
+def test_an_observation_without_a_size_keeps_the_known_size():
+    d = Driver(cluster(n_partitions=1))
+    p = d.cluster.parts[tp(0)]
+    events = d.feed(Observation(partitions={tp(0): p._replace(size_bytes=5_000)}))
+    assert of_type(events, ev.PartitionObserved)[0].state.size_bytes == 5_000
+    assert decide(d.state, Observation(partitions={tp(0): p})) == []  # size unknown now: nothing changed
+    moved = decide(d.state, Observation(partitions={tp(0): p._replace(leader=p.replicas[1])}))
+    assert of_type(moved, ev.PartitionObserved)[0].state.size_bytes == 5_000
+
+
 def test_unchanged_observation_emits_nothing():
     d = Driver(cluster())
     assert decide(d.state, d.cluster.observation()) == []

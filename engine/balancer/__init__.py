@@ -17,7 +17,7 @@ from engine.balancer.report import ClusterState, Row, cluster_state
 from engine.partition import Replicas, TopicPartition
 
 __all__ = [
-    "BalanceError", "ClusterState", "Proposal", "Row", "balance_leaders", "balance_replicas",
+    "MODES", "BalanceError", "ClusterState", "Proposal", "Row", "balance_leaders", "balance_replicas",
     "cluster_state", "propose", "rack_spread_kept", "target_range",
 ]
 

@@ -14,6 +14,7 @@ import sys
 SUBCOMMANDS = (
     "plan",
     "broker", "topics", "execute", "cancel", "limits", "throttle", "pause", "resume", "replay",
+    "simulate", "sim-cluster", "balance", "engine", "status", "verify", "list", "demo",
     "analytics",
 )
 
@@ -29,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in SUBCOMMANDS:
-        importlib.import_module(f"engine.cli.{name}").add_parser(sub)
+        importlib.import_module(f"engine.cli.{name.replace('-', '_')}").add_parser(sub)
     return parser
 
 

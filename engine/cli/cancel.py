@@ -20,7 +20,7 @@ def add_parser(sub) -> None:
     p.add_argument("--partitions", metavar="JSON",
                    help="only these partitions: a reassignment JSON file, or the JSON itself")
     p.add_argument("--rollback", action="store_true", help="move the partitions back to their original replicas")
-    add_arguments(p)
+    add_arguments(p, signing=True)
     p.set_defaults(func=run)
 
 

@@ -16,7 +16,9 @@ from engine.client_config import ClientConfig, ClientConfigError
 from engine.topics import DEFAULT_PREFIX
 
 
-def add_arguments(p: argparse.ArgumentParser, registry: bool = True, required: bool = True) -> None:
+def add_arguments(p: argparse.ArgumentParser, registry: bool = True, required: bool = True,
+                  signing: bool = False) -> None:
+    """``signing``: the command publishes commands, so it can sign them (``add_signing_arguments``)."""
     g = p.add_argument_group("connection")
     g.add_argument("--bootstrap-server", required=required, metavar="HOST:PORT", help="Kafka bootstrap server(s)")
     g.add_argument("--command-config", metavar="FILE",
@@ -29,6 +31,31 @@ def add_arguments(p: argparse.ArgumentParser, registry: bool = True, required: b
                        help="write Confluent Schema Registry framing (default: Avro single-object encoding)")
     g.add_argument("--timeout", type=_seconds, default=30.0, metavar="SECONDS",
                    help="give up on the cluster after this long (default 30)")
+    if signing:
+        add_signing_arguments(p)
+
+
+def add_signing_arguments(p: argparse.ArgumentParser) -> None:
+    """``--signing-keys FILE [--signing-key-id ID]``: sign the command (``engine.signing``)."""
+    g = p.add_argument_group("signing")
+    g.add_argument("--signing-keys", metavar="FILE",
+                   help='sign the command with HMAC-SHA256: a JSON file {"key id": "secret"}')
+    g.add_argument("--signing-key-id", metavar="ID", help="the key of --signing-keys to use (default: its only key)")
+
+
+def signing_key(args):
+    """The ``SigningKey`` the options name, or ``None``."""
+    from engine.signing import SigningError, signing_key as load
+
+    path = getattr(args, "signing_keys", None)
+    if path is None:
+        if getattr(args, "signing_key_id", None):
+            raise CliError("--signing-key-id needs --signing-keys")
+        return None
+    try:
+        return load(path, args.signing_key_id)
+    except SigningError as e:
+        raise CliError(str(e)) from None
 
 
 def client_config(args) -> ClientConfig:
@@ -64,6 +91,11 @@ def int_at_least(minimum: int, what: str):
 positive_rate = int_at_least(1, "a number of bytes per second")
 
 
+def positive_seconds(text: str) -> float:
+    """An argparse type: a number of seconds above 0."""
+    return _seconds(text)
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -81,7 +113,7 @@ def publish(args, action):
     try:
         with Publisher(
             config=client_config(args), prefix=args.prefix, profile=broker_profile(args),
-            registry=registry(args), timeout=args.timeout,
+            registry=registry(args), timeout=args.timeout, signing_key=signing_key(args),
         ) as publisher:
             return action(publisher)
     except (PublishError, RuntimeError) as e:

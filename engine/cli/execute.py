@@ -24,7 +24,7 @@ def add_parser(sub) -> None:
     p.add_argument("--throttle", type=positive_rate, metavar="BYTES_PER_SEC",
                    help="replication throttle for this and later moves (default: keep the current rate)")
     p.add_argument("--request-id", metavar="ID", help="request id to use (default: a new UUID)")
-    add_arguments(p)
+    add_arguments(p, signing=True)
     p.set_defaults(func=run)
 
 

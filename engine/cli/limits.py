@@ -18,7 +18,7 @@ def add_parser(sub) -> None:
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", dest="changes",
                    help="a limit and its new value (repeatable)")
     p.add_argument("--list", action="store_true", help="print the limit names, aliases and defaults; publish nothing")
-    add_arguments(p, required=False)  # --list needs no cluster
+    add_arguments(p, required=False, signing=True)  # --list needs no cluster
     p.set_defaults(func=run)
 
 

@@ -11,7 +11,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("throttle", help="change the replication throttle rate (bytes/s, or none)")
     p.add_argument("--rate", required=True, type=_rate, metavar="BYTES_PER_SEC|none",
                    help="bytes/s per broker and direction; 'none' removes throttling")
-    add_arguments(p)
+    add_arguments(p, signing=True)
     p.set_defaults(func=run)
 
 

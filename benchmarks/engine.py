@@ -1,0 +1,219 @@
+"""The running engine (a Faust worker) on the embedded broker: events per second, recovery after a kill.
+
+    python -m benchmarks.engine throughput --partitions 3000
+    python -m benchmarks.engine recovery --partitions 100000
+    python -m benchmarks.engine kills --kills 100
+
+* ``throughput``: a worker against a sim-cluster process (fast clock, high
+  limits) reassigns N partitions; events appended per second from the submit
+  to RequestCompleted, and bad commands rejected per second (the command path
+  alone: commands topic -> router -> decisions -> decider -> events).
+* ``recovery``: the events topic holds a state of N partitions (a submit of
+  all of them, queued, ready, the first batch of steps in flight, built by
+  the core in process and appended with ``EventWriter``); a worker recovers
+  it (cold start, tables written), is killed with SIGKILL, and another one
+  takes over: seconds from the kill to ``/status`` active, and from process
+  start to active.
+* ``kills``: the fault-injection run of tests/test_engine.py with more kills.
+
+Prints one JSON line per measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import random
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from engine import events as ev
+from confluent_kafka import Producer
+
+from engine.codec import codec_for
+from engine.commands import Resume, Submit
+from engine.envelope import CommandEnvelope, new_id, now
+from engine.decider import Decider, MemoryLog
+from engine.embedded import EMBEDDED, EmbeddedBroker
+from engine.eventlog import EventWriter, Publisher
+from engine.sim import scenario as S
+from engine.sim.cluster import SimulatedCluster
+from engine.topics import Topics, create
+from tests.engine_harness import EventTail, SimCluster, Worker, wait_for
+
+
+class _Broker:
+    def __init__(self, bootstrap: str):
+        self.bootstrap = bootstrap
+
+
+def _scenario(partitions: int, brokers: int, size: str = "20 MB") -> dict:
+    topics = max(1, partitions // 1000)
+    return {
+        "name": f"bench-{partitions}", "seed": 3, "brokers": {"count": brokers},
+        "topics": [{"name": f"t{i}", "partitions": partitions // topics, "replication_factor": 3,
+                    "min_insync_replicas": 2, "size": size, "produce_rate": "100 B/s"} for i in range(topics)],
+        "reassignment": {"kind": "decommission", "brokers": [brokers]}, "throttle": "50 MB/s",
+    }
+
+
+def throughput(partitions: int) -> None:
+    with EmbeddedBroker() as b, tempfile.TemporaryDirectory() as tmp:
+        prefix = "bench."
+        create({"bootstrap.servers": b.bootstrap}, prefix)
+        topics = Topics.named(prefix)
+        doc = _scenario(int(partitions * 4 / 3), 4)
+        sc = S.from_document(doc)
+        sim = SimCluster(doc, speed=200, tmp_path=Path(tmp))
+        worker = Worker(b, prefix, f"sim+{sim.url}", poll=0.2)
+        try:
+            worker.wait_active()
+            tail = EventTail(b, topics.events)
+            with Publisher(b.bootstrap, prefix=prefix, profile=EMBEDDED) as p:
+                p.change_limits({"max_partitions_in_flight": 500, "max_replica_additions_in_flight": 500,
+                                 "max_incoming_moves_per_broker": 200, "max_outgoing_moves_per_broker": 200})
+                start_events = len(tail.poll())
+                t0 = time.monotonic()
+                p.submit(tuple(sc.targets), request_id="bench")
+                wait_for(lambda: tail.payloads(ev.RequestCompleted), 1800, "the request to complete", interval=0.2)
+                seconds = time.monotonic() - t0
+                n = len(tail.events) - start_events
+                print(json.dumps({"benchmark": "engine reassignment", "partitions": len(sc.targets), "events": n,
+                                  "seconds": round(seconds, 1), "events_per_second": round(n / seconds)}), flush=True)
+                # the command path alone: commands the core rejects (resume while running)
+                before = len(tail.payloads(ev.CommandRejected))
+                count = 2000
+                t0 = time.monotonic()
+                producer = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5})
+                codec = codec_for(CommandEnvelope)
+                for _ in range(count):
+                    producer.produce(topics.commands, key=b"control", value=codec.encode(_envelope(Resume())))
+                producer.flush(30)
+                wait_for(lambda: len(tail.payloads(ev.CommandRejected)) >= before + count, 600,
+                         "every command decided", interval=0.2)
+                seconds = time.monotonic() - t0
+                print(json.dumps({"benchmark": "engine commands", "commands": count, "seconds": round(seconds, 1),
+                                  "commands_per_second": round(count / seconds)}), flush=True)
+            tail.close()
+        finally:
+            worker.cleanup()
+            sim.cleanup()
+
+
+def _envelope(command):
+    command = dataclasses.replace(command, command_id=new_id())
+    return CommandEnvelope(command.command_id, now(), "bench", command)
+
+
+def recovery(partitions: int) -> None:
+    with EmbeddedBroker() as b, tempfile.TemporaryDirectory() as tmp:
+        prefix = "bench."
+        create({"bootstrap.servers": b.bootstrap}, prefix)
+        doc = _scenario(int(partitions * 4 / 3 * 1.02) // 1000 * 1000, 4)  # 3 in 4 partitions move
+        path = Path(tmp) / "scenario.yaml"
+        path.write_text(yaml.safe_dump(doc))
+        t0 = time.monotonic()
+        sc = S.load(str(path))
+        targets = tuple(sc.targets)[:partitions]
+        log = MemoryLog()
+        d = Decider(log, SimulatedCluster.from_scenario(sc))
+        d.recover(None)
+        d.decide(Submit("big", targets))
+        d.tick()
+        built = time.monotonic() - t0
+        with EventWriter(b.bootstrap, prefix=prefix, profile=EMBEDDED) as w:
+            w.write(log.records)
+        print(json.dumps({"benchmark": "recovery log", "partitions": len(targets), "events": len(log.records),
+                          "steps_in_flight": len(d.state.steps), "built_seconds": round(built, 1)}), flush=True)
+        broker = _Broker(b.bootstrap)
+        first = Worker(broker, prefix, f"sim:{path}", poll=1.0)
+        try:
+            t0 = time.monotonic()
+            status = first.wait_active(1800)
+            cold = time.monotonic() - t0
+            print(json.dumps({"benchmark": "recovery cold start", "partitions": len(targets),
+                              "seconds_to_active": round(cold, 1), "recovery": status.get("recovery")}), flush=True)
+            time.sleep(3)  # let the table changelogs flush before the kill (a kill at any time is safe)
+            first.kill()
+            t0 = time.monotonic()
+            second = Worker(broker, prefix, f"sim:{path}", poll=1.0)
+            try:
+                status = second.wait_active(1800)
+                after = time.monotonic() - t0
+                print(json.dumps({"benchmark": "recovery after SIGKILL", "partitions": len(targets),
+                                  "seconds_kill_to_active": round(after, 1), "recovery": status.get("recovery"),
+                                  "partitions_remaining": status.get("partitions_remaining")}), flush=True)
+            finally:
+                second.cleanup()
+        finally:
+            first.cleanup()
+
+
+def kills(count: int, seed: int) -> None:
+    """tests/test_engine.py's SIGKILL run, with ``count`` kills (the test does 20)."""
+    from tests import test_engine as T
+
+    with EmbeddedBroker() as b, tempfile.TemporaryDirectory() as tmp:
+        prefix = "kills."
+        create({"bootstrap.servers": b.bootstrap}, prefix)
+        topics = Topics.named(prefix)
+        doc = T.scenario_doc(670)
+        sc = S.from_document(doc)
+        targets = tuple(sc.targets)
+        sim = SimCluster(doc, speed=20, tmp_path=Path(tmp))
+        procs = [sim]
+        try:
+            worker = Worker(b, prefix, f"sim+{sim.url}")
+            procs.append(worker)
+            worker.wait_active()
+            t0 = time.monotonic()
+            with Publisher(b.bootstrap, prefix=prefix, profile=EMBEDDED) as p:
+                p.change_limits({"max_partitions_in_flight": 20, "max_incoming_moves_per_broker": 20,
+                                 "max_outgoing_moves_per_broker": 20})
+                p.submit(targets, request_id="r1")
+            tail = EventTail(b, topics.events)
+            thresholds = sorted(random.Random(seed).sample(range(100, 4000), count))
+            mid_run = 0
+            for threshold in thresholds:
+                wait_for(lambda: len(tail.poll()) >= threshold, 300, f"{threshold} events")
+                mid_run += not tail.payloads(ev.RequestCompleted)
+                worker.kill()
+                worker = Worker(b, prefix, f"sim+{sim.url}")
+                procs.append(worker)
+                worker.wait_active(120)
+            wait_for(lambda: tail.payloads(ev.RequestCompleted), 600, "the request to complete")
+            T.check_run(tail, sim, "r1", targets)
+            print(json.dumps({"benchmark": "kills", "partitions": len(targets), "kills": count,
+                              "kills_before_completion": mid_run, "events": len(tail.events),
+                              "seconds": round(time.monotonic() - t0, 1), "converged": True}), flush=True)
+            tail.close()
+        finally:
+            for p in procs:
+                p.cleanup()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="what", required=True)
+    t = sub.add_parser("throughput")
+    t.add_argument("--partitions", type=int, default=3000)
+    r = sub.add_parser("recovery")
+    r.add_argument("--partitions", type=int, default=100_000)
+    k = sub.add_parser("kills")
+    k.add_argument("--kills", type=int, default=100)
+    k.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    if args.what == "throughput":
+        throughput(args.partitions)
+    elif args.what == "recovery":
+        recovery(args.partitions)
+    else:
+        kills(args.kills, args.seed)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,283 @@
+"""``kreassign demo``: a whole reassignment, from a fresh clone, in a few minutes.
+
+It starts everything on this machine (the embedded broker, a simulated cluster
+as its own process, an engine worker), then:
+
+1. submits the scenario's reassignment (the default scenario decommissions
+   broker 6 of a six-broker, three-rack cluster) and shows its progress live;
+2. submits a second request, the balancer's exact rebalance of the result, and
+   while it runs cancels part of it with rollback (KIP-236): those partitions go
+   back to where they were;
+3. verifies both requests on the cluster (targets reached, throttles cleared),
+   runs the analytics job over the event log and writes the HTML report;
+4. prints where everything is, and stops every process it started (unless
+   ``--keep-running``). Ctrl-C at any moment stops them too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from engine.cli import CliError
+
+DEFAULT_SCENARIO = Path(__file__).resolve().parents[2] / "ops" / "scenarios" / "demo.yaml"
+KREASSIGN = [sys.executable, "-m", "engine.cli"]
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("demo", help="run a whole reassignment on this machine: broker, simulated cluster, engine")
+    p.add_argument("--scenario", default=str(DEFAULT_SCENARIO), metavar="FILE",
+                   help="the cluster and its reassignment (default ops/scenarios/demo.yaml)")
+    p.add_argument("--speed", type=float, default=30.0, metavar="X",
+                   help="simulated time runs X times the wall clock (default 30)")
+    p.add_argument("--out", default="kreassign-demo", metavar="DIR",
+                   help="where the warehouse, the report and the logs go (default ./kreassign-demo)")
+    p.add_argument("--web-port", type=int, default=0, metavar="N", help="engine status page port (default: a free one)")
+    p.add_argument("--keep-running", action="store_true",
+                   help="leave the broker, the simulated cluster and the engine (status page) up until Ctrl-C")
+    p.add_argument("--no-analytics", action="store_true", help="skip the Spark job and the report")
+    p.set_defaults(func=run)
+
+
+class Processes:
+    """Every process the demo starts, each in a session of its own: stop() ends them all."""
+
+    def __init__(self, logs: Path):
+        self.logs = logs
+        self.started: list[subprocess.Popen] = []
+
+    def start(self, name: str, args: list[str]) -> tuple[subprocess.Popen, Path]:
+        log = self.logs / f"{name}.log"
+        proc = subprocess.Popen(args, stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
+        self.started.append(proc)
+        return proc, log
+
+    def stop(self) -> None:
+        for proc in reversed(self.started):
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    continue
+        deadline = time.monotonic() + 10
+        for proc in reversed(self.started):
+            try:
+                proc.wait(max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait(5)
+
+
+def wait_for(what: str, condition, timeout: float, proc: subprocess.Popen | None = None, log: Path | None = None):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if proc is not None and proc.poll() is not None:
+            tail = log.read_text()[-2000:] if log is not None else ""
+            raise CliError(f"{what}: the process exited ({proc.returncode}); its log ends:\n{tail}")
+        if time.monotonic() > deadline:
+            raise CliError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(0.2)
+
+
+def _first_line(log: Path, marker: str) -> str | None:
+    try:
+        for line in log.read_text().splitlines():
+            if marker in line:
+                return line
+    except FileNotFoundError:
+        pass
+    return None
+
+
+def run(args) -> int:
+    from engine.sim.scenario import ScenarioError, load
+
+    try:
+        scenario = load(args.scenario)
+    except ScenarioError as e:
+        raise CliError(f"{args.scenario}: {e}") from None
+    if not scenario.targets:
+        raise CliError(f"{args.scenario}: the scenario moves nothing")
+    out = Path(args.out).resolve()
+    logs = out / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    procs = Processes(logs)
+
+    def stop_on_term(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop_on_term)
+    started = time.monotonic()
+    try:
+        return _story(args, scenario, out, logs, procs, started)
+    except KeyboardInterrupt:
+        print("\ninterrupted: stopping everything the demo started", file=sys.stderr)
+        return 130
+    finally:
+        procs.stop()
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _story(args, scenario, out: Path, logs: Path, procs: Processes, started: float) -> int:
+    from rich.console import Console
+
+    from engine.cluster.remote import RemoteCluster
+    from engine.embedded import EMBEDDED, EmbeddedBroker, free_port
+    from engine.eventlog import Publisher
+    from engine.topics import create
+
+    console = Console()
+    say = console.print
+    say(f"[bold]kreassign demo[/bold]: {scenario.name}: {scenario.description.strip()}")
+    prefix = "demo."
+    with EmbeddedBroker() as broker:
+        create({"bootstrap.servers": broker.bootstrap}, prefix)
+        say(f"embedded broker (tansu, memory storage) at {broker.bootstrap}; topics {prefix}*")
+
+        sim, sim_log = procs.start("sim-cluster", KREASSIGN + [
+            "sim-cluster", "--scenario", args.scenario, "--speed", str(args.speed)])
+        line = wait_for("the simulated cluster", lambda: _first_line(sim_log, " at http://"), 30, sim, sim_log)
+        sim_url = line.split(" at ", 1)[1].split()[0]
+        say(f"simulated cluster at {sim_url} ({len(scenario.brokers)} brokers, "
+            f"{len(scenario.partitions)} partitions, {args.speed:g}x real time)")
+
+        port = args.web_port or free_port()
+        engine, engine_log = procs.start("engine", KREASSIGN + [
+            "engine", "--bootstrap-server", broker.bootstrap, "--broker-profile", "embedded", "--prefix", prefix,
+            "--cluster", f"sim+{sim_url}", "--web-port", str(port), "--poll-interval", "0.5"])
+        page = f"http://127.0.0.1:{port}/"
+        wait_for("the engine to become active", lambda: (_status(page) or {}).get("active")
+                 and not (_status(page) or {}).get("recovering"), 90, engine, engine_log)
+        say(f"engine worker up: status page {page} (JSON at {page}status, Prometheus at {page}metrics)")
+
+        common = dict(prefix=prefix, profile=EMBEDDED)
+        with Publisher(broker.bootstrap, **common) as publisher:
+            say(f"\n[bold]1.[/bold] {scenario.kind} ({len(scenario.targets)} partitions, "
+                f"{_size(scenario.moved_bytes())} to copy): submitted")
+            first = publisher.submit(scenario.targets)
+            _follow(console, broker, prefix, first, engine, engine_log)
+
+            cluster = RemoteCluster(sim_url)
+            snap = cluster.snapshot()
+            from engine.balancer import propose
+
+            proposal = propose("cluster-balance", snap.assignment(), snap.racks(),
+                               [b.id for b in snap.brokers if b.alive], threshold=0.0)
+            if proposal.proposed:
+                from engine.commands import PartitionTarget
+
+                targets = tuple(PartitionTarget(tp.topic, tp.partition, r) for tp, r in sorted(proposal.proposed.items()))
+                say(f"\n[bold]2.[/bold] exact rebalance ({len(targets)} partitions, {proposal.replicas_moved} "
+                    f"replicas to move): submitted; part of it will be cancelled with rollback")
+                second = publisher.submit(targets)
+                cancel = [t.tp for t in targets[: max(1, len(targets) // 3)]]
+                _follow(console, broker, prefix, second, engine, engine_log,
+                        cancel_when_started=(publisher, cancel))
+            else:
+                second = None
+                say("\n[bold]2.[/bold] the cluster is already balanced exactly: no second request")
+
+        say("\n[bold]3.[/bold] verify on the cluster:")
+        for rid in [r for r in (first, second) if r]:
+            result = subprocess.run(KREASSIGN + [
+                "verify", "--request", rid, "--bootstrap-server", broker.bootstrap, "--broker-profile", "embedded",
+                "--prefix", prefix, "--cluster", f"sim+{sim_url}"], capture_output=True, text=True)
+            lines = result.stdout.strip().splitlines()
+            done = sum("is completed" in l for l in lines)
+            handed = sum("taken over by request" in l for l in lines)
+            stopped = sum(": cancelled;" in l for l in lines)
+            parts = [f"{done} partitions at their target"] + [
+                text for n, text in ((handed, f"{handed} handed over to the next request"),
+                                     (stopped, f"{stopped} cancelled where they stood")) if n]
+            say(f"  request {rid}: {', '.join(parts)}. {lines[-1] if lines else result.stderr.strip()}"
+                f" (exit {result.returncode})")
+
+        report_dir = out / "report"
+        warehouse = out / "warehouse"
+        if not args.no_analytics:
+            say("\n[bold]4.[/bold] analytics: the Spark job over the event log, then the report")
+            analytics, alog = procs.start("analytics", KREASSIGN + [
+                "analytics", "run", "--bootstrap-server", broker.bootstrap, "--broker-profile", "embedded",
+                "--prefix", prefix, "--warehouse", str(warehouse), "--trigger", "available-now"])
+            wait_for("the analytics job", lambda: analytics.poll() is not None, 600)
+            if analytics.returncode != 0:
+                raise CliError(f"the analytics job failed; see {alog}")
+            report, rlog = procs.start("report", KREASSIGN + [
+                "analytics", "report", "--warehouse", str(warehouse), "--out", str(report_dir)])
+            wait_for("the report", lambda: report.poll() is not None, 300)
+            if report.returncode != 0:
+                raise CliError(f"writing the report failed; see {rlog}")
+
+        elapsed = time.monotonic() - started
+        say(f"\n[bold]done[/bold] in {elapsed:.0f} s. Where everything is:")
+        if not args.no_analytics:
+            say(f"  report:     {report_dir / 'index.html'}")
+            say(f"  warehouse:  {warehouse}  (kreassign analytics query --warehouse {warehouse} \"SELECT ...\")")
+        say(f"  logs:       {logs}")
+        say(f"  event log:  {prefix}events on {broker.bootstrap} (memory only: gone when the broker stops)")
+        if args.keep_running:
+            say(f"  status page {page}; kreassign status --bootstrap-server {broker.bootstrap} "
+                f"--broker-profile embedded --prefix {prefix} --watch")
+            say("everything stays up until Ctrl-C")
+            while True:
+                time.sleep(1)
+    return 0
+
+
+def _status(page: str) -> dict | None:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(page + "status", timeout=2) as r:
+            return json.loads(r.read())
+    except Exception:  # noqa: BLE001 - not up yet
+        return None
+
+
+def _follow(console, broker, prefix, request_id, engine, engine_log, cancel_when_started=None) -> None:
+    """Show the request's progress live until it completes (cancelling part of it once, if asked)."""
+    from argparse import Namespace
+
+    from rich.live import Live
+
+    from engine.cli.status import Follower, render
+    from engine.progress import report
+
+    follower = Follower(Namespace(bootstrap_server=broker.bootstrap, command_config=None, prefix=prefix,
+                                  broker_profile="embedded", schema_registry_url=None, timeout=30.0))
+    cancelled = False
+    with Live(console=console, refresh_per_second=4, transient=False) as live:
+        while True:
+            follower.poll()
+            doc = report(follower.state, follower.progress, datetime.now(timezone.utc), request_id)
+            live.update(render(doc))
+            r = follower.state.requests.get(request_id)
+            if r is not None and r.status == "completed":
+                return
+            if cancel_when_started and not cancelled and r is not None and r.count("completed") >= 1:
+                publisher, partitions = cancel_when_started
+                publisher.cancel(request_id, partitions, rollback=True)
+                console.print(f"cancelled {len(partitions)} partitions of {request_id} with rollback (KIP-236)")
+                cancelled = True
+            if engine.poll() is not None:
+                raise CliError(f"the engine stopped ({engine.returncode}); see {engine_log}")
+            time.sleep(0.5)
+
+
+def _size(n: int) -> str:
+    from engine.units import format_size
+
+    return format_size(n)

@@ -1,0 +1,63 @@
+"""``kreassign engine``: run one engine worker (Faust) until SIGINT/SIGTERM.
+
+Several workers with the same ``--prefix`` share the work (docs/engine.md):
+commands are routed by all of them, one decides; if it dies another takes
+over. The first line on standard output names the worker and its web address
+(``/status``, ``/metrics``).
+"""
+
+from __future__ import annotations
+
+from engine.cli import CliError
+from engine.cli.connection import (
+    add_arguments, broker_profile, client_config, int_at_least, positive_seconds, registry,
+)
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("engine", help="run an engine worker (Faust): commands in, steps on the cluster, events out")
+    add_arguments(p)
+    g = p.add_argument_group("engine")
+    g.add_argument("--cluster", required=True, metavar="kafka|sim:SCENARIO|sim+http://HOST:PORT",
+                   help="the cluster to reassign: kafka (the --bootstrap-server cluster), a scenario's simulated "
+                        "cluster in this process, or a running kreassign sim-cluster")
+    g.add_argument("--web-port", type=int_at_least(0, "a port"), default=6066, metavar="N",
+                   help="port of /status and /metrics (default 6066; each worker on a host needs its own)")
+    g.add_argument("--web-bind", default="127.0.0.1", metavar="ADDRESS",
+                   help="address the web server listens on (default 127.0.0.1)")
+    g.add_argument("--poll-interval", type=positive_seconds, default=1.0, metavar="S",
+                   help="seconds between ticks: observe the partitions in flight, start what may start (default 1)")
+    g.add_argument("--signing-keys", metavar="FILE",
+                   help='accept only commands signed with one of these keys: a JSON file {"key id": "secret"}')
+    g.add_argument("--adaptive-throttle", metavar="MIN:MAX",
+                   help="adapt the throttle rate within MIN:MAX bytes/s to what copies achieve (e.g. 10MB/s:200MB/s)")
+    g.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"],
+                   help="Faust's log level (default warning)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from engine.adaptive import BoundsError, parse_bounds
+    from engine.cluster.connect import ConnectError, open_cluster
+    from engine.signing import SigningError, load_keys
+    from confluent_kafka.admin import AdminClient
+
+    from engine.topics import TopicsError, create, layout_problems
+    from engine.worker import Engine, Settings, run_worker
+
+    config = client_config(args)
+    try:
+        keys = load_keys(args.signing_keys) if args.signing_keys else None
+        adaptive = parse_bounds(args.adaptive_throttle) if args.adaptive_throttle else None
+        if layout_problems(AdminClient(config.confluent()), args.prefix, args.timeout):
+            create(config.confluent(), args.prefix, timeout=args.timeout)  # names what is wrong if it cannot
+        cluster = open_cluster(args.cluster, args.bootstrap_server, args.command_config, args.timeout)
+    except (SigningError, BoundsError, TopicsError, ConnectError) as e:
+        raise CliError(str(e)) from None
+    engine = Engine(Settings(
+        config=config, cluster=cluster, prefix=args.prefix, profile=broker_profile(args), registry=registry(args),
+        web_port=args.web_port, web_bind=args.web_bind, poll_interval=args.poll_interval, signing_keys=keys,
+        adaptive=adaptive, timeout=args.timeout,
+    ))
+    run_worker(engine, args.log_level)
+    return 0

@@ -1,0 +1,52 @@
+"""``kreassign list``: requests in the event log, and reassignments in progress on the cluster.
+
+The second part is what ``kafka-reassign-partitions.sh --list`` prints (from
+ListPartitionReassignments), in its words; it also shows moves that other
+tools started.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from engine.cli import CliError
+from engine.cli.connection import add_arguments
+from engine.cli.status import Follower
+from engine.progress import report
+from engine.cluster.result import Unavailable
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("list", help="list requests and the reassignments in progress on the cluster")
+    p.add_argument("--cluster", default="kafka", metavar="CLUSTER",
+                   help="kafka (default: the cluster at --bootstrap-server), sim+http://HOST:PORT or sim:FILE")
+    add_arguments(p)
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from engine.cluster.connect import ConnectError, open_cluster
+
+    follower = Follower(args)
+    follower.poll()
+    doc = report(follower.state, follower.progress, datetime.now(timezone.utc))
+    print("Requests:" if doc["requests"] else "Requests: none")
+    for r in doc["requests"]:
+        print(f"{r['id']}: {r['status']}, {r['done']}/{r['partitions']} partitions done, "
+              f"{r['in_flight']} in flight, {r['waiting']} waiting")
+    try:
+        cluster = open_cluster(args.cluster, args.bootstrap_server, args.command_config, args.timeout)
+    except ConnectError as e:
+        raise CliError(str(e)) from None
+    try:
+        obs = cluster.observe(None)
+    finally:
+        cluster.close()
+    if isinstance(obs, Unavailable):
+        raise CliError(f"cannot read the cluster: {obs}")
+    moving = sorted((tp, p) for tp, p in obs.partitions.items() if p.reassignment_in_progress)
+    print("Current partition reassignments:" if moving else "No partition reassignments found.")
+    for tp, p in moving:
+        print(f"{tp}: replicas: {','.join(map(str, p.replicas))}. adding: {','.join(map(str, p.adding))}. "
+              f"removing: {','.join(map(str, p.removing))}.")
+    return 0

@@ -1,0 +1,147 @@
+"""``kreassign status``: progress of each request, read from the event log.
+
+It folds the events topic (the log is the source of truth, so status works
+whether the engine runs or not) into the core's state and, beside it, the
+progress in bytes and time (``engine.progress``). Per request: partitions
+done / in flight / waiting / total, bytes copied / to copy, the recent copy
+rate and the ETA it gives; then the throttle and limits in force, and the
+reasons of anything waiting or skipped. ``--watch`` follows the log and
+redraws every second until Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import deque
+from datetime import datetime, timezone
+
+from engine.cli import CliError
+from engine.cli.connection import add_arguments, broker_profile, client_config, registry
+from engine.progress import Progress, report
+from engine.state import State
+from engine.units import format_duration, format_rate, format_size
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("status", help="progress of each reassignment request (from the event log)")
+    p.add_argument("--request", metavar="ID", help="only this request")
+    p.add_argument("--watch", action="store_true", help="follow the log and redraw every second (Ctrl-C stops)")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    add_arguments(p)
+    p.set_defaults(func=run)
+
+
+class Follower:
+    """The state and progress folded from the events topic, read on from where it stopped."""
+
+    def __init__(self, args):
+        self.args = args
+        self.state = State()
+        self.progress = Progress()
+        self.next_offset = 0
+        self.last_recorded: datetime | None = None
+        self._seen: set[str] = set()
+        self._order: deque[str] = deque()
+
+    def poll(self) -> None:
+        from engine.envelope import EventEnvelope
+        from engine.eventlog import ReadError, decoder_for, read_topic
+        from engine.replay import ReplayError, fold_log
+        from engine.topics import EVENTS, Topics
+
+        args = self.args
+        topic = Topics.named(args.prefix).events
+        messages = read_topic(
+            client_config(args), topic, decoder_for(EventEnvelope, registry(args), topic), lambda _d: None,
+            profile=broker_profile(args), idle_timeout=args.timeout, expect_partitions=EVENTS.partitions,
+            start_offset=self.next_offset,
+        )
+
+        def track(before: State, envelope) -> None:
+            self.progress = self.progress.after(before, envelope.payload, envelope.recorded_at)
+
+        try:
+            state, _applied, _dup, next_offset, last = fold_log(
+                ((m.offset, m.value) for m in messages), state=self.state, on_event=track,
+                seen=self._seen, order=self._order,
+            )
+        except (ReadError, ReplayError) as e:
+            raise CliError(str(e)) from None
+        finally:
+            messages.close()
+        self.state = state
+        if next_offset:
+            self.next_offset = next_offset
+        self.last_recorded = last or self.last_recorded
+
+
+def render(doc: dict):
+    """A rich renderable of ``report``'s data: a block per request, then what is in force."""
+    from rich.console import Group
+    from rich.progress_bar import ProgressBar
+    from rich.table import Table
+    from rich.text import Text
+
+    parts: list = []
+    if not doc["requests"]:
+        parts.append(Text("no reassignment requests"))
+    for r in doc["requests"]:
+        total = r["bytes_total"] or None
+        fraction = (r["bytes_done"] / total) if total else (r["done"] / r["partitions"] if r["partitions"] else 1.0)
+        fraction = min(fraction, 1.0)
+        eta = r["eta_seconds"]
+        eta_text = "done" if r["status"] == "completed" else (format_duration(eta) if eta is not None else "unknown")
+        parts.append(Text.assemble(("request ", "bold"), (r["id"], "bold cyan"), f"  {r['status']}"))
+        bar = Table.grid(padding=(0, 1))
+        bar.add_row("  ", ProgressBar(total=1.0, completed=fraction, width=40), f"{fraction:4.0%}", f"ETA {eta_text}")
+        parts.append(bar)
+        parts.append(Text(
+            f"  partitions {r['done']}/{r['partitions']} done, {r['in_flight']} in flight, "
+            f"{r['waiting']} waiting, {r['queued']} queued"
+        ))
+        copied = (f"{format_size(r['bytes_done'])} of {format_size(total)}" if total
+                  else f"{format_size(r['bytes_done'])} (sizes unknown)")
+        rate = format_rate(r["rate_bytes_per_s"]) if r["rate_bytes_per_s"] else "-"
+        parts.append(Text(f"  copied {copied}, rate {rate}"))
+    rate = doc["throttle_rate"]
+    brokers = ",".join(map(str, doc["throttled_brokers"]))
+    parts.append(Text(
+        f"throttle {format_rate(rate) if rate else 'none'}{' in force on brokers ' + brokers if brokers else ''}; "
+        f"steps in flight {len(doc['steps_in_flight'])}; paused {'yes' if doc['paused'] else 'no'}"
+    ))
+    parts.append(Text("limits: " + ", ".join(f"{k}={v}" for k, v in doc["limits"].items())))
+    for reason, n in list(doc["waiting"].items())[:8]:
+        parts.append(Text(f"waiting ({n}): {reason}"))
+    for s in doc["skipped"][:8]:
+        parts.append(Text(f"skipped {s['partition']}: {s['reason']}"))
+    return Group(*parts)
+
+
+def run(args) -> int:
+    from rich.console import Console
+
+    follower = Follower(args)
+    follower.poll()
+    if args.request and args.request not in follower.state.requests and not args.watch:
+        raise CliError(f"unknown request '{args.request}'")
+    if args.format == "json":
+        now = datetime.now(timezone.utc)
+        print(json.dumps(report(follower.state, follower.progress, now, args.request)))
+        return 0
+    console = Console()
+    if not args.watch:
+        console.print(render(report(follower.state, follower.progress, datetime.now(timezone.utc), args.request)))
+        return 0
+    from rich.live import Live
+
+    with Live(console=console, refresh_per_second=2) as live:
+        try:
+            while True:
+                now = datetime.now(timezone.utc)
+                live.update(render(report(follower.state, follower.progress, now, args.request)))
+                time.sleep(1.0)
+                follower.poll()
+        except KeyboardInterrupt:
+            pass
+    return 0

@@ -1,0 +1,118 @@
+"""``kreassign verify``: is each partition at its target, and are throttles cleared?
+
+Like ``kafka-reassign-partitions.sh --verify``: the targets come from a
+reassignment JSON file, or from a request recorded in the event log (its
+completed partitions must be at their target, reverted ones at their original
+replicas; cancelled ones are reported where they stopped). The cluster is read
+now (``--cluster``, default the Kafka cluster at ``--bootstrap-server``), and so
+are the throttle configs of the partitions' topics and of every broker.
+Unlike Kafka's tool it removes nothing: the engine owns the throttles it set.
+Exit status 0 when every partition is at its target and no throttle is left,
+1 otherwise (for scripts), 2 on bad input.
+"""
+
+from __future__ import annotations
+
+from engine import reassignment_json
+from engine.cli import CliError, read_text
+from engine.cli.connection import add_arguments
+from engine.cli.status import Follower
+from engine.cluster.result import Unavailable
+from engine.partition import Replicas, TopicPartition
+from engine.state import CANCELLED, COMPLETED, REVERTED
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("verify", help="check partitions reached their targets and throttles are cleared")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--reassignment-json-file", metavar="FILE", help="targets in Kafka's reassignment JSON")
+    which.add_argument("--request", metavar="ID", help="a request from the event log")
+    p.add_argument("--cluster", default="kafka", metavar="CLUSTER",
+                   help="kafka (default: the cluster at --bootstrap-server), sim+http://HOST:PORT or sim:FILE")
+    add_arguments(p)
+    p.set_defaults(func=run)
+
+
+def expectations(args) -> dict[TopicPartition, tuple[Replicas | None, str]]:
+    """Partition -> (replicas it should have or None, what was asked)."""
+    if args.reassignment_json_file:
+        path = args.reassignment_json_file
+        try:
+            targets = reassignment_json.parse(read_text(path))
+        except reassignment_json.ReassignmentJsonError as e:
+            raise CliError(f"{path}: {e}") from None
+        return {t.tp: (t.replicas, "target") for t in targets}
+    follower = Follower(args)
+    follower.poll()
+    request = follower.state.requests.get(args.request)
+    if request is None:
+        raise CliError(f"unknown request '{args.request}'")
+    out = {}
+    for tp in sorted(request.members.keys()):
+        entry = follower.state.partitions[tp]
+        if entry.request_id != args.request:
+            out[tp] = (None, f"taken over by request {entry.request_id}")
+        elif entry.status == REVERTED:
+            out[tp] = (entry.original, "original (rolled back)")
+        elif entry.status == CANCELLED:
+            out[tp] = (None, "cancelled")
+        elif entry.status == COMPLETED:
+            out[tp] = (entry.target, "target")
+        else:
+            out[tp] = (entry.goal, f"{entry.status}: goal")
+    return out
+
+
+def run(args) -> int:
+    from engine.cluster.connect import ConnectError, open_cluster
+
+    expected = expectations(args)
+    try:
+        cluster = open_cluster(args.cluster, args.bootstrap_server, args.command_config, args.timeout)
+    except ConnectError as e:
+        raise CliError(str(e)) from None
+    try:
+        obs = cluster.observe(sorted(expected))
+        if isinstance(obs, Unavailable):
+            raise CliError(f"cannot read the cluster: {obs}")
+        brokers = [b.id for b in obs.brokers]
+        throttles = cluster.throttles(sorted({tp.topic for tp in expected}), brokers)
+        if isinstance(throttles, Unavailable):
+            raise CliError(f"cannot read the throttle configs: {throttles}")
+    finally:
+        cluster.close()
+    ok = True
+    print("Status of partition reassignment:")
+    for tp, (want, what) in expected.items():
+        p = obs.partitions.get(tp)
+        if p is None:
+            print(f"Partition {tp} does not exist on the cluster.")
+            ok = False
+        elif want is None:
+            print(f"Partition {tp}: {what}; replicas now {_fmt(p.replicas)}.")
+        elif p.reassignment_in_progress:
+            print(f"Reassignment of partition {tp} is still in progress.")
+            ok = False
+        elif p.replicas == tuple(want):
+            print(f"Reassignment of partition {tp} is completed.")
+        else:
+            print(f"Partition {tp} is not at its {what}: replicas {_fmt(p.replicas)}, {what} {_fmt(want)}.")
+            ok = False
+    print()
+    ours = {e for e in throttles.leader | throttles.follower if e.topic in {tp.topic for tp in expected}}
+    if ours or throttles.leader_brokers or throttles.follower_brokers:
+        ok = False
+        by_topic = throttles.by_topic()
+        for topic, (leader, follower) in sorted(by_topic.items()):
+            print(f"Throttled replicas still set on topic {topic}: leader {','.join(leader) or '-'}; "
+                  f"follower {','.join(follower) or '-'}")
+        for name, brokers_set in (("leader", throttles.leader_brokers), ("follower", throttles.follower_brokers)):
+            if brokers_set:
+                print(f"Brokers {_fmt(sorted(brokers_set))} still have a {name}.replication.throttled.rate")
+    else:
+        print("Throttles are cleared: no throttled replicas on these topics and no throttle rate on any broker.")
+    return 0 if ok else 1
+
+
+def _fmt(replicas) -> str:
+    return "[" + ",".join(str(b) for b in replicas) + "]"

@@ -1,0 +1,70 @@
+"""The one interface kreassign talks to a cluster through.
+
+Two implementations the engine cannot tell apart: ``engine.cluster.kafka``
+(a real Apache Kafka cluster, through confluent-kafka and kafka-python) and the
+simulated cluster of ``engine.sim`` (in process with a virtual clock, or as its
+own process behind ``engine.cluster.remote``).
+
+Observe:
+
+* ``observe(partitions)``: brokers (id, rack, alive), the topics of those
+  partitions (partition count, min.insync.replicas; ``None`` for a topic that
+  does not exist) and the partitions (replicas RS, ISR, leader, adding AR,
+  removing RR), as an ``engine.commands.Observation`` ready for ``decide``.
+  ``None`` means every partition. Sizes are left out (``size_bytes`` None):
+  they change with every produced byte and would make every poll an event.
+* ``snapshot()``: the whole cluster with partition sizes, for planners.
+
+Act (every action idempotent; results are values, never exceptions):
+
+* ``alter_reassignments({tp: replicas})``: start a step (AlterPartitionReassignments).
+* ``cancel_reassignments(tps)``: cancel reassignments in progress (no-op if none).
+* ``apply_throttles(delta)`` / ``remove_throttles(delta)``: KIP-73 throttles: topic
+  lists APPEND / SUBTRACT (other tools' entries are left alone), broker rates SET / DELETE.
+* ``elect_preferred_leaders(tps)``: preferred leader election (no-op where it already leads).
+
+Batch calls return one result per partition; a call that could not be made at
+all returns ``Unavailable`` for each.
+"""
+
+from __future__ import annotations
+
+from typing import Collection, Mapping, Protocol, runtime_checkable
+
+from engine.cluster.result import OK, Ok, Refused, Result, Unavailable, first_failure
+from engine.cluster.snapshot import ClusterSnapshot
+from engine.commands import Observation
+from engine.partition import Replicas, TopicPartition
+from engine.throttles import ThrottleSet
+
+__all__ = [
+    "Cluster", "ClusterSnapshot", "OK", "Ok", "Refused", "Result", "Unavailable", "first_failure",
+]
+
+
+@runtime_checkable
+class Cluster(Protocol):
+    def observe(self, partitions: Collection[TopicPartition] | None = None) -> Observation | Unavailable: ...
+
+    def snapshot(self) -> ClusterSnapshot | Unavailable: ...
+
+    def alter_reassignments(self, targets: Mapping[TopicPartition, Replicas]) -> dict[TopicPartition, Result]: ...
+
+    def cancel_reassignments(self, partitions: Collection[TopicPartition]) -> dict[TopicPartition, Result]: ...
+
+    def apply_throttles(self, throttles: ThrottleSet) -> Result: ...
+
+    def remove_throttles(self, throttles: ThrottleSet) -> Result: ...
+
+    def elect_preferred_leaders(self, partitions: Collection[TopicPartition]) -> dict[TopicPartition, Result]: ...
+
+    def sizes(self, partitions: Collection[TopicPartition]) -> dict[TopicPartition, int] | Unavailable:
+        """Bytes of each partition's largest replica, where known (progress and ETA need them;
+        observations leave sizes out because they change all the time)."""
+        ...
+
+    def throttles(self, topics: Collection[str], brokers: Collection[int]) -> ThrottleSet | Unavailable:
+        """KIP-73 configuration in force on those topics and brokers (``verify`` checks it is gone)."""
+        ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,67 @@
+"""Open a cluster by name, as the command line says it: the one place that picks an implementation.
+
+* ``kafka``: a real cluster at ``--bootstrap-server`` with ``--command-config`` settings;
+* ``sim+http://HOST:PORT``: a running ``kreassign sim-cluster``;
+* ``sim:FILE``: a scenario's simulated cluster in this process, on the wall clock.
+
+``snapshot_of`` gives planners (the balancer) a ``ClusterSnapshot`` from a
+scenario file or from a live cluster.
+"""
+
+from __future__ import annotations
+
+import time
+
+from engine.client_config import ClientConfig
+from engine.cluster import Cluster, ClusterSnapshot
+from engine.cluster.result import Unavailable
+
+
+class ConnectError(ValueError):
+    """A cluster name or setting that cannot be used; the message says why."""
+
+
+def open_cluster(spec: str, bootstrap: str | None = None, command_config: str | None = None,
+                 timeout: float = 30.0) -> Cluster:
+    if spec == "kafka":
+        from engine.cluster.kafka import KafkaCluster
+
+        config = ClientConfig.load(command_config).with_bootstrap(bootstrap)
+        if not config.bootstrap:
+            raise ConnectError("--bootstrap-server (or bootstrap.servers in --command-config) is required")
+        return KafkaCluster(config, timeout=timeout)
+    if spec.startswith("sim+http://"):
+        from engine.cluster.remote import RemoteCluster
+
+        return RemoteCluster(spec[len("sim+"):], timeout=timeout)
+    if spec.startswith("sim:"):
+        from engine.sim import scenario
+        from engine.sim.cluster import SimulatedCluster
+
+        try:
+            loaded = scenario.load(spec[len("sim:"):])
+        except scenario.ScenarioError as e:
+            raise ConnectError(str(e)) from None
+        start = time.monotonic()
+        return SimulatedCluster.from_scenario(loaded, clock=lambda: time.monotonic() - start)
+    raise ConnectError(f"unknown cluster {spec!r}: expected kafka, sim:SCENARIO_FILE or sim+http://HOST:PORT")
+
+
+def snapshot_of(scenario_file: str | None = None, bootstrap: str | None = None,
+                command_config: str | None = None, timeout: float = 30.0) -> ClusterSnapshot:
+    """The cluster a planner works on: a scenario's starting point, or a live cluster now."""
+    if scenario_file is not None:
+        from engine.sim import scenario
+
+        try:
+            return scenario.load(scenario_file).snapshot()
+        except scenario.ScenarioError as e:
+            raise ConnectError(str(e)) from None
+    cluster = open_cluster("kafka", bootstrap, command_config, timeout)
+    try:
+        snap = cluster.snapshot()
+    finally:
+        cluster.close()
+    if isinstance(snap, Unavailable):
+        raise ConnectError(f"cannot read the cluster at {bootstrap}: {snap.message}")
+    return snap

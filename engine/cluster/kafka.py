@@ -1,0 +1,452 @@
+"""``KafkaCluster``: the ``engine.cluster`` interface on a real Apache Kafka cluster.
+
+Two client libraries behind one adapter (measured in the admin spike):
+
+* confluent-kafka's ``AdminClient``: ``describe_cluster`` (brokers, racks),
+  ``describe_topics`` (replicas, ISR, leader), ``describe_configs``
+  (min.insync.replicas), ``incremental_alter_configs`` (KIP-73 throttles:
+  APPEND/SUBTRACT on the topic lists so other tools' entries stay, SET/DELETE
+  of the broker rates) and ``elect_leaders`` (PREFERRED).
+* kafka-python's ``KafkaAdminClient`` for what librdkafka lacks (KIP-455):
+  ``alter_partition_reassignments`` (a target, or None to cancel),
+  ``list_partition_reassignments`` (adding/removing; an entry with both empty
+  is not in progress: tansu lists every partition that way) and
+  ``describe_log_dirs`` (partition sizes, one broker at a time so a dead
+  broker costs only its own sizes). Its constructor connects at once and can
+  hang on a stalled TLS handshake, so it is built in a thread with a deadline.
+
+Settings come from ``ClientConfig`` (``--command-config``, SASL/SSL).
+Errors become results (``engine.cluster.result``): cancelling nothing (85) and
+an election that is not needed (84) are ``Ok``; a refusal of the request
+(39 INVALID_REPLICA_ASSIGNMENT, 3 UNKNOWN_TOPIC_OR_PARTITION,
+80 PREFERRED_LEADER_NOT_AVAILABLE ...) is ``Refused``; timeouts, transport
+errors and retriable codes are ``Unavailable``. Nothing raises.
+
+Brokers: Kafka reports only the brokers that are registered and unfenced. A
+broker seen before, or named in a replica list, that is not among them is
+reported with ``alive=False``.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Collection, Iterable, Mapping
+
+from engine.client_config import ClientConfig
+from engine.cluster.result import OK, Ok, Refused, Result, Unavailable, first_failure
+from engine.cluster.snapshot import ClusterSnapshot
+from engine.commands import Observation
+from engine.partition import Broker, PartitionState, Replicas, TopicInfo, TopicPartition
+from engine.throttles import ThrottleSet, parse_config_entries
+
+LEADER_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
+LEADER_RATE = "leader.replication.throttled.rate"
+FOLLOWER_RATE = "follower.replication.throttled.rate"
+
+# Kafka's protocol names for the codes the engine decides on (the libraries spell some differently).
+CODE_NAMES = {
+    3: "UNKNOWN_TOPIC_OR_PARTITION",
+    7: "REQUEST_TIMED_OUT",
+    8: "BROKER_NOT_AVAILABLE",
+    39: "INVALID_REPLICA_ASSIGNMENT",
+    41: "NOT_CONTROLLER",
+    80: "PREFERRED_LEADER_NOT_AVAILABLE",
+    84: "ELECTION_NOT_NEEDED",
+    85: "NO_REASSIGNMENT_IN_PROGRESS",
+}
+NO_OP_CODES = {84, 85}  # the action's effect is already there
+PERMANENT_CODES = {3, 39, 80}  # refused whatever the libraries say about retrying
+
+
+class KafkaClusterError(ValueError):
+    """Client settings that cannot work (a bad property value); not a cluster answer."""
+
+
+def result_of_code(code: int, name: str, message: str, retriable: bool) -> Result:
+    """One Kafka error code as a result."""
+    if code == 0:
+        return OK
+    name = CODE_NAMES.get(code, name)
+    if code in NO_OP_CODES:
+        return Ok(name.lower().replace("_", " "))
+    if code in PERMANENT_CODES or not (retriable or code < 0):
+        return Refused(name, message)
+    return Unavailable(f"{name}: {message}" if message else name)
+
+
+def _confluent_result(err: Any) -> Result:
+    """A confluent-kafka ``KafkaError`` (or ``KafkaException`` wrapping one) as a result."""
+    if err is None:
+        return OK
+    if not hasattr(err, "code") and getattr(err, "args", None):
+        err = err.args[0]
+    if not hasattr(err, "code"):
+        return Unavailable(f"{type(err).__name__}: {err}")
+    return result_of_code(err.code(), err.name(), err.str(), err.retriable())
+
+
+def _kafka_python_result(err: Any) -> Result:
+    """A kafka-python error (class or instance) as a result."""
+    if err is None:
+        return OK
+    cls = err if isinstance(err, type) else type(err)
+    code = getattr(cls, "errno", None)
+    if code is None:  # client-side: connection, timeout, incompatible broker
+        retriable = getattr(cls, "retriable", False) or isinstance(err, (OSError, TimeoutError))
+        text = f"{cls.__name__}: {err}" if not isinstance(err, type) else cls.__name__
+        return Unavailable(text) if retriable else Refused(cls.__name__, str(err))
+    message = "" if isinstance(err, type) else str(err)
+    return result_of_code(code, getattr(cls, "message", cls.__name__), message or cls.description,
+                          bool(getattr(cls, "retriable", False)))
+
+
+class KafkaCluster:
+    def __init__(
+        self,
+        config: ClientConfig,
+        timeout: float = 30.0,
+        admin: Any = None,
+        kafka_python: Callable[[], Any] | None = None,
+    ):
+        """``admin`` and ``kafka_python`` (a factory) replace the real clients in tests."""
+        self.timeout = timeout
+        if admin is None:
+            from confluent_kafka import KafkaException
+            from confluent_kafka.admin import AdminClient
+
+            try:
+                admin = AdminClient(config.confluent(**{"client.id": config.properties.get("client.id", "kreassign")}))
+            except (KafkaException, ValueError, TypeError) as e:
+                raise KafkaClusterError(f"confluent-kafka client settings: {e}") from None
+        self._admin = admin
+        if kafka_python is None:
+            ms = int(timeout * 1000)
+
+            def kafka_python():
+                from kafka.admin import KafkaAdminClient
+
+                return KafkaAdminClient(**config.kafka_python(
+                    client_id=config.properties.get("client.id", "kreassign"),
+                    request_timeout_ms=ms, bootstrap_timeout_ms=ms,
+                ))
+        self._kp_factory = kafka_python
+        self._kp: Any = None
+        self._known: dict[int, Broker] = {}
+
+    # -- clients -------------------------------------------------------------------------
+
+    def _kafka_python(self) -> Any:
+        """The kafka-python client, or ``Unavailable`` (built under a deadline: it connects at once)."""
+        if self._kp is not None:
+            return self._kp
+        box: dict[str, Any] = {}
+
+        def build() -> None:
+            try:
+                box["client"] = self._kp_factory()
+            except Exception as e:  # noqa: BLE001 - every failure becomes a result
+                box["error"] = e
+
+        thread = threading.Thread(target=build, name="kreassign-kafka-python-connect", daemon=True)
+        thread.start()
+        thread.join(self.timeout)
+        if thread.is_alive():
+            return Unavailable(f"kafka-python client did not connect within {self.timeout:g}s "
+                               "(a stalled TLS handshake never times out by itself)")
+        if "error" in box:
+            return _kafka_python_result(box["error"])
+        self._kp = box["client"]
+        return self._kp
+
+    def _wait(self, future: Any) -> tuple[Any, Result | None]:
+        try:
+            return future.result(timeout=self.timeout + 5), None
+        except Exception as e:  # noqa: BLE001 - KafkaException, TimeoutError ...
+            return None, _confluent_result(e)
+
+    # -- observe ---------------------------------------------------------------------------------
+
+    def _brokers(self) -> dict[int, Broker] | Result:
+        try:
+            future = self._admin.describe_cluster(request_timeout=self.timeout)
+        except Exception as e:  # noqa: BLE001
+            return _confluent_result(e)
+        desc, err = self._wait(future)
+        if err is not None:
+            return err
+        live = {n.id: Broker(n.id, n.rack, True) for n in desc.nodes}
+        self._known.update(live)
+        return {b: live.get(b) or self._known[b]._replace(alive=False) for b in self._known}
+
+    def _all_topics(self) -> list[str] | Result:
+        try:
+            md = self._admin.list_topics(timeout=self.timeout)
+        except Exception as e:  # noqa: BLE001
+            return _confluent_result(e)
+        return sorted(t for t in md.topics if not t.startswith("__"))
+
+    def _describe(self, topics: Iterable[str]) -> tuple[dict, dict] | Result:
+        """topic -> TopicInfo or None, and (topic, p) -> (replicas, isr, leader)."""
+        from confluent_kafka import TopicCollection
+        from confluent_kafka.admin import ConfigResource, ResourceType
+
+        topics = sorted(set(topics))
+        if not topics:
+            return {}, {}
+        infos: dict[str, TopicInfo | None] = {}
+        parts: dict[TopicPartition, tuple] = {}
+        try:
+            futures = self._admin.describe_topics(TopicCollection(topics), request_timeout=self.timeout)
+        except Exception as e:  # noqa: BLE001
+            return _confluent_result(e)
+        existing = []
+        for topic in topics:
+            desc, err = self._wait(futures[topic])
+            if isinstance(err, Refused) and err.code == "UNKNOWN_TOPIC_OR_PARTITION":
+                infos[topic] = None
+                continue
+            if err is not None:
+                return err
+            existing.append(topic)
+            infos[topic] = TopicInfo(len(desc.partitions))
+            for p in desc.partitions:
+                leader = p.leader.id if p.leader is not None and p.leader.id >= 0 else None
+                parts[TopicPartition(topic, p.id)] = (
+                    tuple(n.id for n in p.replicas), frozenset(n.id for n in p.isr), leader,
+                )
+        if existing:
+            resources = [ConfigResource(ResourceType.TOPIC, t) for t in existing]
+            try:
+                futures = self._admin.describe_configs(resources, request_timeout=self.timeout)
+            except Exception as e:  # noqa: BLE001
+                return _confluent_result(e)
+            for resource, future in futures.items():
+                configs, err = self._wait(future)
+                if err is not None:
+                    return err
+                entry = configs.get("min.insync.replicas")
+                if entry is not None and entry.value is not None:
+                    infos[resource.name] = infos[resource.name]._replace(min_insync_replicas=int(entry.value))
+        return infos, parts
+
+    def _reassignments(self, tps: Collection[TopicPartition] | None) -> dict | Result:
+        from kafka.structs import TopicPartition as KafkaTopicPartition
+
+        kp = self._kafka_python()
+        if isinstance(kp, (Unavailable, Refused)):
+            return kp
+        try:
+            listed = kp.list_partition_reassignments(
+                None if tps is None else [KafkaTopicPartition(tp.topic, tp.partition) for tp in tps])
+        except Exception as e:  # noqa: BLE001
+            return _kafka_python_result(e)
+        out = {}
+        for ktp, r in listed.items():
+            adding, removing = tuple(r.get("adding_replicas") or ()), tuple(r.get("removing_replicas") or ())
+            if adding or removing:  # tansu lists every partition with both empty
+                out[TopicPartition(ktp.topic, ktp.partition)] = (adding, removing)
+        return out
+
+    def observe(self, partitions: Collection[TopicPartition] | None = None) -> Observation | Unavailable:
+        brokers = self._brokers()
+        if not isinstance(brokers, dict):
+            return _unavailable(brokers)
+        topics = self._all_topics() if partitions is None else sorted({tp.topic for tp in partitions})
+        if not isinstance(topics, list):
+            return _unavailable(topics)
+        described = self._describe(topics)
+        if not isinstance(described, tuple):
+            return _unavailable(described)
+        infos, parts = described
+        wanted = list(parts) if partitions is None else [tp for tp in partitions if tp in parts]
+        moving = self._reassignments(None if partitions is None else wanted) if wanted else {}
+        if not isinstance(moving, dict):
+            return _unavailable(moving)
+        states = {}
+        for tp in wanted:
+            replicas, isr, leader = parts[tp]
+            adding, removing = moving.get(tp, ((), ()))
+            states[tp] = PartitionState(replicas, isr, leader, None, adding, removing)
+            for b in replicas:
+                if b not in brokers:
+                    brokers[b] = Broker(b, None, False)
+        return Observation(tuple(sorted(brokers.values())), infos, states)
+
+    def snapshot(self) -> ClusterSnapshot | Unavailable:
+        obs = self.observe(None)
+        if isinstance(obs, Unavailable):
+            return obs
+        sizes = self.partition_sizes([b.id for b in obs.brokers if b.alive], obs.partitions)
+        return ClusterSnapshot(
+            obs.brokers, {t: i for t, i in obs.topics.items() if i is not None},
+            {tp: p._replace(size_bytes=sizes.get(tp)) for tp, p in obs.partitions.items()},
+        )
+
+    def sizes(self, partitions: Collection[TopicPartition]) -> dict[TopicPartition, int] | Unavailable:
+        brokers = self._brokers()
+        if not isinstance(brokers, dict):
+            return _unavailable(brokers)
+        return self.partition_sizes([b.id for b in brokers.values() if b.alive], partitions)
+
+    def partition_sizes(self, brokers: Iterable[int], partitions: Collection[TopicPartition]) -> dict[TopicPartition, int]:
+        """Largest replica size of each partition (DescribeLogDirs), asking one broker at a time;
+        a broker that fails or lacks the API only loses its own answers."""
+        kp = self._kafka_python()
+        if isinstance(kp, (Unavailable, Refused)):
+            return {}
+        topics: dict[str, list[int]] = {}
+        for tp in partitions:
+            topics.setdefault(tp.topic, []).append(tp.partition)
+        sizes: dict[TopicPartition, int] = {}
+        for b in brokers:
+            try:
+                answers = kp.describe_log_dirs(topic_partitions=topics, brokers=[b])
+            except Exception:  # noqa: BLE001 - that broker's sizes stay unknown
+                continue
+            for answer in answers:
+                for log_dir in answer.get("log_dirs", ()):
+                    if log_dir.get("error_code", 0):
+                        continue
+                    for t in log_dir.get("topics", ()):
+                        for p in t.get("partitions", ()):
+                            if p.get("is_future_key"):
+                                continue
+                            tp = TopicPartition(t["name"], p["partition_index"])
+                            sizes[tp] = max(sizes.get(tp, 0), int(p["partition_size"]))
+        return sizes
+
+    # -- act ---------------------------------------------------------------------------------------
+
+    def _alter(self, targets: Mapping[TopicPartition, Replicas | None]) -> dict[TopicPartition, Result]:
+        from kafka.structs import TopicPartition as KafkaTopicPartition
+
+        if not targets:
+            return {}
+        kp = self._kafka_python()
+        if isinstance(kp, (Unavailable, Refused)):
+            return {tp: kp for tp in targets}
+        request = {KafkaTopicPartition(tp.topic, tp.partition): None if r is None else list(r)
+                   for tp, r in targets.items()}
+        try:
+            answers = kp.alter_partition_reassignments(request, timeout_ms=int(self.timeout * 1000))
+        except Exception as e:  # noqa: BLE001
+            failure = _kafka_python_result(e)
+            return {tp: failure for tp in targets}
+        out = {}
+        for tp in targets:
+            key = KafkaTopicPartition(tp.topic, tp.partition)
+            out[tp] = _kafka_python_result(answers[key]) if key in answers else Unavailable(f"no answer for {tp}")
+        return out
+
+    def alter_reassignments(self, targets: Mapping[TopicPartition, Replicas]) -> dict[TopicPartition, Result]:
+        return self._alter({tp: tuple(r) for tp, r in targets.items()})
+
+    def cancel_reassignments(self, partitions: Collection[TopicPartition]) -> dict[TopicPartition, Result]:
+        return self._alter({tp: None for tp in partitions})
+
+    def elect_preferred_leaders(self, partitions: Collection[TopicPartition]) -> dict[TopicPartition, Result]:
+        from confluent_kafka import ElectionType, TopicPartition as ConfluentTopicPartition
+
+        tps = list(partitions)
+        if not tps:
+            return {}
+        try:
+            future = self._admin.elect_leaders(
+                ElectionType.PREFERRED, [ConfluentTopicPartition(tp.topic, tp.partition) for tp in tps],
+                request_timeout=self.timeout, operation_timeout=self.timeout,
+            )
+        except Exception as e:  # noqa: BLE001
+            failure = _confluent_result(e)
+            return {tp: failure for tp in tps}
+        answers, err = self._wait(future)
+        if err is not None:
+            return {tp: err for tp in tps}
+        by_key = {(k.topic, k.partition): v for k, v in answers.items()}
+        return {tp: _confluent_result(by_key[(tp.topic, tp.partition)]) if (tp.topic, tp.partition) in by_key
+                else Unavailable(f"no answer for {tp}") for tp in tps}
+
+    def apply_throttles(self, throttles: ThrottleSet) -> Result:
+        return self._throttles(throttles, remove=False)
+
+    def remove_throttles(self, throttles: ThrottleSet) -> Result:
+        return self._throttles(throttles, remove=True)
+
+    def _throttles(self, delta: ThrottleSet, remove: bool) -> Result:
+        from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+        lists_op = AlterConfigOpType.SUBTRACT if remove else AlterConfigOpType.APPEND
+        resources = []
+        for topic, (leader, follower) in sorted(delta.by_topic().items()):
+            entries = [ConfigEntry(name, ",".join(values), incremental_operation=lists_op)
+                       for name, values in ((LEADER_REPLICAS, leader), (FOLLOWER_REPLICAS, follower)) if values]
+            resources.append(ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries))
+        if remove or delta.rate is not None:
+            for b in sorted(delta.leader_brokers | delta.follower_brokers):
+                entries = []
+                for name, brokers in ((LEADER_RATE, delta.leader_brokers), (FOLLOWER_RATE, delta.follower_brokers)):
+                    if b in brokers:
+                        entries.append(ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE) if remove
+                                       else ConfigEntry(name, str(delta.rate), incremental_operation=AlterConfigOpType.SET))
+                resources.append(ConfigResource(ResourceType.BROKER, str(b), incremental_configs=entries))
+        if not resources:
+            return OK
+        try:
+            futures = self._admin.incremental_alter_configs(resources, request_timeout=self.timeout)
+        except Exception as e:  # noqa: BLE001
+            return _confluent_result(e)
+        results = []
+        for resource, future in futures.items():
+            _value, err = self._wait(future)
+            if remove and isinstance(err, Refused) and err.code == "UNKNOWN_TOPIC_OR_PARTITION":
+                err = None  # a deleted topic has no throttle left to remove
+            results.append(err or OK)
+        return first_failure(results)
+
+    def throttles(self, topics: Collection[str], brokers: Collection[int]) -> ThrottleSet | Unavailable:
+        """Throttle configs in force (describe_configs on the topics and brokers); wildcards left out."""
+        from confluent_kafka.admin import ConfigResource, ResourceType
+
+        resources = [ConfigResource(ResourceType.TOPIC, t) for t in sorted(set(topics))]
+        resources += [ConfigResource(ResourceType.BROKER, str(b)) for b in sorted(set(brokers))]
+        if not resources:
+            return ThrottleSet()
+        try:
+            futures = self._admin.describe_configs(resources, request_timeout=self.timeout)
+        except Exception as e:  # noqa: BLE001
+            return _unavailable(_confluent_result(e))
+        leader, follower, leader_b, follower_b, rates = set(), set(), set(), set(), []
+        for resource, future in futures.items():
+            configs, err = self._wait(future)
+            if isinstance(err, Refused) and err.code == "UNKNOWN_TOPIC_OR_PARTITION":
+                continue
+            if err is not None:
+                return _unavailable(err)
+
+            def value(name):
+                entry = configs.get(name)
+                return None if entry is None else entry.value
+
+            if resource.restype == ResourceType.TOPIC:
+                leader.update(parse_config_entries(resource.name, value(LEADER_REPLICAS)))
+                follower.update(parse_config_entries(resource.name, value(FOLLOWER_REPLICAS)))
+            else:
+                for name, side in ((LEADER_RATE, leader_b), (FOLLOWER_RATE, follower_b)):
+                    rate = value(name)
+                    if rate not in (None, "", str(2**63 - 1)):  # unset reads as Long.MAX_VALUE
+                        side.add(int(resource.name))
+                        rates.append(int(rate))
+        return ThrottleSet(frozenset(leader), frozenset(follower), frozenset(leader_b), frozenset(follower_b),
+                           max(rates) if rates else None)
+
+    def close(self) -> None:
+        if self._kp is not None:
+            try:
+                self._kp.close()
+            except Exception:  # noqa: BLE001
+                pass
+            self._kp = None
+
+
+def _unavailable(r: Result) -> Unavailable:
+    return r if isinstance(r, Unavailable) else Unavailable(str(r))

@@ -1,0 +1,114 @@
+"""``RemoteCluster``: the ``engine.cluster`` interface over a ``kreassign sim-cluster`` process.
+
+The engine cannot tell it from the in-process simulated cluster or from
+Kafka: the same calls, the same results. A connection refused, a timeout or
+an error answer becomes ``Unavailable`` (the simulated cluster may be
+restarting, exactly like a broker). ``inject`` drives the simulated cluster's
+faults (tests, the demo).
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Collection, Mapping
+
+from engine.cluster import wire
+from engine.cluster.result import Result, Unavailable
+from engine.cluster.snapshot import ClusterSnapshot
+from engine.commands import Observation
+from engine.partition import Replicas, TopicPartition
+from engine.throttles import ThrottleSet, parse_config_entries
+
+
+class RemoteCluster:
+    def __init__(self, url: str, timeout: float = 10.0):
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+
+    def _call(self, method: str, path: str, body: dict | None = None) -> dict | Unavailable:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.url + path, data=data, method=method,
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as answer:
+                return json.loads(answer.read())
+        except urllib.error.HTTPError as e:
+            detail = e.read().decode(errors="replace")[:200]
+            return Unavailable(f"sim-cluster answered {e.code} to {method} {path}: {detail}")
+        except (urllib.error.URLError, OSError, ValueError) as e:
+            reason = getattr(e, "reason", e)
+            return Unavailable(f"sim-cluster at {self.url} not reachable: {reason}")
+
+    def _each(self, path: str, body: dict, tps: Collection[TopicPartition]) -> dict[TopicPartition, Result]:
+        answer = self._call("POST", path, body)
+        if isinstance(answer, Unavailable):
+            return {tp: answer for tp in tps}
+        return wire.results_from(answer["results"])
+
+    def health(self) -> dict | Unavailable:
+        return self._call("GET", "/v1/health")
+
+    def state(self) -> dict | Unavailable:
+        return self._call("GET", "/v1/state")
+
+    def alters(self) -> dict | Unavailable:
+        return self._call("GET", "/v1/alters")
+
+    def inject(self, broker: int, action: str, factor: float = 1.0) -> dict | Unavailable:
+        return self._call("POST", "/v1/faults", {"broker": broker, "action": action, "factor": factor})
+
+    def observe(self, partitions: Collection[TopicPartition] | None = None) -> Observation | Unavailable:
+        body = {"partitions": None if partitions is None else wire.tps_document(partitions)}
+        answer = self._call("POST", "/v1/observe", body)
+        return answer if isinstance(answer, Unavailable) else wire.observation_from(answer)
+
+    def sizes(self, partitions: Collection[TopicPartition]) -> dict[TopicPartition, int] | Unavailable:
+        answer = self._call("POST", "/v1/sizes", {"partitions": wire.tps_document(partitions)})
+        if isinstance(answer, Unavailable):
+            return answer
+        return {TopicPartition(d["topic"], d["partition"]): int(d["size"]) for d in answer["sizes"]}
+
+    def snapshot(self) -> ClusterSnapshot | Unavailable:
+        answer = self._call("GET", "/v1/snapshot")
+        return answer if isinstance(answer, Unavailable) else ClusterSnapshot.from_document(answer)
+
+    def alter_reassignments(self, targets: Mapping[TopicPartition, Replicas]) -> dict[TopicPartition, Result]:
+        body = {"targets": [{"topic": tp.topic, "partition": tp.partition, "replicas": list(r)}
+                            for tp, r in targets.items()]}
+        return self._each("/v1/alter", body, list(targets))
+
+    def cancel_reassignments(self, partitions: Collection[TopicPartition]) -> dict[TopicPartition, Result]:
+        return self._each("/v1/cancel", {"partitions": wire.tps_document(partitions)}, partitions)
+
+    def elect_preferred_leaders(self, partitions: Collection[TopicPartition]) -> dict[TopicPartition, Result]:
+        return self._each("/v1/elect", {"partitions": wire.tps_document(partitions)}, partitions)
+
+    def apply_throttles(self, throttles: ThrottleSet) -> Result:
+        answer = self._call("POST", "/v1/throttles/apply", wire.throttles_document(throttles))
+        return answer if isinstance(answer, Unavailable) else wire.result_from(answer["result"])
+
+    def remove_throttles(self, throttles: ThrottleSet) -> Result:
+        answer = self._call("POST", "/v1/throttles/remove", wire.throttles_document(throttles))
+        return answer if isinstance(answer, Unavailable) else wire.result_from(answer["result"])
+
+    def throttles(self, topics: Collection[str], brokers: Collection[int]) -> ThrottleSet | Unavailable:
+        answer = self.state()
+        if isinstance(answer, Unavailable):
+            return answer
+        t = answer["throttles"]
+        wanted_topics, wanted_brokers = set(topics), set(brokers)
+
+        def entries(lists):
+            return frozenset(e for topic, values in lists.items() if topic in wanted_topics
+                             for e in parse_config_entries(topic, ",".join(values)))
+
+        leader_b = frozenset(int(b) for b in t["leader_rate"] if int(b) in wanted_brokers)
+        follower_b = frozenset(int(b) for b in t["follower_rate"] if int(b) in wanted_brokers)
+        rates = [t["leader_rate"][str(b)] for b in leader_b] + [t["follower_rate"][str(b)] for b in follower_b]
+        return ThrottleSet(entries(t["leader"]), entries(t["follower"]), leader_b, follower_b,
+                           max(rates) if rates else None)
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,322 @@
+"""The decider: the engine's one sequential loop around the pure core. No Faust, no asyncio.
+
+``engine.worker`` runs it on the worker that owns the decisions partition, one
+input at a time, in a thread (every call here blocks). For each input:
+
+1. ``handle(state, input)`` (``engine.decide``) -> the new state and events;
+2. append the events to the events topic and wait for delivery (**log first**:
+   the state advances only once its events are on the log);
+3. carry out their actions on the cluster, in log order (``engine.executor``);
+4. feed the executor's reports (``StepStartReport``) back through ``handle``,
+   appending and executing what they cause, until nothing is left.
+
+A tick (``tick()``) first retries actions left over by an unavailable cluster,
+then observes exactly ``watched(state)`` (never the whole cluster), feeds the
+observation, the adaptive throttle's proposal if any, then a ``Tick``. While
+actions are still left over it observes nothing: an observation is only taken
+after the actions logged before it were carried out (the core's contract), so
+the contract holds by construction.
+
+``recover(executed)`` is how a decider starts (first start, restart after a
+crash, failover): fold the events topic to its end, then bring the cluster in
+line with the log before deciding anything new: ``executor.recovery_actions``
+for the events after ``executed`` (the id of the last event whose actions,
+and all before it, were carried out; the worker persists it in a table), i.e.
+throttles removed in that stretch, then ``reassert(state)``.
+
+``Retry`` is raised when an input cannot be decided now (a submit whose
+partitions cannot be observed, an event append that failed); the caller
+recovers from the log and hands the same input again later. Re-deciding is
+safe: ``decide`` is idempotent for re-delivered commands.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import logging
+import time
+from collections import Counter, deque
+from datetime import datetime, timezone
+from typing import Callable, Iterable, Iterator, Protocol
+
+from engine import events as ev
+from engine.adaptive import AdaptiveThrottle, Sample
+from engine.cluster import Cluster
+from engine.cluster.result import Unavailable
+from engine.commands import Input, Submit, Tick
+from engine.decide import handle, watched
+from engine.envelope import EventEnvelope, new_id, now
+from engine.executor import Executor, actions, recovery_actions
+from engine.partition import TopicPartition
+from engine.progress import Progress, report
+from engine.replay import fold_log
+from engine.state import EMPTY, TERMINAL, State, apply
+from engine.summary import bytes_remaining, summarize
+
+log = logging.getLogger("kreassign.decider")
+
+
+class Retry(RuntimeError):
+    """The input cannot be decided now; the message says why. Recover, then try it again."""
+
+
+class EventLog(Protocol):
+    def append(self, events: Iterable[ev.Event]) -> list[EventEnvelope]: ...
+
+    def read(self) -> Iterator[tuple[int, EventEnvelope]]: ...
+
+
+class MemoryLog:
+    """An events log in memory (tests, benchmarks): the same contract as the events topic."""
+
+    def __init__(self) -> None:
+        self.records: list[EventEnvelope] = []
+
+    def append(self, events: Iterable[ev.Event]) -> list[EventEnvelope]:
+        t = now()
+        envelopes = [EventEnvelope(new_id(), t, e) for e in events]
+        self.records.extend(envelopes)
+        return envelopes
+
+    def read(self) -> Iterator[tuple[int, EventEnvelope]]:
+        return iter(list(enumerate(self.records)))
+
+
+class Decider:
+    def __init__(self, log: EventLog, cluster: Cluster, *, clock: Callable[[], float] = time.time,
+                 adaptive: AdaptiveThrottle | None = None):
+        self.log = log
+        self.cluster = cluster
+        self.clock = clock
+        self.adaptive = adaptive
+        self.state: State = EMPTY
+        self.progress = Progress()
+        self.recent: deque[EventEnvelope] = deque(maxlen=RECENT)  # for the status page
+        self.executor = Executor(cluster)
+        self.executed: str | None = None  # last event whose actions (and all before) were carried out
+        self.last_event: str | None = None
+        self.recovered = False
+        self.planned_at: dict[TopicPartition, float] = {}  # step in flight -> when it was planned
+        self.sizes: dict[TopicPartition, int] = {}  # bytes, from the last cluster snapshot
+        self.blocked: str | None = None  # why actions or observations are held back
+        self.counts: Counter = Counter()  # events appended, by type name; "_inputs", "_ticks"
+        self._meta: dict[TopicPartition, tuple[int | None, int, float, tuple[int, ...]]] = {}
+
+    # --- recovery ------------------------------------------------------------------------
+
+    def recover(self, executed: str | None) -> dict:
+        """Fold the log, then carry out what it asks of the cluster (see the module doc)."""
+        started = time.monotonic()
+        removed: list = []
+        planned: dict[TopicPartition, float] = {}
+        found = executed is None
+        last = None
+
+        def tap(records: Iterator[tuple[int, EventEnvelope]]) -> Iterator[tuple[int, EventEnvelope]]:
+            nonlocal found, last
+            for offset, envelope in records:
+                payload = envelope.payload
+                if found and type(payload) is ev.ThrottlesRemoved:
+                    removed.append(payload.throttles)
+                elif type(payload) is ev.StepPlanned:
+                    planned[payload.tp] = envelope.recorded_at.timestamp()
+                if envelope.id == executed:
+                    found = True
+                last = envelope.id
+                yield offset, envelope
+
+        progress = Progress()
+        recent: deque[EventEnvelope] = deque(maxlen=RECENT)
+
+        def track(before, envelope) -> None:
+            nonlocal progress
+            progress = progress.after(before, envelope.payload, envelope.recorded_at)
+            recent.append(envelope)
+
+        state, applied, duplicates, _next, _last = fold_log(tap(self.log.read()), on_event=track)
+        if not found:  # the marker is not in the log (lost, or another log): every removal counts
+            return self.recover(None)
+        self.state = state
+        self.progress = progress
+        self.recent = recent
+        self.executor = Executor(self.cluster)
+        self.last_event = self.executed = last
+        self.planned_at = {tp: t for tp, t in planned.items() if tp in state.steps}
+        self._meta = {}
+        self.counts = Counter()
+        self.recovered = True
+        todo = recovery_actions(removed, state)
+        self._refresh_sizes()
+        self.process(*self._execute(todo))
+        if not self.executor.pending:
+            self.executed = self.last_event
+        return {"events": applied, "duplicates": duplicates, "actions": len(todo),
+                "throttle_removals_replayed": len(removed), "seconds": time.monotonic() - started}
+
+    # --- inputs ----------------------------------------------------------------------------
+
+    def decide(self, inp: Input) -> list[EventEnvelope]:
+        """One input from the decisions topic (a command, or a rejection of one)."""
+        self.counts["_inputs"] += 1
+        if isinstance(inp, Submit):
+            fresh = {p.tp for p in inp.partitions} - watched(self.state)
+            if fresh:
+                obs = self.cluster.observe(sorted(fresh))
+                if isinstance(obs, Unavailable):
+                    raise Retry(f"cannot observe the partitions of request {inp.request_id}: {obs}")
+                sizes = self.cluster.sizes(sorted(fresh))  # recorded once, for progress and ETA
+                if not isinstance(sizes, Unavailable) and sizes:
+                    obs = dataclasses.replace(obs, partitions={
+                        tp: p._replace(size_bytes=sizes.get(tp, p.size_bytes)) for tp, p in obs.partitions.items()
+                    })
+                return self.process(obs, inp)
+        return self.process(inp)
+
+    def tick(self) -> list[EventEnvelope]:
+        self.counts["_ticks"] += 1
+        out: list[EventEnvelope] = []
+        if self.executor.pending:
+            out += self.process(*self._execute([]))
+            if self.executor.pending:
+                return out
+        obs = self.cluster.observe(sorted(watched(self.state)))
+        if isinstance(obs, Unavailable):
+            self.blocked = f"cannot observe the cluster: {obs}"
+            return out
+        self.blocked = None
+        out += self.process(obs)
+        if self.adaptive is not None:
+            self.adaptive, change = self.adaptive.propose(self.state.throttle_rate)
+            if change is not None:
+                out += self.process(change)
+        out += self.process(Tick())
+        return out
+
+    def process(self, *inputs: Input) -> list[EventEnvelope]:
+        """Decide, log, execute, and feed back the reports, until nothing is left."""
+        appended: list[EventEnvelope] = []
+        todo = list(inputs)
+        while todo:
+            state, events = handle(self.state, todo.pop(0))
+            if not events:
+                continue
+            try:
+                envelopes = self.log.append(events)
+            except Exception as e:  # noqa: BLE001 - the log is unreachable: nothing may happen before it is
+                raise Retry(f"cannot append to the events log: {e}") from None
+            before = self.state
+            for envelope in envelopes:  # bytes and time beside the state (engine.progress)
+                self.progress = self.progress.after(before, envelope.payload, envelope.recorded_at)
+                before = apply(before, envelope.payload)
+            self.state = state
+            self.recent.extend(envelopes)
+            appended.extend(envelopes)
+            self.last_event = envelopes[-1].id
+            self._track(events)
+            todo.extend(self._execute(actions(events)))
+        if not self.executor.pending:
+            self.executed = self.last_event
+        return appended
+
+    # --- the executor ------------------------------------------------------------------------
+
+    def _execute(self, todo) -> list:
+        try:
+            reports = self.executor.execute(todo)
+        except Exception as e:  # noqa: BLE001 - an adapter that raises is an unavailable cluster
+            log.warning("executor: %s: %s", type(e).__name__, e)
+            self.executor.last_unavailable = Unavailable(f"{type(e).__name__}: {e}")
+            reports = []
+        u = self.executor.last_unavailable
+        self.blocked = f"{len(self.executor.pending)} actions waiting for the cluster: {u}" if self.executor.pending else None
+        return reports
+
+    # --- bookkeeping for status, metrics and the adaptive throttle ------------------------------
+
+    def _track(self, events: list[ev.Event]) -> None:
+        t = self.clock()
+        s = self.state
+        for e in events:
+            kind = type(e)
+            self.counts[kind.__name__] += 1
+            if kind is ev.StepPlanned:
+                self.planned_at[e.tp] = t
+                if e.step.nr:
+                    self._meta[e.tp] = (s.throttle_rate, self._share(e.step.nr), t, e.step.nr)
+            elif kind in (ev.StepCompleted, ev.StepAborted, ev.StepFailed):
+                self.planned_at.pop(e.tp, None)
+                meta = self._meta.pop(e.tp, None)
+                if kind is ev.StepCompleted and meta is not None:
+                    self._sample(e.tp, meta, t)
+            elif kind is ev.RequestAccepted:
+                self._refresh_sizes()
+
+    def _share(self, nr: tuple[int, ...]) -> int:
+        """Copies into the busiest broker of ``nr`` now (this step included)."""
+        into: Counter = Counter()
+        for f in self.state.steps.values():
+            into.update(f.step.nr)
+        return max((into[b] for b in nr), default=1) or 1
+
+    def _sample(self, tp: TopicPartition, meta, t: float) -> None:
+        rate, share, t0, _nr = meta
+        size = self.sizes.get(tp)
+        if self.adaptive is None or rate is None or size is None:
+            return
+        self.adaptive = self.adaptive.record(Sample(rate, share, float(size), t - t0), self.state.throttle_rate)
+
+    def _refresh_sizes(self) -> None:
+        if not any(r.status not in TERMINAL for r in self.state.requests.values()):
+            return
+        snap = self.cluster.snapshot()
+        if isinstance(snap, Unavailable):
+            log.info("no partition sizes (cluster snapshot unavailable: %s)", snap)
+            return
+        self.sizes = {tp: p.size_bytes for tp, p in snap.partitions.items() if p.size_bytes is not None}
+
+    # --- what an operator sees ------------------------------------------------------------------
+
+    def status(self, limit: int = 1000) -> dict:
+        """The ``/status`` document of an active decider (``limit`` caps the per-partition lists)."""
+        s = self.state
+        t = self.clock()
+        doc = summarize(s)
+        doc["in_flight"] = [
+            {"partition": str(tp), "request": f.request_id, "step": f.number, "cr": list(f.step.cr),
+             "tr": list(f.step.tr), "started": f.started, "aborting": f.aborting,
+             "age_seconds": round(t - self.planned_at[tp], 3) if tp in self.planned_at else None}
+            for tp, f in sorted(s.steps.items())[:limit]
+        ]
+        doc["waiting_partitions"] = [
+            {"partition": str(tp), "request": s.partitions[tp].request_id, "reason": reason}
+            for tp, reason in sorted(s.waiting.items())[:limit]
+        ]
+        doc["progress"] = report(s, self.progress, datetime.now(timezone.utc))["requests"]
+        doc["recent_events"] = [_event_line(e) for e in reversed(self.recent)]
+        doc["partitions_remaining"] = self.remaining()
+        doc["bytes_remaining"] = bytes_remaining(s, self.sizes) if self.sizes else None
+        doc["blocked"] = self.blocked
+        doc["adaptive_throttle"] = (
+            None if self.adaptive is None else {"min": self.adaptive.low, "max": self.adaptive.high}
+        )
+        return doc
+
+    def remaining(self) -> int:
+        return sum(r.open for r in self.state.requests.values())
+
+
+RECENT = 50
+
+
+def _event_line(envelope: EventEnvelope) -> dict:
+    """One line of the status page's recent events."""
+    e = envelope.payload
+    tp = getattr(e, "tp", None)
+    detail = getattr(e, "reason", None) or (", ".join(e.reasons) if hasattr(e, "reasons") else None)
+    if isinstance(e, ev.StepPlanned):
+        detail = f"step {e.number}: {list(e.step.cr)} -> {list(e.step.tr)}"
+    return {"at": envelope.recorded_at.isoformat(), "event": type(e).__name__,
+            "request": getattr(e, "request_id", None), "partition": str(tp) if tp is not None else None,
+            "detail": detail}
+

@@ -1,0 +1,63 @@
+"""Prometheus ``/metrics`` of a worker, exposed with prometheus-client (never hand-written).
+
+Read at scrape time from the worker (``engine.worker.Engine``) and its decider:
+counters since the worker started (events appended, steps started and
+completed, dead letters, recoveries) and gauges of the state (decider active,
+partitions remaining, bytes remaining where sizes are known, steps in flight,
+the throttle rate for new steps).
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from engine.summary import bytes_remaining
+
+
+class _Collector:
+    def __init__(self, engine):
+        self.engine = engine
+
+    def collect(self):
+        e = self.engine
+        c = e.counters
+        for name, key, doc in (
+            ("kreassign_events_appended", "events", "Events appended to the events topic by this worker"),
+            ("kreassign_steps_started", "StepStarted", "Steps the cluster accepted"),
+            ("kreassign_steps_completed", "StepCompleted", "Steps completed"),
+            ("kreassign_dead_letters", "dead_letters", "Messages set aside in the dead-letter topic"),
+            ("kreassign_recoveries", "recoveries", "Times this worker recovered the state from the events topic"),
+        ):
+            m = CounterMetricFamily(name, doc)
+            m.add_metric([], c[key])
+            yield m
+        active = e.active and e.decider is not None and not e.needs_recovery
+        yield _gauge("kreassign_decider_active", "1 if this worker is the active decider", 1 if active else 0)
+        if not active:
+            return
+        d = e.decider
+        s = d.state
+        yield _gauge("kreassign_partitions_remaining", "Partitions of open requests not finished", d.remaining())
+        yield _gauge("kreassign_steps_in_flight", "Steps in flight", len(s.steps))
+        if d.sizes:
+            yield _gauge("kreassign_bytes_remaining", "Bytes still to copy (partitions of known size)",
+                         bytes_remaining(s, d.sizes))
+        if s.throttle_rate is not None:
+            yield _gauge("kreassign_throttle_rate_bytes", "Replication throttle rate for new steps, bytes/s",
+                         s.throttle_rate)
+
+
+def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+    g = GaugeMetricFamily(name, doc)
+    g.add_metric([], value)
+    return g
+
+
+def exposition(engine) -> tuple[bytes, str]:
+    """The text exposition format and its content type (without the charset, which the web server adds)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Collector(engine))
+    return generate_latest(registry), "; ".join(
+        part for part in CONTENT_TYPE_LATEST.split("; ") if not part.startswith("charset"))

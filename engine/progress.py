@@ -1,0 +1,178 @@
+"""Progress of each request in bytes and time: what ``kreassign status`` shows.
+
+The core's state counts partitions by status but knows no time and no bytes.
+``Progress`` is a fold over the same events, each with the time the engine
+recorded it, next to the state they apply to:
+
+* a request's bytes to copy are set when its partitions are queued: the
+  partition's size (as last observed) times the replicas its target adds. A
+  cancelled partition drops what it no longer copies, a rollback adds what
+  copying back costs, and a finished partition settles its account, so a
+  finished request has copied exactly its total;
+* bytes copied grow when a step that adds replicas completes (size times NR);
+* the rate is the bytes copied in the recent window divided by that window,
+  and the ETA the bytes left at that rate. Sizes unknown to the engine make
+  bytes unknown (``None``), never a guess.
+
+Pure: ``now`` is an argument, never read from a clock.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime, timedelta
+from typing import NamedTuple
+
+from engine import events as ev
+from engine.state import ABORTING, CANCELLED, COMPLETED, IN_FLIGHT, PENDING, READY, REVERTED, WAITING, State
+
+WINDOW = timedelta(minutes=5)
+
+
+class RequestProgress(NamedTuple):
+    request_id: str
+    accepted_at: datetime | None = None
+    completed_at: datetime | None = None
+    bytes_total: int | None = 0  # None: some size unknown
+    bytes_done: int = 0
+    steps_completed: int = 0
+    recent: tuple[tuple[datetime, int], ...] = ()  # (time, bytes) of completions in the window
+    owed: dict = {}  # partition -> bytes it still has to copy
+
+    def rate(self, now: datetime, window: timedelta = WINDOW) -> float | None:
+        """Bytes per second over the window ending at ``now`` (None before any copy completed)."""
+        start = max(now - window, self.accepted_at or now - window)
+        done = sum(b for t, b in self.recent if t >= start)
+        seconds = (now - start).total_seconds()
+        if not done or seconds <= 0:
+            return None
+        return done / seconds
+
+    def eta_seconds(self, now: datetime) -> float | None:
+        if self.completed_at is not None:
+            return 0.0
+        rate = self.rate(now)
+        if self.bytes_total is None or rate is None:
+            return None
+        return max(self.bytes_total - self.bytes_done, 0) / rate
+
+
+class Progress(NamedTuple):
+    requests: dict = {}  # request id -> RequestProgress
+
+    def after(self, state: State, event: ev.Event, at: datetime) -> "Progress":
+        """The progress after ``event``, recorded at ``at``; ``state`` is the state *before* it."""
+        kind = type(event)
+        if kind not in _TRACKED:
+            return self
+        rid = event.request_id
+        r = self.requests.get(rid) or RequestProgress(rid)
+        if kind is ev.RequestAccepted:
+            r = r._replace(accepted_at=at)
+        elif kind is ev.PartitionQueued:
+            r = _owe(r, state, event.tp, event.original or (), event.target, reset=True)
+        elif kind is ev.PartitionCancelled:
+            r = _settle(r, event.tp)
+            entry = state.partitions.get(event.tp)
+            obs = state.observed.get(event.tp)
+            if event.rollback and entry is not None and obs is not None and entry.original:
+                r = _owe(r, state, event.tp, obs.replicas, entry.original)
+        elif kind is ev.StepCompleted:
+            f = state.steps.get(event.tp)
+            size = _size(state, event.tp)
+            copied = len(f.step.nr) * size if (f is not None and size is not None) else 0
+            owed = dict(r.owed)
+            if event.tp in owed:
+                owed[event.tp] = max(owed[event.tp] - copied, 0)
+            recent = tuple(x for x in r.recent if x[0] >= at - 2 * WINDOW) + ((at, copied),)
+            r = r._replace(bytes_done=r.bytes_done + copied, steps_completed=r.steps_completed + 1,
+                           recent=recent, owed=owed)
+        elif kind in (ev.PartitionCompleted, ev.PartitionReverted):
+            r = _settle(r, event.tp)
+        elif kind is ev.RequestCompleted:
+            r = r._replace(completed_at=at)
+        return Progress({**self.requests, rid: r})
+
+
+_TRACKED = frozenset({ev.RequestAccepted, ev.PartitionQueued, ev.PartitionCancelled, ev.StepCompleted,
+                      ev.PartitionCompleted, ev.PartitionReverted, ev.RequestCompleted})
+
+
+def _size(state: State, tp) -> int | None:
+    obs = state.observed.get(tp)
+    return None if obs is None else obs.size_bytes
+
+
+def _owe(r: RequestProgress, state: State, tp, current, target, reset: bool = False) -> RequestProgress:
+    """The partition will copy the replicas ``target`` adds to ``current``."""
+    adds = len(set(target) - set(current))
+    if (not adds and not reset) or r.bytes_total is None:
+        return r
+    size = _size(state, tp)
+    if size is None:
+        return r._replace(bytes_total=None) if adds else r
+    owed = dict(r.owed)
+    owed[tp] = owed.get(tp, 0) * (not reset) + adds * size
+    return r._replace(bytes_total=r.bytes_total + adds * size, owed=owed)
+
+
+def _settle(r: RequestProgress, tp) -> RequestProgress:
+    """The partition copies nothing more for this request: what it still owed leaves the total."""
+    left = r.owed.get(tp, 0)
+    if not left:
+        return r
+    owed = dict(r.owed)
+    del owed[tp]
+    total = None if r.bytes_total is None else r.bytes_total - left
+    return r._replace(bytes_total=total, owed=owed)
+
+DONE = (COMPLETED, CANCELLED, REVERTED)
+
+
+def report(state: State, progress: Progress, now: datetime, only: str | None = None) -> dict:
+    """Everything ``status`` shows, as JSON-ready data (a pure function)."""
+    requests = []
+    for r in sorted(state.requests.values(), key=lambda r: r.seq):
+        if only is not None and r.request_id != only:
+            continue
+        p = progress.requests.get(r.request_id)
+        counts = {s: r.count(s) for s in (PENDING, READY, WAITING, IN_FLIGHT, ABORTING, *DONE)}
+        requests.append({
+            "id": r.request_id,
+            "status": r.status,
+            "partitions": r.partitions,
+            "done": sum(counts[s] for s in DONE),
+            "in_flight": counts[IN_FLIGHT] + counts[ABORTING],
+            "waiting": counts[WAITING],
+            "queued": counts[PENDING] + counts[READY],
+            "by_status": {s: n for s, n in counts.items() if n},
+            "bytes_total": p.bytes_total if p else None,
+            "bytes_done": p.bytes_done if p else 0,
+            "rate_bytes_per_s": p.rate(now) if p else None,
+            "eta_seconds": p.eta_seconds(now) if p else None,
+            "accepted_at": p.accepted_at.isoformat() if p and p.accepted_at else None,
+            "completed_at": p.completed_at.isoformat() if p and p.completed_at else None,
+        })
+    members = None
+    if only is not None:
+        r = state.requests.get(only)
+        members = set(r.members.keys()) if r is not None else set()
+    waiting = Counter(reason for tp, reason in state.waiting.items() if members is None or tp in members)
+    skipped = sorted(
+        (str(tp), e.note) for tp, e in state.partitions.items()
+        if e.note and (members is None or tp in members)
+    )
+    return {
+        "requests": requests,
+        "steps_in_flight": [
+            {"partition": str(tp), "request": f.request_id, "step": f.number, "target": list(f.step.tr),
+             "adding": list(f.step.nr), "dropping": list(f.step.dr), "aborting": f.aborting}
+            for tp, f in sorted(state.steps.items()) if members is None or tp in members
+        ],
+        "waiting": dict(waiting.most_common()),
+        "skipped": [{"partition": tp, "reason": reason} for tp, reason in skipped],
+        "throttle_rate": state.throttle_rate,
+        "throttled_brokers": sorted(state.throttles.leader_brokers | state.throttles.follower_brokers),
+        "limits": state.limits.as_dict(),
+        "paused": state.paused,
+    }

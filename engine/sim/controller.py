@@ -1,0 +1,330 @@
+"""Kafka's controller, as the simulated cluster applies it (KRaft, Kafka 3.3+).
+
+Every function is pure: ``(state, ...) -> state`` or ``(state, result)``.
+
+* Reassignment (AlterPartitionReassignments, KRaft's
+  ``changePartitionReassignment``): with CR the replicas now (RS while a
+  reassignment is in progress) and TRS the target, RR = CR - TRS and AR =
+  TRS - CR (each ascending), RS = TRS + RR (Phase U). New replicas start
+  copying the whole log (Phase A). When the ISR minus RR holds all of RS minus
+  RR, the reassignment completes (Phase B): RS = TRS, RR leave the ISR, and a
+  leader is elected from TRS if the old one left. A target equal to RS changes
+  nothing; an empty AR or RR keeps the previous one, as KRaft's builder does.
+* Cancel (a null target; KRaft's ``PartitionReassignmentRevert``): RS minus AR
+  (in RS order, which need not be the order before the reassignment), ISR
+  minus AR; refused with INVALID_REPLICA_ASSIGNMENT if that leaves no replica
+  in sync (unclean leader election is off). Nothing in progress: a no-op.
+* Leader election: the leader stays while it is alive and in the ISR and RS;
+  otherwise the first replica of RS that is alive and in sync leads, or none.
+  Preferred election (on request only) makes the first replica lead if it is
+  alive and in sync, else PREFERRED_LEADER_NOT_AVAILABLE.
+* A broker going down leaves every ISR (the last in-sync replica stays listed,
+  without leader, as KRaft does) and its copies stall; coming back it leads
+  the partitions it was the last in-sync replica of and catches up the rest.
+* Throttles are broker and topic configs (KIP-73); ``engine.sim.physics``
+  applies them.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import immutables
+
+from engine.cluster.result import OK, Ok, Refused, Result
+from engine.partition import Replicas, TopicPartition
+from engine.sim.model import Lag, SimBroker, SimPartition, SimState, Stats, Throttles
+from engine.sim.scenario import Scenario
+from engine.throttles import ThrottleSet
+
+
+def initial(scenario: Scenario) -> SimState:
+    brokers = immutables.Map({
+        b.id: SimBroker(b.id, b.rack, float(b.network_in), float(b.network_out), b.alive) for b in scenario.brokers
+    })
+    state = SimState(0.0, brokers, immutables.Map(scenario.topics), immutables.Map())
+    alive = {b.id for b in scenario.brokers if b.alive}
+    for tp in sorted(scenario.partitions):
+        spec = scenario.partitions[tp]
+        isr = frozenset(b for b in spec.replicas if b in alive) or frozenset(spec.replicas[:1])
+        p = SimPartition(spec.replicas, isr, None, spec.size, float(spec.produce_rate))
+        state = put(state, tp, p._replace(leader=elect(p, state)))
+    return state
+
+
+# --- keeping the indexes exact -------------------------------------------------------------
+
+
+def traffic(p: SimPartition, brokers: immutables.Map) -> list[tuple[int, float, float]]:
+    """(broker, bytes/s in, bytes/s out) of the partition's in-sync traffic: produce into the
+    leader, and the leader feeding every in-sync follower."""
+    leader = p.leader
+    if leader is None or not brokers[leader].alive or not p.produce_rate:
+        return []
+    followers = [b for b in p.isr if b != leader and brokers[b].alive]
+    out = [(leader, p.produce_rate, p.produce_rate * len(followers))]
+    out.extend((f, p.produce_rate, 0.0) for f in followers)
+    return out
+
+
+def in_sync_count(p: SimPartition, brokers: immutables.Map) -> int:
+    return sum(1 for b in p.isr if brokers[b].alive)
+
+
+def put(state: SimState, tp: TopicPartition, new: SimPartition, behind: float = 0.0) -> SimState:
+    """Store a partition and keep every index and the ISR statistics exact.
+
+    A replica that newly falls out of the ISR starts ``behind`` bytes behind,
+    a replica newly added by a reassignment ``size`` bytes behind.
+    """
+    old = state.partitions.get(tp)
+    lags = state.lags
+    was_out = old.out_of_sync() if old else set()
+    now_out = new.out_of_sync()
+    if was_out != now_out:
+        old_replicas = set(old.replicas) if old else set()
+        for b in was_out - now_out:
+            lags = lags.delete((tp, b))
+        for b in now_out - was_out:
+            start = float(new.size) if old is not None and b not in old_replicas else behind
+            lags = lags.set((tp, b), Lag(start, state.time))
+    hosted = state.hosted
+    before = set(old.replicas) if old else set()
+    after = set(new.replicas)
+    for b in before - after:
+        hosted = hosted.set(b, hosted[b].delete(tp))
+    for b in after - before:
+        hosted = hosted.set(b, hosted.get(b, immutables.Map()).set(tp, True))
+    isr_in, isr_out = state.isr_in, state.isr_out
+    if old is None or (old.isr, old.leader) != (new.isr, new.leader):
+        changes: dict[int, list[float]] = {}
+        for sign, part in ((-1, old), (1, new)):
+            if part is not None:
+                for b, i, o in traffic(part, state.brokers):
+                    c = changes.setdefault(b, [0.0, 0.0])
+                    c[0] += sign * i
+                    c[1] += sign * o
+        for b, (i, o) in changes.items():
+            if i:
+                isr_in = isr_in.set(b, isr_in.get(b, 0.0) + i)
+            if o:
+                isr_out = isr_out.set(b, isr_out.get(b, 0.0) + o)
+    state = state._replace(
+        partitions=state.partitions.set(tp, new), lags=lags, hosted=hosted,
+        isr_in=isr_in, isr_out=isr_out, dirty=True,
+    )
+    if old is None or old.isr != new.isr:
+        state = _record_isr(state, tp, new)
+    return state
+
+
+def _record_isr(state: SimState, tp: TopicPartition, p: SimPartition) -> SimState:
+    s = state.stats
+    headroom = in_sync_count(p, state.brokers) - state.min_insync(tp)
+    lowest = headroom if s.min_headroom is None else min(s.min_headroom, headroom)
+    under, seconds, partitions = s.under_min, s.under_min_seconds, s.under_min_partitions
+    if headroom < 0 and tp not in under:
+        under = under.set(tp, state.time)
+        partitions = partitions | {tp}
+    elif headroom >= 0 and tp in under:
+        seconds += state.time - under[tp]
+        under = under.delete(tp)
+    return state._replace(stats=s._replace(
+        min_headroom=lowest, under_min=under, under_min_seconds=seconds, under_min_partitions=partitions,
+    ))
+
+
+def _retraffic(state: SimState, tps: Iterable[TopicPartition]) -> SimState:
+    """Recompute every broker's in-sync traffic (after a broker changed) and the ISR statistics of ``tps``."""
+    isr_in: dict[int, float] = {}
+    isr_out: dict[int, float] = {}
+    for p in state.partitions.values():
+        for b, i, o in traffic(p, state.brokers):
+            isr_in[b] = isr_in.get(b, 0.0) + i
+            isr_out[b] = isr_out.get(b, 0.0) + o
+    state = state._replace(isr_in=immutables.Map(isr_in), isr_out=immutables.Map(isr_out), dirty=True)
+    for tp in tps:
+        state = _record_isr(state, tp, state.partitions[tp])
+    return state
+
+
+# --- leader election and Phase B -------------------------------------------------------------
+
+
+def elect(p: SimPartition, state: SimState) -> int | None:
+    """Keep a leader that is alive, in sync and a replica; else the first replica that is."""
+    def ok(b: int | None) -> bool:
+        return b is not None and b in p.isr and b in p.replicas and state.alive(b)
+
+    if ok(p.leader):
+        return p.leader
+    return next((b for b in p.replicas if ok(b)), None)
+
+
+def _settle(p: SimPartition, state: SimState) -> SimPartition:
+    """Complete the reassignment if the ISR allows (Phase B), then elect a leader if needed."""
+    if p.reassigning:
+        removing = set(p.removing)
+        isr = frozenset(b for b in p.isr if b not in removing)
+        replicas = tuple(b for b in p.replicas if b not in removing)
+        if isr and replicas and isr.issuperset(replicas):
+            p = p._replace(replicas=replicas, isr=isr, adding=(), removing=())
+    return p._replace(leader=elect(p, state))
+
+
+# --- the admin API --------------------------------------------------------------------------------
+
+
+def alter(state: SimState, tp: TopicPartition, target: Replicas) -> tuple[SimState, Result]:
+    p = state.partitions.get(tp)
+    if p is None:
+        return state, Refused("UNKNOWN_TOPIC_OR_PARTITION", f"unknown partition {tp}")
+    target = tuple(target)
+    if not target:
+        return state, Refused("INVALID_REPLICA_ASSIGNMENT", "empty replica list")
+    if len(set(target)) != len(target):
+        return state, Refused("INVALID_REPLICA_ASSIGNMENT", f"duplicate brokers in {list(target)}")
+    unknown = [b for b in target if b not in state.brokers]
+    if unknown:
+        return state, Refused(
+            "INVALID_REPLICA_ASSIGNMENT", f"broker {unknown[0]} is not registered",
+        )
+    current = p.replicas
+    removing = tuple(sorted(set(current) - set(target)))
+    adding = tuple(sorted(set(target) - set(current)))
+    merged = target + removing
+    if merged == current and not adding and not removing:
+        return state, OK
+    new = p._replace(replicas=merged, adding=adding or p.adding, removing=removing or p.removing)
+    return put(state, tp, _settle(new, state)), OK
+
+
+def cancel(state: SimState, tp: TopicPartition) -> tuple[SimState, Result]:
+    p = state.partitions.get(tp)
+    if p is None:
+        return state, Refused("UNKNOWN_TOPIC_OR_PARTITION", f"unknown partition {tp}")
+    if not p.reassigning:
+        return state, Ok("no reassignment in progress")
+    adding = set(p.adding)
+    isr = frozenset(b for b in p.isr if b not in adding)
+    if not isr:
+        return state, Refused(
+            "INVALID_REPLICA_ASSIGNMENT",
+            f"unable to revert {tp}: it would require an unclean leader election",
+        )
+    new = p._replace(replicas=tuple(b for b in p.replicas if b not in adding), isr=isr, adding=(), removing=())
+    return put(state, tp, new._replace(leader=elect(new, state))), OK
+
+
+def elect_preferred(state: SimState, tp: TopicPartition) -> tuple[SimState, Result]:
+    p = state.partitions.get(tp)
+    if p is None:
+        return state, Refused("UNKNOWN_TOPIC_OR_PARTITION", f"unknown partition {tp}")
+    preferred = p.replicas[0]
+    if p.leader == preferred:
+        return state, Ok("election not needed")
+    if preferred not in p.isr or not state.alive(preferred):
+        return state, Refused("PREFERRED_LEADER_NOT_AVAILABLE", f"broker {preferred} is not alive and in sync")
+    return put(state, tp, p._replace(leader=preferred)), OK
+
+
+def join_isr(state: SimState, tp: TopicPartition, broker: int) -> SimState:
+    """A replica caught up: the leader adds it to the ISR (AlterPartition), which may complete Phase B."""
+    p = state.partitions[tp]
+    return put(state, tp, _settle(p._replace(isr=p.isr | {broker}), state))
+
+
+def leave_isr(state: SimState, tp: TopicPartition, broker: int, lag: float) -> SimState:
+    """A follower fell behind for longer than replica.lag.time.max.ms (the leader shrinks the ISR)."""
+    p = state.partitions[tp]
+    if broker not in p.isr or broker == p.leader or len(p.isr) == 1:
+        return state
+    return put(state, tp, p._replace(isr=p.isr - {broker}), behind=lag)
+
+
+# --- faults -----------------------------------------------------------------------------------------
+
+
+def broker_down(state: SimState, broker: int) -> SimState:
+    b = state.brokers[broker]
+    if not b.alive:
+        return state
+    state = state._replace(brokers=state.brokers.set(broker, b._replace(alive=False)))
+    tps = sorted(state.hosted.get(broker, immutables.Map()).keys())
+    for tp in tps:
+        p = state.partitions[tp]
+        if broker in p.isr and len(p.isr) > 1:
+            p = p._replace(isr=p.isr - {broker})
+        state = put(state, tp, p._replace(leader=elect(p, state)))
+    return _retraffic(state, tps)
+
+
+def broker_up(state: SimState, broker: int) -> SimState:
+    b = state.brokers[broker]
+    if b.alive:
+        return state
+    state = state._replace(brokers=state.brokers.set(broker, b._replace(alive=True)))
+    tps = sorted(state.hosted.get(broker, immutables.Map()).keys())
+    for tp in tps:
+        p = state.partitions[tp]
+        state = put(state, tp, _settle(p, state))
+    return _retraffic(state, tps)
+
+
+def set_slow(state: SimState, broker: int, factor: float) -> SimState:
+    b = state.brokers[broker]
+    return state._replace(brokers=state.brokers.set(broker, b._replace(slow=factor)), dirty=True)
+
+
+# --- throttles (KIP-73 configs) -------------------------------------------------------------------------
+
+
+def apply_throttles(state: SimState, delta: ThrottleSet) -> SimState:
+    t = state.throttles
+    leader, follower = t.leader, t.follower
+    for topic, (lead, follow) in _entries(delta).items():
+        if lead:
+            leader = leader.set(topic, leader.get(topic, frozenset()) | lead)
+        if follow:
+            follower = follower.set(topic, follower.get(topic, frozenset()) | follow)
+    leader_rate, follower_rate = t.leader_rate, t.follower_rate
+    if delta.rate is not None:
+        for b in delta.leader_brokers:
+            leader_rate = leader_rate.set(b, delta.rate)
+        for b in delta.follower_brokers:
+            follower_rate = follower_rate.set(b, delta.rate)
+    return state._replace(throttles=Throttles(leader, follower, leader_rate, follower_rate), dirty=True)
+
+
+def remove_throttles(state: SimState, delta: ThrottleSet) -> SimState:
+    t = state.throttles
+    leader, follower = t.leader, t.follower
+    for topic, (lead, follow) in _entries(delta).items():
+        if lead and topic in leader:
+            leader = leader.set(topic, leader[topic] - lead)
+        if follow and topic in follower:
+            follower = follower.set(topic, follower[topic] - follow)
+    leader_rate, follower_rate = t.leader_rate, t.follower_rate
+    for b in delta.leader_brokers:
+        if b in leader_rate:
+            leader_rate = leader_rate.delete(b)
+    for b in delta.follower_brokers:
+        if b in follower_rate:
+            follower_rate = follower_rate.delete(b)
+    return state._replace(throttles=Throttles(leader, follower, leader_rate, follower_rate), dirty=True)
+
+
+def _entries(delta: ThrottleSet) -> dict[str, tuple[set, set]]:
+    """topic -> (leader, follower) throttled replicas as (partition, broker)."""
+    out: dict[str, tuple[set, set]] = {}
+    for side, replicas in ((0, delta.leader), (1, delta.follower)):
+        for r in replicas:
+            out.setdefault(r.topic, (set(), set()))[side].add((r.partition, r.broker))
+    return out
+
+
+def close_stats(state: SimState) -> Stats:
+    """The statistics with open under-min intervals counted up to now."""
+    s = state.stats
+    open_seconds = sum(state.time - since for since in s.under_min.values())
+    return s._replace(under_min_seconds=s.under_min_seconds + open_seconds)

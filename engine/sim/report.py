@@ -1,0 +1,86 @@
+"""What ``kreassign simulate`` reports, as text or JSON."""
+
+from __future__ import annotations
+
+import json
+
+from engine.sim.bound import Bound
+from engine.sim.scenario import Scenario
+from engine.sim.strategies import RunResult
+from engine.units import format_duration, format_rate, format_size
+
+
+def measures(result: RunResult, bound: Bound) -> dict:
+    s = result.stats
+    return {
+        "strategy": result.strategy,
+        "finished": result.finished,
+        "makespan_seconds": round(result.makespan, 3),
+        "lower_bound_seconds": round(bound.seconds, 3),
+        "ratio": round(result.makespan / bound.seconds, 4) if bound.seconds else None,
+        "moves": result.moves,
+        "peak_copies_in_per_broker": max(s.peak_copies_in.values(), default=0),
+        "peak_copies_out_per_broker": max(s.peak_copies_out.values(), default=0),
+        "peak_throttled_in_bytes_per_second": round(max(s.peak_throttled_in.values(), default=0.0)),
+        "peak_throttled_out_bytes_per_second": round(max(s.peak_throttled_out.values(), default=0.0)),
+        "peak_traffic_in_bytes_per_second": round(max(s.peak_traffic_in.values(), default=0.0)),
+        "lowest_isr_headroom": s.min_headroom,
+        "under_min_isr_partition_seconds": round(s.under_min_seconds, 3),
+        "partitions_under_min_isr": len(s.under_min_partitions),
+        "bytes_copied": round(s.bytes_copied),
+        "at_target": result.at_target,
+        "throttles_left": result.throttles_left,
+    }
+
+
+def document(scenario: Scenario, bound: Bound, results: list[RunResult]) -> dict:
+    return {
+        "scenario": scenario.name,
+        "partitions": len(scenario.partitions),
+        "brokers": len(scenario.brokers),
+        "partitions_moved": len(scenario.targets),
+        "bytes_to_copy": bound.bytes_to_copy,
+        "throttle_bytes_per_second": scenario.throttle,
+        "lower_bound": {"seconds": round(bound.seconds, 3), "binding": bound.binding},
+        "results": [measures(r, bound) for r in results],
+    }
+
+
+_ROWS = (
+    ("makespan", lambda m: format_duration(m["makespan_seconds"]) + ("" if m["finished"] else " (gave up)")),
+    ("lower bound", lambda m: format_duration(m["lower_bound_seconds"])),
+    ("makespan / bound", lambda m: f"{m['ratio']:.3f}" if m["ratio"] is not None else "-"),
+    ("moves (alter entries)", lambda m: str(m["moves"])),
+    ("peak copies per broker in/out", lambda m: f"{m['peak_copies_in_per_broker']}/{m['peak_copies_out_per_broker']}"),
+    ("peak throttled traffic per broker in", lambda m: format_rate(m["peak_throttled_in_bytes_per_second"])),
+    ("peak throttled traffic per broker out", lambda m: format_rate(m["peak_throttled_out_bytes_per_second"])),
+    ("peak inbound traffic per broker", lambda m: format_rate(m["peak_traffic_in_bytes_per_second"])),
+    ("lowest ISR headroom", lambda m: str(m["lowest_isr_headroom"])),
+    ("time under min ISR (partition-s)", lambda m: f"{m['under_min_isr_partition_seconds']:.0f}"),
+    ("partitions ever under min ISR", lambda m: str(m["partitions_under_min_isr"])),
+    ("ends at target, throttles cleared", lambda m: f"{'yes' if m['at_target'] else 'NO'}, "
+                                                    f"{'NO' if m['throttles_left'] else 'yes'}"),
+)
+
+
+def text(scenario: Scenario, bound: Bound, results: list[RunResult]) -> str:
+    doc = document(scenario, bound, results)
+    throttle = "none" if scenario.throttle is None else format_rate(scenario.throttle)
+    lines = [
+        f"scenario {scenario.name}: {doc['brokers']} brokers, {doc['partitions']} partitions, "
+        f"{doc['partitions_moved']} to move, {format_size(bound.bytes_to_copy)} to copy, throttle {throttle}",
+        f"lower bound {format_duration(bound.seconds)} ({bound.binding})",
+        "",
+    ]
+    rows = [m for m in doc["results"]]
+    width = max(len(label) for label, _ in _ROWS)
+    col = 2 + max(len(m["strategy"]) for m in rows)
+    col = max(col, 2 + max(len(cell(m)) for _label, cell in _ROWS for m in rows))
+    lines.append(" " * width + "  " + "".join(f"{m['strategy']:>{col}}" for m in rows))
+    for label, cell in _ROWS:
+        lines.append(f"{label:<{width}}  " + "".join(f"{cell(m):>{col}}" for m in rows))
+    return "\n".join(lines)
+
+
+def as_json(scenario: Scenario, bound: Bound, results: list[RunResult]) -> str:
+    return json.dumps(document(scenario, bound, results), indent=2)

@@ -1,0 +1,224 @@
+"""Three ways to run a scenario's reassignment on the simulated cluster.
+
+* ``kreassign``: the real core loop, exactly as the engine runs it: ``handle``
+  a ``Submit``, then ``Tick``; the executor (``engine.executor``) carries out
+  the events' actions on the cluster and reports back; the watcher observes
+  only ``watched(state)`` every ``poll_interval``. No Kafka involved.
+* ``all-at-once``: what ``kafka-reassign-partitions.sh --execute --throttle``
+  does: throttle every moving replica (leader side: its current replicas,
+  follower side: the new ones), alter every partition to its final target at
+  once, and remove the throttles when everything is done.
+* ``per-broker-cap``: Cruise Control's executor model: whole targets (one
+  AlterPartitionReassignments to the final replicas), at most
+  ``per_broker_cap`` moves in progress on any broker (a move occupies every
+  broker of its old and new replica lists), throttles set for the moves in
+  progress and cleared as each finishes.
+
+Every strategy uses the scenario's throttle rate and faults, polls the
+cluster every ``poll_interval`` and counts the makespan up to the poll that
+sees everything done. Throttle sets are the core's (``engine.throttles``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from engine import events as ev
+from engine.commands import ChangeLimits, ChangeThrottle, Observation, Submit, Tick
+from engine.decide import handle, watched
+from engine.executor import Executor
+from engine.partition import TopicPartition
+from engine.sim import controller
+from engine.sim.cluster import SimulatedCluster
+from engine.sim.model import Stats
+from engine.sim.scenario import Scenario
+from engine.state import COMPLETED, EMPTY
+from engine.step import Step
+from engine.throttles import DEFAULT_THROTTLE_RATE, EMPTY as NO_THROTTLES, ThrottleSet, after_apply, after_remove, needed, reconcile
+
+STRATEGIES = ("kreassign", "all-at-once", "per-broker-cap")
+REQUEST_ID = "simulate"
+
+
+class SimulationError(RuntimeError):
+    """The scenario could not be run (e.g. the core rejected its reassignment)."""
+
+
+@dataclass(frozen=True)
+class RunResult:
+    strategy: str
+    finished: bool
+    makespan: float  # seconds to the poll that saw everything done (or when it gave up)
+    stats: Stats
+    moves: int  # AlterPartitionReassignments entries issued
+    at_target: bool  # every partition ends exactly at its target replicas
+    throttles_left: bool  # throttle configuration still set at the end
+    events: int = 0  # kreassign: events logged
+
+
+class _Clock:
+    """The simulated cluster of a run (faults are injected by it as time passes)."""
+
+    def __init__(self, scenario: Scenario):
+        self.scenario = scenario
+        self.cluster = SimulatedCluster.from_scenario(scenario)
+
+    def wait(self, dt: float) -> None:
+        self.cluster.advance(dt)
+
+    def result(self, strategy: str, finished: bool, moves: int, events: int = 0) -> RunResult:
+        s = self.cluster.state
+        target = self.scenario.target_assignment()
+        at_target = all(s.partitions[tp].replicas == r and not s.partitions[tp].reassigning for tp, r in target.items())
+        return RunResult(
+            strategy, finished, s.time, controller.close_stats(s), moves, at_target,
+            not s.throttles.is_empty(), events,
+        )
+
+
+def run(scenario: Scenario, strategy: str, max_time: float | None = None) -> RunResult:
+    """Run ``strategy`` to completion (or until ``max_time`` simulated seconds)."""
+    limit = max_time if max_time is not None else 30 * 86400.0
+    if not scenario.targets:  # nothing to move: done before it starts
+        return _Clock(scenario).result(strategy, True, 0)
+    return _RUNNERS[strategy](scenario, limit)
+
+
+def _kreassign(scenario: Scenario, limit: float) -> RunResult:
+    clock = _Clock(scenario)
+    cluster = clock.cluster
+    executor = Executor(cluster)
+    state = EMPTY
+    log: list = []
+
+    def feed(inp) -> list:
+        nonlocal state
+        pending = [inp]
+        emitted = []
+        while pending:
+            state, evs = handle(state, pending.pop(0))
+            emitted.extend(evs)
+            pending.extend(executor.execute_events(evs))
+        log.extend(emitted)
+        return emitted
+
+    feed(cluster.observe())
+    if scenario.limits:
+        feed(ChangeLimits(dict(scenario.limits)))
+    if scenario.throttle != DEFAULT_THROTTLE_RATE:
+        feed(ChangeThrottle(scenario.throttle))
+    rejected = [e for e in feed(Submit(REQUEST_ID, scenario.targets)) if isinstance(e, ev.CommandRejected)]
+    if rejected:
+        raise SimulationError("the core rejected the reassignment: " + "; ".join(rejected[0].reasons))
+    seen = None
+    quiet = False
+    while True:
+        if not quiet:
+            feed(Tick())
+        r = state.requests[REQUEST_ID]
+        if r.status == COMPLETED:
+            finished = True
+            break
+        if cluster.time >= limit:
+            finished = False
+            break
+        clock.wait(scenario.poll_interval)
+        now = (cluster.state.partitions, cluster.state.brokers)
+        if now != seen:  # nothing changed on the cluster: the same observation, no event
+            quiet = not feed(cluster.observe(watched(state)))
+            seen = now
+        else:
+            quiet = True  # decide is a function of the state: an unchanged state ticks to nothing
+    moves = sum(1 for e in log if isinstance(e, ev.StepPlanned))
+    return clock.result("kreassign", finished, moves, len(log))
+
+
+def _whole_step(cr, ftr, leader) -> Step:
+    nr = tuple(b for b in ftr if b not in cr)
+    dr = tuple(b for b in cr if b not in ftr)
+    return Step(tuple(cr), tuple(ftr), nr, dr, leader, ftr[0] != leader)
+
+
+def _all_at_once(scenario: Scenario, limit: float) -> RunResult:
+    clock = _Clock(scenario)
+    cluster = clock.cluster
+    state = cluster.state
+    steps = {t.tp: _whole_step(state.partitions[t.tp].replicas, t.replicas, state.partitions[t.tp].leader)
+             for t in scenario.targets}
+    throttles = needed(steps.items(), scenario.throttle)
+    if not throttles.is_empty():
+        cluster.apply_throttles(throttles)
+    cluster.alter_reassignments({tp: s.tr for tp, s in steps.items()})
+    finished = not steps
+    seen = None
+    while not finished and cluster.time < limit:
+        clock.wait(scenario.poll_interval)
+        if cluster.state.partitions is not seen:  # unchanged cluster, unchanged answer
+            seen = cluster.state.partitions
+            obs = cluster.observe(list(steps))
+            finished = not any(p.reassignment_in_progress for p in obs.partitions.values())
+    if finished and not throttles.is_empty():
+        cluster.remove_throttles(throttles)  # --verify
+    return clock.result("all-at-once", finished, len(steps))
+
+
+def _per_broker_cap(scenario: Scenario, limit: float) -> RunResult:
+    clock = _Clock(scenario)
+    cluster = clock.cluster
+    cap = scenario.per_broker_cap
+    queue = list(scenario.targets)
+    active: dict[TopicPartition, Step] = {}
+    busy: dict[int, int] = {}
+    applied: ThrottleSet = NO_THROTTLES
+    moves = 0
+    seen = None
+
+    def involved(step: Step) -> set[int]:
+        return set(step.cr) | set(step.tr)
+
+    freed = True
+    while queue or active:
+        started = {}
+        for t in (list(queue) if freed else ()):  # nothing freed, nothing new may start
+            p = cluster.state.partitions[t.tp]
+            step = _whole_step(p.replicas, t.replicas, p.leader)
+            if all(busy.get(b, 0) < cap for b in involved(step)):
+                queue.remove(t)
+                started[t.tp] = step
+                active[t.tp] = step
+                for b in involved(step):
+                    busy[b] = busy.get(b, 0) + 1
+        if started:
+            _remove, to_apply = reconcile(applied, needed(active.items(), scenario.throttle))
+            if not to_apply.is_empty():
+                cluster.apply_throttles(to_apply)
+                applied = after_apply(applied, to_apply)
+            cluster.alter_reassignments({tp: s.tr for tp, s in started.items()})
+            moves += len(started)
+        if cluster.time >= limit:
+            return clock.result("per-broker-cap", False, moves)
+        clock.wait(scenario.poll_interval)
+        freed = False
+        if cluster.state.partitions is seen:  # unchanged cluster, unchanged answer
+            continue
+        seen = cluster.state.partitions
+        obs = cluster.observe(list(active))
+        done = [tp for tp, p in obs.partitions.items() if not p.reassignment_in_progress]
+        freed = bool(done)
+        for tp in done:
+            for b in involved(active.pop(tp)):
+                busy[b] -= 1
+        if done:
+            to_remove, _apply = reconcile(applied, needed(active.items(), scenario.throttle))
+            if not to_remove.is_empty():
+                cluster.remove_throttles(to_remove)
+                applied = after_remove(applied, to_remove)
+    return clock.result("per-broker-cap", True, moves)
+
+
+_RUNNERS: dict[str, Callable[[Scenario, float], RunResult]] = {
+    "kreassign": _kreassign,
+    "all-at-once": _all_at_once,
+    "per-broker-cap": _per_broker_cap,
+}

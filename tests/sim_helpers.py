@@ -1,0 +1,17 @@
+"""Small scenarios for the simulator's tests."""
+
+from engine.sim import scenario as S
+
+
+def scenario(partitions, brokers=4, racks=None, network="100 MB/s", throttle="none", **extra):
+    """``partitions``: list of (replicas, size, produce_rate) for topic t."""
+    doc = {
+        "brokers": [{"id": b, "rack": (racks or {}).get(b), "network_in": network, "network_out": network}
+                    for b in range(1, brokers + 1)],
+        "topics": [{"name": "t", "min_insync_replicas": extra.pop("min_isr", 1), "assignment": [
+            {"partition": i, "replicas": list(r), "size": size, "produce_rate": rate}
+            for i, (r, size, rate) in enumerate(partitions)]}],
+        "throttle": throttle,
+    }
+    doc.update(extra)
+    return S.from_document(doc)

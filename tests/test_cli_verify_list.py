@@ -1,0 +1,101 @@
+"""``kreassign verify`` and ``kreassign list`` against a sim-cluster process and a real event log."""
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from engine.cli import main
+from engine.cluster.remote import RemoteCluster
+from engine.commands import PartitionTarget, Submit, Tick
+from engine.decide import handle, watched
+from engine.eventlog import EventWriter
+from engine.executor import Executor
+from engine.partition import TopicPartition
+from engine.state import EMPTY
+from engine.throttles import ThrottledReplica, ThrottleSet
+
+SCENARIO = {
+    "name": "verify",
+    "brokers": [{"id": b, "rack": "a" if b < 3 else "b"} for b in range(1, 5)],
+    "topics": [{"name": "v", "min_insync_replicas": 1, "assignment": [
+        {"replicas": [1, 2], "size": "2 MB"}, {"replicas": [2, 3], "size": "2 MB"}]}],
+}
+P0, P1 = TopicPartition("v", 0), TopicPartition("v", 1)
+
+
+@pytest.fixture(scope="module")
+def sim_url(tmp_path_factory):
+    path = tmp_path_factory.mktemp("verify") / "verify.yaml"
+    path.write_text(yaml.safe_dump(SCENARIO))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "engine.cli", "sim-cluster", "--scenario", str(path), "--speed", "50"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=os.path.dirname(os.path.dirname(__file__)),
+    )
+    try:
+        line = proc.stdout.readline()
+        assert "http://" in line, proc.stderr.read()
+        yield line.split(" at ")[1].split()[0]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def run_request(url, targets, deadline=60.0):
+    """The core loop against the sim-cluster process until the request completes; the events."""
+    cluster = RemoteCluster(url)
+    executor = Executor(cluster)
+    state, log = EMPTY, []
+
+    def feed(inp):
+        nonlocal state
+        pending = [inp]
+        while pending:
+            state, evs = handle(state, pending.pop(0))
+            log.extend(evs)
+            pending.extend(executor.execute_events(evs))
+
+    feed(cluster.observe())
+    feed(Submit("req-1", tuple(PartitionTarget(tp.topic, tp.partition, r) for tp, r in targets.items())))
+    end = time.monotonic() + deadline
+    while not (state.requests["req-1"].status == "completed" and state.throttles.is_empty()):
+        assert time.monotonic() < end, "request did not complete"
+        feed(cluster.observe(watched(state)))
+        feed(Tick())
+        time.sleep(0.05)
+    return log
+
+
+def test_verify_and_list(sim_url, broker, topics, capsys):
+    prefix = topics.events[: -len("events")]
+    log = run_request(sim_url, {P0: (3, 4), P1: (2, 4)})
+    with EventWriter(broker.bootstrap, prefix=prefix) as w:
+        w.append(log)
+    common = ["--bootstrap-server", broker.bootstrap, "--prefix", prefix, "--broker-profile", "embedded",
+              "--cluster", "sim+" + sim_url]
+    assert main(["verify", "--request", "req-1", *common]) == 0
+    out = capsys.readouterr().out
+    assert "Reassignment of partition v-0 is completed." in out and "Reassignment of partition v-1 is completed." in out
+    assert "Throttles are cleared" in out
+
+    # a throttle another tool left behind, and a partition moved away from its target
+    cluster = RemoteCluster(sim_url)
+    left = ThrottleSet(frozenset({ThrottledReplica("v", 0, 3)}), frozenset(), frozenset({3}), frozenset(), 1_000_000)
+    cluster.apply_throttles(left)
+    cluster.alter_reassignments({P1: (2, 1)})
+    assert main(["verify", "--request", "req-1", *common]) == 1
+    out = capsys.readouterr().out
+    assert "Throttled replicas still set on topic v: leader 0:3" in out
+    assert "Brokers [3] still have a leader.replication.throttled.rate" in out
+    assert "v-1" in out and "Reassignment of partition v-1 is completed." not in out
+
+    assert main(["list", *common]) == 0
+    out = capsys.readouterr().out
+    assert "req-1: completed, 2/2 partitions done" in out
+
+    assert main(["verify", "--request", "nope", *common]) == 2
+    assert "unknown request 'nope'" in capsys.readouterr().err
+    cluster.remove_throttles(left)

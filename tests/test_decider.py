@@ -1,0 +1,298 @@
+"""The decider (engine/decider.py) in process: the simulated cluster on a virtual clock, the
+events log in memory, and crashes at seeded random points (a BaseException out of the cluster or
+the log, as a SIGKILL would cut the loop), each followed by a new decider recovering from the log."""
+
+import random
+
+import pytest
+
+from engine import events as ev
+from engine.adaptive import AdaptiveThrottle
+from engine.commands import Cancel, ChangeLimits, ChangeThrottle, Pause, PartitionTarget, Resume, Submit
+from engine.decider import Decider, MemoryLog, Retry
+from engine.executor import recovery_actions
+from engine.cluster.actions import RemoveThrottles
+from engine.cluster.result import Unavailable
+from engine.partition import TopicPartition
+from engine.replay import fold_log
+from engine.sim import scenario as S
+from engine.sim.cluster import SimulatedCluster
+from engine.state import COMPLETED, EMPTY
+from engine.throttles import ThrottleSet, ThrottledReplica
+from engine import views
+
+
+class Killed(BaseException):
+    """The process died here."""
+
+
+class Recorder:
+    """The simulated cluster, recording every alter, and dying when told to."""
+
+    def __init__(self, cluster: SimulatedCluster):
+        self.cluster = cluster
+        self.alters: list[tuple[TopicPartition, tuple]] = []
+        self.calls = 0
+        self.die_at: int | None = None
+        self.down = False
+
+    def _call(self):
+        self.calls += 1
+        if self.die_at is not None and self.calls >= self.die_at:
+            self.die_at = None
+            raise Killed()
+
+    def observe(self, partitions=None):
+        if self.down:
+            return Unavailable("down")
+        self._call()
+        return self.cluster.observe(partitions)
+
+    def snapshot(self):
+        return self.cluster.snapshot()
+
+    def alter_reassignments(self, targets):
+        if self.down:
+            return {tp: Unavailable("down") for tp in targets}
+        self._call()
+        result = self.cluster.alter_reassignments(targets)
+        self.alters.extend(targets.items())
+        return result
+
+    def __getattr__(self, name):
+        attr = getattr(self.cluster, name)
+        if not callable(attr) or self.down is False:
+            def call(*a, **k):
+                self._call()
+                return attr(*a, **k)
+            return call
+        return lambda *a, **k: Unavailable("down")
+
+
+class DyingLog(MemoryLog):
+    def __init__(self):
+        super().__init__()
+        self.die_at: int | None = None
+        self.appends = 0
+
+    def append(self, events):
+        self.appends += 1
+        if self.die_at is not None and self.appends >= self.die_at:
+            self.die_at = None
+            events = list(events)
+            cut = len(events) // 2
+            super().append(events[:cut])  # a batch cut short
+            raise Killed()
+        return super().append(events)
+
+
+def decommission(partitions=40, seed=3, **extra):
+    return S.from_document({
+        "seed": seed, "brokers": {"count": 6, "racks": ["a", "b", "c"]},
+        "topics": [{"name": "t", "partitions": partitions, "replication_factor": 3, "min_insync_replicas": 2,
+                    "size": "200 MB", "produce_rate": "100 kB/s"}],
+        "reassignment": {"kind": "decommission", "brokers": [2]}, "throttle": "20 MB/s", **extra,
+    })
+
+
+def run_with_kills(sc, kills, seed, limits=None, max_rounds=5000):
+    rng = random.Random(seed)
+    cluster = Recorder(SimulatedCluster.from_scenario(sc))
+    log = DyingLog()
+    persisted = None  # what the worker's table holds: the last executed marker written after an input
+    d = Decider(log, cluster, clock=lambda: cluster.cluster.time)
+    d.recover(persisted)
+    inputs = ([ChangeLimits(limits)] if limits else []) + [Submit("r1", tuple(sc.targets))]
+    survived = 0
+    rounds = 0
+    while rounds < max_rounds:
+        rounds += 1
+        if survived < kills and cluster.die_at is None and log.die_at is None and rng.random() < 0.5:
+            if rng.random() < 0.5:
+                cluster.die_at = cluster.calls + rng.randint(1, 3)
+            else:
+                log.die_at = log.appends + rng.randint(1, 3)
+        try:
+            if inputs:
+                d.decide(inputs[0])
+                inputs.pop(0)
+            else:
+                d.tick()
+            persisted = d.executed
+        except Killed:
+            survived += 1
+            cluster.die_at = log.die_at = None
+            d = Decider(log, cluster, clock=lambda: cluster.cluster.time)
+            d.recover(persisted)
+            continue
+        r = d.state.requests.get("r1")
+        if r is not None and r.status == COMPLETED and not inputs:
+            break
+        cluster.cluster.advance(1.0)
+    return d, cluster, log, survived
+
+
+def check_log(log, cluster, target):
+    payloads = [e.payload for e in log.records]
+    content = {}
+    for e in payloads:
+        if isinstance(e, ev.StepPlanned):
+            key = (e.request_id, e.tp, e.number)
+            assert content.setdefault(key, e.step) == e.step, f"step {key} planned twice with different content"
+    # every alter the cluster received is a planned step, and per partition they go forward only
+    planned_order: dict = {}
+    for e in payloads:
+        if isinstance(e, ev.StepPlanned):
+            planned_order.setdefault(e.tp, []).append(e.step.tr)
+    seen: dict = {}
+    for tp, tr in cluster.alters:
+        seq = seen.setdefault(tp, [])
+        if not seq or seq[-1] != tr:
+            seq.append(tr)
+    for tp, seq in seen.items():
+        assert seq == planned_order[tp], (tp, seq, planned_order[tp])
+    s = cluster.cluster.state
+    for tp, replicas in target.items():
+        assert s.partitions[tp].replicas == replicas and not s.partitions[tp].reassigning, tp
+    assert s.throttles.is_empty(), s.throttles
+    assert not s.stats.under_min_partitions
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_crashes_at_random_points_converge_exactly_to_the_target(seed):
+    sc = decommission(seed=seed)
+    d, cluster, log, survived = run_with_kills(sc, kills=25, seed=seed, limits={"max_partitions_in_flight": 2})
+    assert survived >= 20
+    assert d.state.requests["r1"].status == COMPLETED
+    assert d.state.requests["r1"].count(COMPLETED) == len(sc.targets)
+    check_log(log, cluster, sc.target_assignment())
+    replayed = fold_log(log.read())[0]
+    assert views.rows(replayed) == views.rows(d.state)
+
+
+def test_recovery_removes_throttles_logged_removed_but_not_carried_out():
+    entry = ThrottledReplica("t", 0, 3)
+    removed = ThrottleSet(frozenset({entry}), frozenset(), frozenset({3}), frozenset())
+    todo = recovery_actions([removed], EMPTY)
+    assert todo == [RemoveThrottles(removed)]
+    kept = EMPTY._replace(throttles=ThrottleSet(frozenset({entry}), frozenset(), frozenset({3}), frozenset(), 10))
+    assert not any(isinstance(a, RemoveThrottles) for a in recovery_actions([removed], kept))
+
+
+def started(partitions):
+    """A decider recovered from an empty log, on a decommission scenario's simulated cluster."""
+    sc = decommission(partitions=partitions)
+    cluster = Recorder(SimulatedCluster.from_scenario(sc))
+    log = MemoryLog()
+    d = Decider(log, cluster, clock=lambda: cluster.cluster.time)
+    d.recover(None)
+    return sc, cluster, log, d
+
+
+def test_a_crash_between_logging_and_removing_a_throttle_leaks_nothing():
+    sc, cluster, log, d = started(6)
+    d.decide(Submit("r1", tuple(sc.targets)))
+    marker = None
+    while True:  # run until a decision logs a ThrottlesRemoved; that decision's actions never run
+        before = len(log.records)
+        marker = d.executed
+        cluster.cluster.advance(2.0)
+        cluster.down = True  # the actions of this tick's events are never carried out
+        d.executor.pending.clear()
+        obs = cluster.cluster.observe(sorted(d.state.steps))
+        d.process(obs)
+        if any(isinstance(e.payload, ev.ThrottlesRemoved) for e in log.records[before:]):
+            break
+        cluster.down = False
+        d.executor.pending.clear()
+        d.tick()
+    assert not cluster.cluster.state.throttles.is_empty()  # the removal was logged, not carried out
+    cluster.down = False
+    d2 = Decider(log, cluster, clock=lambda: cluster.cluster.time)
+    d2.recover(marker)
+    in_force = d2.state.throttles
+    t = cluster.cluster.state.throttles
+    on_cluster = {(topic, p, b) for topic, e in t.follower.items() for p, b in e}
+    assert on_cluster == {(r.topic, r.partition, r.broker) for r in in_force.follower}
+
+
+def test_commands_change_nothing_but_what_they_say_and_a_bad_one_is_rejected():
+    sc, cluster, _log, d = started(4)
+    d.decide(Pause())
+    d.decide(Submit("r1", tuple(sc.targets)))
+    d.tick()
+    assert not d.state.steps  # paused: nothing starts
+    out = d.decide(Submit("r1", (PartitionTarget("t", 0, (9, 8, 7)),)))
+    assert [type(e.payload) for e in out] == [ev.CommandRejected]
+    d.decide(Resume())
+    d.tick()
+    assert d.state.steps
+    d.decide(ChangeThrottle(None))
+    assert d.state.throttles.is_empty() and cluster.cluster.state.throttles.is_empty()
+
+
+def test_a_submit_waits_for_its_partitions_to_be_observed():
+    sc, cluster, _log, d = started(4)
+    cluster.down = True
+    with pytest.raises(Retry, match="cannot observe"):
+        d.decide(Submit("r1", tuple(sc.targets)))
+    assert "r1" not in d.state.requests
+
+
+def test_cancel_during_a_broker_outage_follows_the_core():
+    sc, cluster, _log, d = started(8)
+    d.decide(Submit("r1", tuple(sc.targets)))
+    d.tick()
+    assert d.state.steps
+    cluster.cluster.inject(4, "down")
+    cluster.cluster.advance(1.0)
+    d.tick()
+    out = d.decide(Cancel("r1"))
+    kinds = {type(e.payload) for e in out}
+    assert ev.CancelRequested in kinds and (ev.PartitionCancelled in kinds or ev.CancelSkipped in kinds)
+
+
+def adaptive_scenario(network, throttle):
+    return S.from_document({
+        "seed": 5, "brokers": {"count": 6, "racks": ["a", "b", "c"], "network_in": network, "network_out": network},
+        "topics": [{"name": "t", "partitions": 40, "replication_factor": 3, "size": "500 MB", "produce_rate": "10 kB/s"}],
+        "reassignment": {"kind": "decommission", "brokers": [2]}, "throttle": throttle,
+    })
+
+
+def run_adaptive(sc, bounds):
+    cluster = SimulatedCluster.from_scenario(sc)
+    log = MemoryLog()
+    d = Decider(log, cluster, clock=lambda: cluster.time, adaptive=bounds)
+    d.recover(None)
+    d.decide(ChangeThrottle(sc.throttle))
+    d.decide(Submit("r1", tuple(sc.targets)))
+    for _ in range(20000):
+        d.tick()
+        if d.state.requests["r1"].status == COMPLETED:
+            break
+        cluster.advance(1.0)
+    assert d.state.requests["r1"].status == COMPLETED
+    return [e.payload for e in log.records if isinstance(e.payload, ev.ThrottleRateChanged)][1:]
+
+
+def test_adaptive_throttle_raises_the_rate_when_the_throttle_is_what_limits_copies():
+    changes = run_adaptive(adaptive_scenario("200 MB/s", "5 MB/s"), AdaptiveThrottle(2_000_000, 40_000_000))
+    assert changes and all(c.reason.startswith("adaptive") for c in changes)
+    assert changes[0].rate > 5_000_000
+    assert max(c.rate for c in changes) <= 40_000_000
+
+
+def test_adaptive_throttle_lowers_the_rate_when_copies_get_far_less_than_it():
+    changes = run_adaptive(adaptive_scenario("10 MB/s", "80 MB/s"), AdaptiveThrottle(3_000_000, 100_000_000))
+    assert changes and changes[0].rate < 80_000_000 and "lowered" in changes[0].reason
+    assert min(c.rate for c in changes) >= 3_000_000
+
+
+def test_a_submit_records_the_sizes_of_its_partitions_once():
+    sc, cluster, _log, d = started(4)
+    d.decide(Submit("r1", tuple(sc.targets)))
+    for t in sc.targets:
+        assert d.state.observed[t.tp].size_bytes == sc.partitions[t.tp].size
+    d.tick()  # later observations carry no size: the recorded one stays
+    assert all(d.state.observed[t.tp].size_bytes == sc.partitions[t.tp].size for t in sc.targets)

@@ -1,0 +1,145 @@
+"""The executor: events -> actions in log order, the runner, and re-assertion after a restart."""
+
+import dataclasses
+import random
+
+from engine import events as ev
+from engine.cluster.actions import ApplyThrottles, CancelStep, ElectLeader, RemoveThrottles, StartStep
+from engine.cluster.result import OK, Refused, Unavailable
+from engine.commands import Cancel, PartitionTarget, Submit, Tick
+from engine.decide import handle, watched
+from engine.executor import Executor, actions, reassert, run
+from engine.partition import TopicPartition
+from engine.sim.cluster import SimulatedCluster
+from engine.state import COMPLETED, EMPTY, fold
+from tests.sim_helpers import scenario
+
+MB = 1_000_000
+
+
+def small():
+    parts = [((1 + i % 3, 1 + (i + 1) % 3), (50 + 10 * i) * MB, 0) for i in range(6)]
+    targets = tuple(PartitionTarget("t", i, (4, 5) if i % 2 else (5, 4)) for i in range(6))
+    return dataclasses.replace(scenario(parts, brokers=5, throttle="20 MB/s"), targets=targets)
+
+
+def test_actions_follow_the_log_order():
+    c = SimulatedCluster.from_scenario(small())
+    state, _ = handle(EMPTY, c.observe())
+    state, evs = handle(state, Submit("r", small().targets))
+    state, evs = handle(state, Tick())
+    acts = actions(evs)
+    kinds = [type(a) for a in acts]
+    assert kinds[0] is ApplyThrottles and set(kinds[1:]) == {StartStep}
+    planned = [e for e in evs if isinstance(e, ev.StepPlanned)]
+    assert [(a.tp, a.number, a.replicas) for a in acts[1:]] == [(e.tp, e.number, e.step.tr) for e in planned]
+    cancel = [e for e in handle(state, Cancel("r"))[1] if isinstance(e, ev.PartitionCancelled)]
+    assert {type(a) for a in actions(cancel)} == {CancelStep}
+
+
+class Scripted:
+    """A cluster whose answers the test chooses; it records what it was asked."""
+
+    def __init__(self, answers):
+        self.answers = answers
+        self.calls = []
+
+    def alter_reassignments(self, targets):
+        self.calls.append(("alter", dict(targets)))
+        return {tp: self.answers.get(tp, OK) for tp in targets}
+
+    def cancel_reassignments(self, tps):
+        self.calls.append(("cancel", list(tps)))
+        return {tp: self.answers.get(tp, OK) for tp in tps}
+
+    def elect_preferred_leaders(self, tps):
+        self.calls.append(("elect", list(tps)))
+        return {tp: self.answers.get(tp, OK) for tp in tps}
+
+    def apply_throttles(self, t):
+        self.calls.append(("apply", t))
+        return self.answers.get("apply", OK)
+
+    def remove_throttles(self, t):
+        self.calls.append(("remove", t))
+        return OK
+
+
+def test_runner_batches_reports_and_stops_at_unavailable():
+    a, b, c = (TopicPartition("t", i) for i in range(3))
+    todo = [StartStep("r", a, 1, (1, 2)), StartStep("r", b, 1, (2, 3)), ElectLeader(c),
+            RemoveThrottles(None), StartStep("r", c, 2, (3,))]
+    cluster = Scripted({b: Refused("INVALID_REPLICA_ASSIGNMENT", "no"), c: Unavailable("timeout")})
+    out = run(cluster, todo)
+    assert [r.error for r in out.reports] == [None, "INVALID_REPLICA_ASSIGNMENT: no"]
+    assert out.done == 2 and out.unavailable == Unavailable("timeout")
+    assert [k for k, _ in cluster.calls] == ["alter", "elect"]  # one batch for both steps; nothing after the failure
+    ex = Executor(cluster)
+    ex.execute(todo)
+    assert ex.pending == todo[2:]
+    cluster.answers = {}
+    reports = ex.execute()
+    assert not ex.pending and [r.tp for r in reports] == [c]
+
+
+def drive(cluster, state, executor, inp, log):
+    pending = [inp]
+    while pending:
+        state, evs = handle(state, pending.pop(0))
+        log.extend(evs)
+        pending.extend(executor.execute_events(evs))
+    return state
+
+
+def test_restart_reasserts_from_the_state_and_converges():
+    """Kill the engine at random points (events logged, their actions cut short);
+    a new engine folds the log, re-asserts, and the request still finishes exactly."""
+    rng = random.Random(7)
+    sc = small()
+    cluster = SimulatedCluster.from_scenario(sc)
+    log: list = []
+    state = drive(cluster, EMPTY, Executor(cluster), cluster.observe(), log)
+    state = drive(cluster, state, Executor(cluster), Submit("r", sc.targets), log)
+    crashes = 0
+    for _ in range(2000):
+        state, evs = handle(state, Tick())
+        log.extend(evs)
+        todo = actions(evs)
+        if todo and rng.random() < 0.3:  # crash: only a prefix of the actions happened
+            run(cluster, todo[: rng.randrange(len(todo))])
+            state = fold(log)  # the new engine's state is the fold of the log
+            ex = Executor(cluster)
+            for r in ex.execute(reassert(state)):
+                state = drive(cluster, state, ex, r, log)
+            crashes += 1
+        else:
+            ex = Executor(cluster)
+            for r in ex.execute(todo):
+                state = drive(cluster, state, ex, r, log)
+        if state.requests["r"].status == COMPLETED:
+            break
+        cluster.advance(2)
+        state = drive(cluster, state, Executor(cluster), cluster.observe(watched(state)), log)
+    assert crashes >= 3
+    assert state.requests["r"].status == COMPLETED
+    assert all(cluster.state.partitions[t.tp].replicas == t.replicas for t in sc.targets)
+    assert cluster.state.throttles.is_empty()
+    planned = {}
+    for e in log:
+        if isinstance(e, ev.StepPlanned):
+            assert planned.setdefault((e.tp, e.number), e.step.tr) == e.step.tr
+
+
+def test_reassert_names_throttles_steps_aborts_and_elections():
+    sc = small()
+    cluster = SimulatedCluster.from_scenario(sc)
+    log: list = []
+    state = drive(cluster, EMPTY, Executor(cluster), cluster.observe(), log)
+    state = drive(cluster, state, Executor(cluster), Submit("r", sc.targets), log)
+    state = drive(cluster, state, Executor(cluster), Tick(), log)
+    acts = reassert(state)
+    assert acts[0] == ApplyThrottles(state.throttles)
+    assert {a.tp for a in acts if isinstance(a, StartStep)} == set(state.steps.keys())
+    tp = sorted(state.steps.keys())[0]
+    state = drive(cluster, state, Executor(cluster), Cancel("r", (tp,)), log)
+    assert CancelStep("r", tp, state.steps[tp].number) in reassert(state)

@@ -1,0 +1,207 @@
+"""The Kafka adapter's mapping of client answers and errors to results.
+
+The client objects are substituted at the Python level (the adapter takes
+them as arguments); the values they return and raise are the libraries' own
+(confluent-kafka ``KafkaError``/``KafkaException``, kafka-python error classes),
+in the shapes measured in the admin spike.
+"""
+
+import threading
+from concurrent.futures import Future
+from types import SimpleNamespace
+
+import kafka.errors as KE
+from confluent_kafka import KafkaError, KafkaException
+from kafka.structs import TopicPartition as KTP
+
+from engine.client_config import ClientConfig
+from engine.cluster import Ok, Refused, Unavailable
+from engine.cluster.kafka import KafkaCluster, result_of_code
+from engine.partition import TopicPartition
+from engine.throttles import ThrottledReplica, ThrottleSet
+
+T0, T1, T2 = (TopicPartition("t", i) for i in range(3))
+
+
+def done(value=None, error=None) -> Future:
+    f = Future()
+    f.set_exception(error) if error is not None else f.set_result(value)
+    return f
+
+
+def node(i, rack=None):
+    return SimpleNamespace(id=i, rack=rack)
+
+
+class Admin:
+    """confluent-kafka AdminClient's methods, answering what the test sets."""
+
+    def __init__(self):
+        self.nodes = [node(1, "a"), node(2, "b"), node(3, "a")]
+        self.topics = {"t": [(0, [1, 2], [1, 2], 1), (1, [2, 3], [2], 2), (2, [3, 1], [3, 1], 3)]}
+        self.calls = []
+        self.elect_answer = {}
+        self.config_errors = {}
+
+    def describe_cluster(self, request_timeout):
+        return done(SimpleNamespace(nodes=self.nodes))
+
+    def list_topics(self, timeout):
+        return SimpleNamespace(topics={t: None for t in self.topics} | {"__consumer_offsets": None})
+
+    def describe_topics(self, collection, request_timeout):
+        out = {}
+        for t in collection.topic_names:
+            if t not in self.topics:
+                out[t] = done(error=KafkaException(KafkaError(3)))
+                continue
+            parts = [SimpleNamespace(id=p, replicas=[node(b) for b in r], isr=[node(b) for b in isr],
+                                     leader=node(leader) if leader is not None else None)
+                     for p, r, isr, leader in self.topics[t]]
+            out[t] = done(SimpleNamespace(partitions=parts))
+        return out
+
+    def describe_configs(self, resources, request_timeout):
+        return {r: done({"min.insync.replicas": SimpleNamespace(value="2")}) for r in resources}
+
+    def incremental_alter_configs(self, resources, request_timeout):
+        self.calls.append(resources)
+        return {r: done(error=self.config_errors.get(r.name)) if r.name in self.config_errors else done(None)
+                for r in resources}
+
+    def elect_leaders(self, election_type, partitions, request_timeout, operation_timeout):
+        self.calls.append(("elect", election_type, partitions))
+        if isinstance(self.elect_answer, Exception):
+            return done(error=self.elect_answer)
+        return done({p: self.elect_answer.get(p.partition) for p in partitions})
+
+
+class KafkaPython:
+    """kafka-python KafkaAdminClient's methods."""
+
+    def __init__(self):
+        self.ongoing = {}
+        self.alter_answer = {}
+        self.raise_on_alter = None
+        self.requests = []
+
+    def list_partition_reassignments(self, tps=None):
+        return {k: v for k, v in self.ongoing.items() if tps is None or k in tps}
+
+    def alter_partition_reassignments(self, request, timeout_ms=None):
+        self.requests.append(request)
+        if self.raise_on_alter:
+            raise self.raise_on_alter
+        return {k: self.alter_answer.get(k.partition) for k in request}
+
+    def describe_log_dirs(self, topic_partitions=None, brokers=None):
+        if brokers == [2]:
+            raise KE.KafkaConnectionError("socket disconnected")
+        return [{"broker": brokers[0], "log_dirs": [{"error_code": 0, "topics": [{"name": "t", "partitions": [
+            {"partition_index": 0, "partition_size": 1000 * brokers[0], "is_future_key": False},
+            {"partition_index": 1, "partition_size": 99999, "is_future_key": True}]}]}]}]
+
+    def close(self):
+        pass
+
+
+def adapter(admin=None, kp=None, timeout=5.0):
+    kp = kp or KafkaPython()
+    return KafkaCluster(ClientConfig({"bootstrap.servers": "x:9092"}), timeout=timeout, admin=admin or Admin(),
+                        kafka_python=lambda: kp), kp
+
+
+def test_observe_builds_the_core_values_and_marks_vanished_brokers_dead():
+    admin = Admin()
+    cluster, kp = adapter(admin)
+    kp.ongoing = {KTP("t", 1): {"replicas": [2, 3], "adding_replicas": [3], "removing_replicas": []},
+                  KTP("t", 2): {"replicas": [3, 1], "adding_replicas": [], "removing_replicas": []}}  # tansu-style
+    obs = cluster.observe([T0, T1, T2, TopicPartition("gone", 0)])
+    assert obs.topics["t"].partitions == 3 and obs.topics["t"].min_insync_replicas == 2
+    assert obs.topics["gone"] is None
+    assert obs.partitions[T1].adding == (3,) and obs.partitions[T1].reassignment_in_progress
+    assert not obs.partitions[T2].reassignment_in_progress
+    assert obs.partitions[T0].isr == {1, 2} and obs.partitions[T0].leader == 1
+    admin.nodes = admin.nodes[:2]  # broker 3 is fenced / gone
+    obs = cluster.observe([T0])
+    assert {(b.id, b.rack, b.alive) for b in obs.brokers} == {(1, "a", True), (2, "b", True), (3, "a", False)}
+    assert sorted(cluster.observe(None).topics) == ["t"]  # internal topics left out
+
+
+def test_snapshot_sizes_from_log_dirs_skip_future_logs_and_a_failing_broker():
+    cluster, _kp = adapter()
+    snap = cluster.snapshot()
+    assert snap.partitions[T0].size_bytes == 3000  # the largest replica, broker 2 failed
+    assert snap.partitions[T1].size_bytes is None  # only a future log: unknown
+
+
+def test_alter_and_cancel_results():
+    cluster, kp = adapter()
+    kp.alter_answer = {0: None, 1: KE.InvalidReplicationAssignmentError, 2: KE.UnknownTopicOrPartitionError}
+    r = cluster.alter_reassignments({T0: (1, 3), T1: (9, 9), T2: (1,)})
+    assert r[T0] == Ok() and r[T1].code == "INVALID_REPLICA_ASSIGNMENT" and r[T2].code == "UNKNOWN_TOPIC_OR_PARTITION"
+    assert kp.requests[-1][KTP("t", 0)] == [1, 3]
+    kp.alter_answer = {0: KE.NoReassignmentInProgressError}
+    assert isinstance(cluster.cancel_reassignments([T0])[T0], Ok)
+    assert kp.requests[-1] == {KTP("t", 0): None}
+    kp.raise_on_alter = KE.RequestTimedOutError("slow")
+    assert all(isinstance(x, Unavailable) for x in cluster.alter_reassignments({T0: (1,), T1: (2,)}).values())
+    kp.raise_on_alter = KE.KafkaConnectionError("111 ECONNREFUSED")
+    assert isinstance(cluster.cancel_reassignments([T0])[T0], Unavailable)
+
+
+def test_a_hanging_kafka_python_constructor_is_unavailable_not_a_hang():
+    release = threading.Event()
+
+    def hang():
+        release.wait(30)
+        return KafkaPython()
+
+    cluster = KafkaCluster(ClientConfig({}), timeout=0.2, admin=Admin(), kafka_python=hang)
+    try:
+        r = cluster.alter_reassignments({T0: (1, 2)})[T0]
+        assert isinstance(r, Unavailable) and "did not connect" in r.message
+    finally:
+        release.set()
+
+
+def test_elections_map_84_to_ok_and_a_failed_call_to_unavailable():
+    admin = Admin()
+    cluster, _ = adapter(admin)
+    admin.elect_answer = {0: None, 1: KafkaError(84), 2: KafkaError(80)}
+    r = cluster.elect_preferred_leaders([T0, T1, T2])
+    assert r[T0] == Ok() and isinstance(r[T1], Ok) and r[T2].code == "PREFERRED_LEADER_NOT_AVAILABLE"
+    admin.elect_answer = KafkaException(KafkaError(KafkaError._TIMED_OUT, "Timed out"))
+    assert all(isinstance(x, Unavailable) for x in cluster.elect_preferred_leaders([T0]).values())
+
+
+def test_throttles_append_subtract_set_delete():
+    admin = Admin()
+    cluster, _ = adapter(admin)
+    delta = ThrottleSet(frozenset({ThrottledReplica("t", 0, 1), ThrottledReplica("t", 0, 2)}),
+                        frozenset({ThrottledReplica("t", 0, 3)}), frozenset({1, 2}), frozenset({3}), 50_000_000)
+    assert cluster.apply_throttles(delta) == Ok()
+    sent = {(r.restype.name if hasattr(r.restype, "name") else str(r.restype), r.name):
+            [(e.name, e.value, e.incremental_operation.name) for e in r.incremental_configs] for r in admin.calls[-1]}
+    assert sent[("TOPIC", "t")] == [("leader.replication.throttled.replicas", "0:1,0:2", "APPEND"),
+                                    ("follower.replication.throttled.replicas", "0:3", "APPEND")]
+    assert sent[("BROKER", "1")] == [("leader.replication.throttled.rate", "50000000", "SET")]
+    assert sent[("BROKER", "3")] == [("follower.replication.throttled.rate", "50000000", "SET")]
+    assert cluster.remove_throttles(delta) == Ok()
+    sent = {r.name: [(e.name, e.incremental_operation.name) for e in r.incremental_configs] for r in admin.calls[-1]}
+    assert sent["t"] == [("leader.replication.throttled.replicas", "SUBTRACT"),
+                         ("follower.replication.throttled.replicas", "SUBTRACT")]
+    assert sent["1"] == [("leader.replication.throttled.rate", "DELETE")]
+    admin.config_errors = {"t": KafkaException(KafkaError(3))}
+    assert cluster.remove_throttles(delta) == Ok()  # a deleted topic has nothing left to remove
+    assert cluster.apply_throttles(delta).code == "UNKNOWN_TOPIC_OR_PARTITION"
+    admin.config_errors = {"1": KafkaException(KafkaError(KafkaError._TRANSPORT, "down"))}
+    assert isinstance(cluster.apply_throttles(delta), Unavailable)
+
+
+def test_error_codes():
+    assert isinstance(result_of_code(85, "X", "", False), Ok)
+    assert result_of_code(39, "INVALID_REPLICATION_ASSIGNMENT", "m", False) == Refused("INVALID_REPLICA_ASSIGNMENT", "m")
+    assert isinstance(result_of_code(3, "UNKNOWN", "", True), Refused)  # retriable per the library, final here
+    assert isinstance(result_of_code(41, "NOT_CONTROLLER", "", True), Unavailable)
+    assert isinstance(result_of_code(-185, "_TIMED_OUT", "", False), Unavailable)

@@ -1,0 +1,122 @@
+"""Progress in bytes and time (``engine.progress``) and ``kreassign status`` on a real log."""
+
+import json
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from engine import events as ev
+from engine.cli import main
+from engine.commands import Observation
+from engine.eventlog import EventWriter
+from engine.progress import WINDOW, Progress
+from engine.state import EMPTY, apply
+from tests.fake_cluster import Driver, FakeCluster
+from tests.test_decide import submit, tp
+
+T0 = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
+GB = 10**9
+
+
+def run_with_sizes(n=4, size=lambda i: (i + 1) * GB):
+    c = FakeCluster({tp(i): (0, 1, 2) for i in range(n)}, range(8))
+    d = Driver(c)
+    d.feed(Observation(partitions={tp(i): c.parts[tp(i)]._replace(size_bytes=size(i)) for i in range(n)}))
+    d.feed(submit("r", {tp(i): (3, 4, 2) for i in range(n)}))  # each partition copies two replicas
+    d.run()
+    return d
+
+
+def timeline(events, step=timedelta(seconds=1)):
+    return [(T0 + i * step, e) for i, e in enumerate(events)]
+
+
+def fold(timed):
+    state, progress = EMPTY, Progress()
+    for at, e in timed:
+        progress = progress.after(state, e, at)
+        state = apply(state, e)
+    return state, progress
+
+
+def test_bytes_to_copy_and_copied_follow_the_steps():
+    d = run_with_sizes()
+    timed = timeline(d.events)
+    state, progress = fold(timed)
+    r = progress.requests["r"]
+    assert r.bytes_total == sum(2 * (i + 1) * GB for i in range(4))
+    assert r.bytes_done == r.bytes_total
+    assert r.completed_at == next(at for at, e in timed if isinstance(e, ev.RequestCompleted))
+    assert r.eta_seconds(T0 + timedelta(hours=1)) == 0.0
+    # halfway: the copied bytes are exactly those of the steps completed so far
+    half = timed[: len(timed) // 2]
+    state, progress = fold(half)
+    done_steps = {(e.tp, e.number) for _at, e in half if isinstance(e, ev.StepCompleted)}
+    planned = {(e.tp, e.number): e.step for _at, e in half if isinstance(e, ev.StepPlanned)}
+    expected = sum(len(planned[k].nr) * (k[0].partition + 1) * GB for k in done_steps)
+    assert progress.requests["r"].bytes_done == expected
+
+
+def test_rate_and_eta_from_the_recent_window():
+    d = run_with_sizes()
+    timed = timeline(d.events, step=timedelta(seconds=10))
+    completions = [i for i, (_at, e) in enumerate(timed) if isinstance(e, ev.StepCompleted)]
+    cut = completions[len(completions) // 2] + 1
+    state, progress = fold(timed[:cut])
+    r = progress.requests["r"]
+    now = timed[cut - 1][0]
+    start = max(now - WINDOW, r.accepted_at)
+    copied = sum(b for t, b in r.recent if t >= start)
+    assert r.rate(now) == pytest.approx(copied / (now - start).total_seconds())
+    assert r.eta_seconds(now) == pytest.approx((r.bytes_total - r.bytes_done) / r.rate(now))
+
+
+def test_cancelled_partitions_leave_the_total_and_a_finished_request_copied_exactly_its_total():
+    c = FakeCluster({tp(i): (0, 1, 2) for i in range(4)}, range(8))
+    d = Driver(c)
+    d.feed(Observation(partitions={tp(i): c.parts[tp(i)]._replace(size_bytes=GB) for i in range(4)}))
+    d.feed(submit("r", {tp(i): (3, 4, 2) for i in range(4)}))
+    d.tick()
+    for t in c.in_progress()[:1]:
+        c.finish(t)
+    d.observe()
+    from engine.commands import Cancel
+    d.feed(Cancel("r", (tp(2), tp(3)), rollback=True))  # not started yet: nothing to copy back
+    d.run()
+    _state, progress = fold(timeline(d.events))
+    r = progress.requests["r"]
+    assert r.completed_at is not None and r.bytes_done == r.bytes_total
+    assert r.bytes_total == 2 * 2 * GB + sum(  # partitions 0, 1 moved; 2, 3 copied (then back) what they did
+        GB * len(e.step.nr) for e in d.events if isinstance(e, ev.StepPlanned) and e.tp in (tp(2), tp(3))
+        and any(isinstance(x, ev.StepCompleted) and (x.tp, x.number) == (e.tp, e.number) for x in d.events))
+
+
+def test_unknown_sizes_give_unknown_bytes_not_a_guess():
+    c = FakeCluster({tp(0): (0, 1, 2)}, range(8))
+    d = Driver(c)
+    d.feed(submit("r", {tp(0): (3, 1, 2)}))
+    d.run()
+    _state, progress = fold(timeline(d.events))
+    assert progress.requests["r"].bytes_total is None
+    assert progress.requests["r"].eta_seconds(T0) is None or progress.requests["r"].completed_at
+
+
+def test_status_reads_the_log(broker, topics, capsys):
+    d = run_with_sizes()
+    timed = timeline(d.events)
+    with EventWriter(broker.bootstrap, prefix=topics.events[: -len("events")]) as w:
+        for at, e in timed:
+            w.append([e], recorded_at=at)
+    assert main(["status", "--bootstrap-server", broker.bootstrap, "--prefix", topics.events[: -len("events")],
+                 "--broker-profile", "embedded", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    [r] = doc["requests"]
+    assert (r["id"], r["status"], r["done"], r["partitions"]) == ("r", "completed", 4, 4)
+    assert r["bytes_total"] == r["bytes_done"] == sum(2 * (i + 1) * GB for i in range(4))
+    assert doc["steps_in_flight"] == [] and doc["throttled_brokers"] == []
+    assert main(["status", "--bootstrap-server", broker.bootstrap, "--prefix", topics.events[: -len("events")],
+                 "--broker-profile", "embedded"]) == 0
+    out = capsys.readouterr().out
+    assert "request r  completed" in out and "partitions 4/4 done" in out and "copied 20 GB of 20 GB" in out
+    assert main(["status", "--bootstrap-server", broker.bootstrap, "--prefix", topics.events[: -len("events")],
+                 "--broker-profile", "embedded", "--request", "nope"]) == 2
