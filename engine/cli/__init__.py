@@ -15,6 +15,7 @@ SUBCOMMANDS = (
     "plan",
     "broker", "topics", "execute", "cancel", "limits", "throttle", "pause", "resume", "replay",
     "simulate", "sim-cluster", "balance", "engine", "status", "verify", "list", "demo",
+    "analytics",
 )
 
 
