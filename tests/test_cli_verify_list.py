@@ -1,12 +1,8 @@
 """``kreassign verify`` and ``kreassign list`` against a sim-cluster process and a real event log."""
 
-import os
-import subprocess
-import sys
 import time
 
 import pytest
-import yaml
 
 from engine.cli import main
 from engine.cluster.remote import RemoteCluster
@@ -17,6 +13,7 @@ from engine.executor import Executor
 from engine.partition import TopicPartition
 from engine.state import EMPTY
 from engine.throttles import ThrottledReplica, ThrottleSet
+from tests.engine_harness import SimCluster
 
 SCENARIO = {
     "name": "verify",
@@ -27,21 +24,13 @@ SCENARIO = {
 P0, P1 = TopicPartition("v", 0), TopicPartition("v", 1)
 
 
-@pytest.fixture(scope="module")
-def sim_url(tmp_path_factory):
-    path = tmp_path_factory.mktemp("verify") / "verify.yaml"
-    path.write_text(yaml.safe_dump(SCENARIO))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "engine.cli", "sim-cluster", "--scenario", str(path), "--speed", "50"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=os.path.dirname(os.path.dirname(__file__)),
-    )
+@pytest.fixture
+def sim_url(tmp_path):
+    sim = SimCluster(SCENARIO, speed=50, tmp_path=tmp_path)
     try:
-        line = proc.stdout.readline()
-        assert "http://" in line, proc.stderr.read()
-        yield line.split(" at ")[1].split()[0]
+        yield sim.url
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        sim.cleanup()
 
 
 def run_request(url, targets, deadline=60.0):

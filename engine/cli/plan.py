@@ -12,34 +12,26 @@ import json
 
 from engine import reassignment_json
 from engine.cli import CliError, read_text
+from engine.cli.connection import int_at_least
 from engine.commands import PartitionTarget, Submit
 from engine.partition import TopicInfo, TopicPartition, in_sync
 from engine.step import plan_all
 from engine.validation import submission_problems
 
 
+_positive_int = int_at_least(1, "an integer")
+
+
 def add_parser(sub) -> None:
     p = sub.add_parser("plan", help="print the incremental steps of a reassignment (no cluster needed)")
     p.add_argument("--reassignment-json-file", required=True, metavar="TARGET", help="proposed assignment (Kafka JSON)")
     p.add_argument("--current-json-file", required=True, metavar="CURRENT", help="current assignment (Kafka JSON)")
-    p.add_argument("--max-replicas-per-step", type=_positive, default=1, metavar="R",
+    p.add_argument("--max-replicas-per-step", type=_positive_int, default=1, metavar="R",
                    help="replicas added/removed per step (KIP-435 R, default 1)")
-    p.add_argument("--min-insync-replicas", type=_positive, default=1, metavar="N",
+    p.add_argument("--min-insync-replicas", type=_positive_int, default=1, metavar="N",
                    help="min.insync.replicas of the topics (default 1)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(func=run)
-
-
-def _positive(text: str) -> int:
-    import argparse
-
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def _load(path: str) -> tuple[PartitionTarget, ...]:
