@@ -1,7 +1,7 @@
 """The engine's status page in a real headless browser (Debian's chromium).
 
 The page is static HTML that fetches ``/status`` and draws the requests: the
-test runs an engine on a sim-cluster, submits a request, lets chromium load
+test runs an engine on the demo's simulated cluster, submits the demo's request, lets chromium load
 the page (its virtual-time budget lets the page's script run), and checks
 both the DOM it rendered and a screenshot.
 """
@@ -13,10 +13,13 @@ import shutil
 import subprocess
 
 import pytest
+import yaml
+
+from engine.cli.demo import DEFAULT_SCENARIO as DEMO_SCENARIO
 
 from engine.sim.scenario import load as load_scenario
 from tests.engine_harness import SimCluster, Worker, wait_for
-from tests.test_engine import procs, publisher, scenario_doc  # noqa: F401  (procs is a fixture)
+from tests.test_engine import procs, publisher  # noqa: F401  (procs is a fixture)
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(
@@ -36,7 +39,8 @@ def test_status_page_renders_the_running_request(broker, topics, tmp_path, procs
     from PIL import Image
 
     prefix = topics.events[: -len("events")]
-    sim = SimCluster(scenario_doc(12, size="400 MB"), speed=2, tmp_path=tmp_path)
+    demo = yaml.safe_load(DEMO_SCENARIO.read_text())  # the demo's cluster and request, slowed down
+    sim = SimCluster(demo, speed=2, tmp_path=tmp_path)
     procs.append(sim)
     worker = Worker(broker, prefix, f"sim+{sim.url}")
     procs.append(worker)
