@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -83,6 +84,14 @@ def test_the_demo_runs_the_story_and_stops_everything(tmp_path):
     assert text.count("(exit 0)") >= 1 and "(exit 1)" not in text
     assert "Throttles are cleared" in text
     assert (out / "report" / "index.html").is_file()
+    # the drained broker stays drained: no step of any request adds a replica on broker 4
+    query = subprocess.run(
+        [sys.executable, "-m", "engine.cli", "analytics", "query", "--warehouse", str(out / "warehouse"), "--format",
+         "json", "SELECT payload FROM audit WHERE event_type = 'StepPlanned'"],
+        capture_output=True, text=True, timeout=300)
+    assert query.returncode == 0, query.stderr
+    steps = [json.loads(json.loads(line)["payload"])["step"] for line in query.stdout.splitlines() if line.strip()]
+    assert steps and not [s for s in steps if 4 in s["nr"]]
     assert any((out / "report").glob("*.png"))
     assert "done in" in text
     assert len(seen) >= 3 and alive(seen) == set()  # broker, sim-cluster, engine (and Spark): all gone

@@ -174,8 +174,10 @@ def _story(args, scenario, out: Path, logs: Path, procs: Processes, started: flo
             snap = cluster.snapshot()
             from engine.balancer import propose
 
+            # over the brokers that still hold replicas: the ones request 1 drained stay out
+            in_use = {b for replicas in snap.assignment().values() for b in replicas}
             proposal = propose("cluster-balance", snap.assignment(), snap.racks(),
-                               [b.id for b in snap.brokers if b.alive], threshold=0.0)
+                               [b.id for b in snap.brokers if b.alive and b.id in in_use], threshold=0.0)
             if proposal.proposed:
                 from engine.commands import PartitionTarget
 
