@@ -205,3 +205,12 @@ def test_removed_brokers_end_empty(c, k):
     after = {**asg, **p.proposed}
     assert all(b not in remove for r in after.values() for b in r)
     assert p.replicas_moved >= sum(1 for r in asg.values() for b in r if b in remove)
+
+
+def test_no_replica_is_ever_proposed_onto_a_broker_that_is_down():
+    asg = {tp(i): (i % 3, (i + 1) % 3) for i in range(9)}  # broker 3 empty and down
+    with pytest.raises(BalanceError, match=r"brokers \[3\] are down"):
+        propose("replica-balance", asg, {}, range(4), down=[3])
+    drained = propose("remove-brokers", {**asg, tp(9): (3, 0)}, {}, range(4), remove=[3], down=[3])
+    assert all(3 not in r for r in drained.proposed.values())
+    assert propose("leader-balance", asg, {}, range(4), down=[3]).replicas_moved == 0  # no data moves anyway

@@ -48,8 +48,14 @@ def propose(
     remove: Iterable[int] = (),
     topics: Iterable[str] | None = None,
     broker_list: Iterable[int] | None = None,
+    down: Iterable[int] = (),
 ) -> Proposal:
-    """A proposal for ``mode`` (one of ``MODES``); see the module docstring."""
+    """A proposal for ``mode`` (one of ``MODES``); see the module docstring.
+
+    ``down``: brokers that are offline. No replica is ever proposed onto one; a
+    mode that would place replicas on them is refused (bring them back, or
+    remove them with ``remove-brokers``).
+    """
     if mode not in MODES:
         raise BalanceError(f"unknown mode {mode!r}")
     known = set(brokers)
@@ -72,6 +78,10 @@ def propose(
         eligible = known - set(remove)
     else:
         eligible = known | {b for r in assignment.values() for b in r}
+    blocked = sorted(set(down) & eligible)
+    if blocked and mode != "leader-balance":
+        ids = ",".join(map(str, blocked))
+        raise BalanceError(f"brokers [{ids}] are down: bring them back, or drain them (remove-brokers {ids})")
     after = dict(scope)
     bound, target, balanced, notes = 0, None, True, ()
     if mode != "leader-balance":

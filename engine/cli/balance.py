@@ -104,18 +104,11 @@ def run(args) -> int:
         print(json.dumps(_state_document(state)) if args.format == "json" else render_state(state))
         return 0
     mode, extra = _mode(args)
-    down = {b.id for b in snap.brokers if not b.alive}
-    if mode == "generate":
-        down &= set(extra["broker_list"])
-    elif mode == "remove-brokers":
-        down -= set(extra["remove"])
-    if down:
-        ids = ",".join(map(str, sorted(down)))
-        raise CliError(f"brokers [{ids}] are down: bring them back, or drain them with --remove-brokers {ids}")
     try:
         proposal = propose(
             mode, snap.assignment(), snap.racks(), [b.id for b in snap.brokers], sizes,
-            threshold=args.threshold_percentage / 100, rack_aware=not args.disable_rack_aware, **extra,
+            threshold=args.threshold_percentage / 100, rack_aware=not args.disable_rack_aware,
+            down=[b.id for b in snap.brokers if not b.alive], **extra,
         )
     except BalanceError as e:
         raise CliError(str(e)) from None

@@ -29,9 +29,10 @@ balancer proposes (``engine.balancer.propose``; its rules are documented in
 ``engine/balancer/`` and nowhere else): replica counts within
 ``threshold_percentage`` (default 10) of the average, rack-aware, fewest
 replicas then fewest bytes moved, then preferred leaders evened out (some
-targets only reorder a replica list). The balancer is offered the live brokers
-and the listed ones; with every broker alive that is the cluster ``kreassign
-balance --scenario FILE`` balances, so it prints the same targets.
+targets only reorder a replica list). The balancer is offered every broker and
+told which are down (it never places a replica on one, and refuses a proposal
+that would need to unless the kind empties it); that is the cluster
+``kreassign balance --scenario FILE`` balances, so it prints the same targets.
 
 * ``add-broker`` (``brokers``: the new brokers, which start empty): mode
   ``add-brokers``.
@@ -509,12 +510,12 @@ def _targets(kind, r, brokers, topics, partitions, base_dir) -> tuple[PartitionT
     current = {tp: p.replicas for tp, p in partitions.items()}
     sizes = {tp: p.size for tp, p in partitions.items()}
     racks = {b.id: b.rack for b in brokers}
-    live = [b.id for b in brokers if b.alive]
     if "threshold_percentage" in r and kind not in BALANCER_MODES:
         raise ScenarioError(f"reassignment.threshold_percentage: only for {', '.join(BALANCER_MODES)}")
     if kind in BALANCER_MODES:
         listed = (_broker_ids(r.get("brokers"), "reassignment.brokers", by_id) if kind != "rebalance" else [])
-        target = balanced_targets(kind, current, sizes, racks, live, listed, _threshold(r))
+        down = [b.id for b in brokers if not b.alive]
+        target = balanced_targets(kind, current, sizes, racks, list(by_id), down, listed, _threshold(r))
     elif kind == "rack-migration":
         from_rack, to_rack = r.get("from_rack"), r.get("to_rack")
         src = sorted(b.id for b in brokers if b.rack == from_rack)
@@ -569,16 +570,15 @@ def _threshold(r: Mapping) -> float:
     return value / 100
 
 
-def balanced_targets(kind, current, sizes, racks, live, listed, threshold) -> dict[TopicPartition, Replicas]:
+def balanced_targets(kind, current, sizes, racks, brokers, down, listed, threshold) -> dict[TopicPartition, Replicas]:
     """Every partition's replicas after the balancer's proposal for ``kind`` (``BALANCER_MODES``).
 
-    The cluster offered to the balancer: the live brokers and the ``listed`` ones (the new brokers
-    of add-broker, the brokers to empty of decommission, even if down)."""
+    ``listed``: the new brokers of add-broker, the brokers to empty of decommission (even if
+    down); the balancer refuses to place replicas on any other broker that is ``down``."""
     mode = BALANCER_MODES[kind]
-    known = sorted(set(live) | set(listed))
     extra = {"add": listed} if kind == "add-broker" else {"remove": listed} if kind == "decommission" else {}
     try:
-        proposal = propose(mode, current, racks, known, sizes, threshold=threshold, **extra)
+        proposal = propose(mode, current, racks, sorted(brokers), sizes, threshold=threshold, down=down, **extra)
     except BalanceError as e:
         raise ScenarioError(f"reassignment: the balancer ({mode}) cannot propose: {e}") from None
     target = dict(current)
