@@ -30,8 +30,8 @@ import fastavro
 from fastavro.schema import fingerprint as _fingerprint, load_schema, to_parsing_canonical_form
 
 from engine.avro_mapping import avro_name, decoder, encoder
+from engine.bundled import SCHEMA_DIR
 
-SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
 RELEASES_DIR = SCHEMA_DIR / "releases"
 MAGIC = b"\xc3\x01"
 CONFLUENT_MAGIC = 0

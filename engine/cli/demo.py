@@ -25,9 +25,10 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from engine.bundled import SCENARIO_DIR
 from engine.cli import CliError
 
-DEFAULT_SCENARIO = Path(__file__).resolve().parents[2] / "ops" / "scenarios" / "demo.yaml"
+DEFAULT_SCENARIO = SCENARIO_DIR / "demo.yaml"
 KREASSIGN = [sys.executable, "-m", "engine.cli"]
 
 
