@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import signal
 import socket
@@ -11,13 +12,16 @@ import time
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
 
 from engine import reassignment_json
 from engine.cli import main
 from engine.client_config import ClientConfig
+from engine.codec import codec_for
 from engine.commands import Cancel, ChangeLimits, ChangeThrottle, Pause, Resume, Submit
+from engine.dead_letter import DeadLetterWriter
 from engine.embedded import EMBEDDED
-from engine.envelope import CommandEnvelope
+from engine.envelope import CommandEnvelope, now
 from engine.eventlog import EventWriter, decoder_for, read_topic
 from engine.partition import TopicPartition
 from engine.summary import summarize
@@ -167,6 +171,46 @@ def test_topics_create_twice_prints_created_then_exists(capsys, broker, prefix):
     assert code == 0 and out.count(": created") == 4
     code, out, _ = kreassign(capsys, broker, prefix, "topics", "create")
     assert code == 0 and out.count(": exists") == 4
+
+
+# --- dead letters ---------------------------------------------------------------------------------------------
+
+
+def test_dead_letters_lists_every_unreadable_message_with_source_reason_and_the_original_bytes(
+        capsys, broker, topics, prefix):
+    good = codec_for(CommandEnvelope).encode(CommandEnvelope("c1", now(), "me@host", Pause("c1")))
+    bad = {1: b"not avro at all", 2: good[:-3], 3: None}
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for value in (good, bad[1], bad[2], bad[3]):
+        producer.produce(topics.commands, key=b"control", value=value, partition=0)
+    assert producer.flush(10) == 0
+    dead = DeadLetterWriter(lambda t, k, v: producer.produce(t, key=k, value=v), topics.dead_letters)
+    read = read_topic(ClientConfig().with_bootstrap(broker.bootstrap), topics.commands,
+                      decoder_for(CommandEnvelope), dead, profile=EMBEDDED)
+    assert [m.value.payload for m in read] == [Pause("c1")]
+    producer.produce(topics.dead_letters, value=b"junk on the dead-letter topic itself")
+    assert producer.flush(10) == 0
+
+    code, out, err = kreassign(capsys, broker, prefix, "dead-letters", "--format", "json")
+    assert code == 0 and err.startswith(f"kreassign dead-letters: skipped {topics.dead_letters}/0/3: not Avro")
+    docs = [json.loads(line) for line in out.splitlines()]
+    assert [(d["source_topic"], d["source_partition"], d["source_offset"], d["key"]) for d in docs] == [
+        (topics.commands, 0, offset, base64.b64encode(b"control").decode()) for offset in (1, 2, 3)]
+    assert [None if d["value"] is None else base64.b64decode(d["value"]) for d in docs] == [bad[1], bad[2], bad[3]]
+    reasons = [d["reason"] for d in docs]
+    assert reasons[0].startswith("not Avro single-object encoding") and reasons[1:] == [
+        "truncated body", "empty message (no value)"]
+
+    code, out, _ = kreassign(capsys, broker, prefix, "dead-letters")
+    lines = out.splitlines()
+    assert code == 0 and lines[-1] == f"3 dead letters on {topics.dead_letters}"
+    assert [line.split("  ")[1:] for line in lines[:-1]] == [
+        [f"{topics.commands}/0/1", "(15 bytes)", reasons[0]],
+        [f"{topics.commands}/0/2", f"({len(good) - 3} bytes)", "truncated body"],
+        [f"{topics.commands}/0/3", "(no value)", "empty message (no value)"],
+    ]
+    code, out, _ = kreassign(capsys, broker, prefix, "dead-letters", "--source", topics.events)
+    assert (code, out) == (0, f"0 dead letters on {topics.dead_letters}\n")
 
 
 # --- kreassign broker --------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import sys
 SUBCOMMANDS = (
     "plan",
     "broker", "topics", "execute", "cancel", "limits", "throttle", "pause", "resume", "replay",
-    "simulate", "sim-cluster", "balance", "engine", "status", "verify", "list", "demo",
+    "dead-letters", "simulate", "sim-cluster", "balance", "engine", "status", "verify", "list", "demo",
     "analytics",
 )
 
