@@ -90,6 +90,21 @@ def test_rack_spread_never_drops_and_improves_when_it_can():
     assert distinct_racks(after[tp(0)], racks) == 2 or distinct_racks(after[tp(1)], racks) == 2
 
 
+def test_a_rack_s_last_broker_is_pinned_and_the_others_are_balanced_among_themselves():
+    # racks a: 1, 4; b: 2, 5; c: 3. Every partition spans the three racks, so broker 3 holds
+    # one replica of each and none may leave rack c; 1 and 2 hold more than 4 and 5.
+    racks = {1: "a", 4: "a", 2: "b", 5: "b", 3: "c"}
+    asg = {tp(i): ((1, 2, 3) if i % 3 else (4, 5, 3)) for i in range(12)}  # 1, 2: 8 each; 4, 5: 4 each
+    p = propose("replica-balance", asg, racks, [1, 2, 3, 4, 5], threshold=0.0)
+    after = counts({**asg, **p.proposed}, [1, 2, 3, 4, 5])
+    assert p.pinned == (3,) and after[3] == 12 and "brokers 3 (12) stay outside the range" in p.notes[0]
+    assert p.balanced and p.target == (6, 6) and after == {1: 6, 2: 6, 3: 12, 4: 6, 5: 6}
+    assert p.replicas_moved == p.lower_bound == 4
+    assert rack_spread_kept(asg, {**asg, **p.proposed}, racks)
+    again = propose("replica-balance", {**asg, **p.proposed}, racks, [1, 2, 3, 4, 5], threshold=0.0)
+    assert again.proposed == {} and again.pinned == (3,) and again.balanced
+
+
 def test_disable_rack_aware_allows_what_racks_forbid():
     racks = {0: "a", 1: "b", 2: "a"}
     asg = {tp(0): (0, 1), tp(1): (1, 0), tp(2): (0, 1)}  # broker 2 empty; moving 1->2 loses rack b
@@ -144,8 +159,11 @@ def test_impossible_requests_are_refused_clearly():
 @st.composite
 def clusters(draw):
     n = draw(st.integers(3, 9))
-    rack_names = draw(st.sampled_from([["a"], ["a", "b"], ["a", "b", "c"]]))
-    racks = {b: rack_names[b % len(rack_names)] for b in range(n)}
+    rack_names = draw(st.sampled_from([["a"], ["a", "b"], ["a", "b", "c"], None]))
+    if rack_names is None:  # broker 0 alone in its rack, as after a decommission: it may be pinned
+        racks = {b: "c" if b == 0 else "ab"[b % 2] for b in range(n)}
+    else:
+        racks = {b: rack_names[b % len(rack_names)] for b in range(n)}
     rf = draw(st.integers(1, min(3, n - 1)))
     parts = draw(st.integers(1, 30))
     asg = {tp(i): tuple(draw(st.permutations(range(n)))[:rf]) for i in range(parts)}
@@ -171,7 +189,9 @@ def test_replica_balance_respects_every_constraint_and_reaches_the_range_when_fe
     if not rack_aware:  # without rack constraints the range is always reachable
         assert p.balanced
     if p.balanced:
-        assert all(lo <= v <= hi for v in counts(after, range(n)).values())
+        assert all(lo <= v <= hi for b, v in counts(after, range(n)).items() if b not in p.pinned)
+    if p.pinned:
+        assert p.notes and all(not lo <= counts(after, range(n))[b] <= hi for b in p.pinned)
     again = propose("replica-balance", after, racks, range(n), sizes, threshold=threshold, rack_aware=rack_aware)
     assert again.replicas_moved == 0 or not p.balanced
 

@@ -132,3 +132,21 @@ def test_no_proposal_moves_replicas_onto_a_broker_that_is_down(tmp_path, capsys)
     assert main(["balance", "--scenario", str(p), "--remove-brokers", "4", "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert all(4 not in q["replicas"] for q in doc["proposed"]["partitions"])
+
+
+def test_a_pinned_broker_is_named_and_the_others_are_balanced(tmp_path, capsys):
+    # broker 3 is its rack's last broker and holds one replica of every partition (all span three racks)
+    rows = [f"      - {{partition: {i}, replicas: [{'1, 2' if i % 3 else '4, 5'}, 3], size: 1 GB}}" for i in range(12)]
+    p = tmp_path / "lonely-rack.yaml"
+    p.write_text("name: lonely-rack\nseed: 1\nbrokers:\n"
+                 + "".join(f"  - {{id: {b}, rack: {r}}}\n" for b, r in ((1, "a"), (4, "a"), (2, "b"), (5, "b"), (3, "c")))
+                 + "topics:\n  - name: t\n    assignment:\n" + "\n".join(rows) + "\nreassignment: {kind: explicit, targets: []}\n")
+    assert main(["balance", "--scenario", str(p), "--replica-balance", "--threshold-percentage", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "Replicas per broker target 6..6 (threshold 0 %): every broker within it but the pinned [3]: " \
+           "brokers 3 (12) stay outside the range" in out
+    assert main(["balance", "--scenario", str(p), "--replica-balance", "--threshold-percentage", "0",
+                 "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    summary = doc["summary"]
+    assert summary["pinned"] == [3] and summary["balanced"] and summary["replicas_moved"] == summary["lower_bound"] == 4

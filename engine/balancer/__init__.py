@@ -32,8 +32,9 @@ class Proposal(NamedTuple):
     leaders_moved: int  # partitions whose preferred leader changes
     lower_bound: int  # replicas that must move at least (0 for leader balance)
     target: tuple[int, int] | None  # replica-count range per broker, when replicas were balanced
-    balanced: bool
+    balanced: bool  # every broker within ``target``, except the ``pinned`` ones
     notes: tuple[str, ...]
+    pinned: tuple[int, ...] = ()  # left outside the range: the placement rules give them no move
 
 
 def propose(
@@ -83,10 +84,11 @@ def propose(
         ids = ",".join(map(str, blocked))
         raise BalanceError(f"brokers [{ids}] are down: bring them back, or drain them (remove-brokers {ids})")
     after = dict(scope)
-    bound, target, balanced, notes = 0, None, True, ()
+    bound, target, balanced, notes, pinned = 0, None, True, (), ()
     if mode != "leader-balance":
         rb: ReplicaBalance = balance_replicas(scope, racks, eligible, sizes, threshold, rack_aware)
-        after, bound, target, balanced, notes = rb.assignment, rb.lower_bound, rb.target, rb.balanced, rb.notes
+        after, bound, target, balanced, notes, pinned = (
+            rb.assignment, rb.lower_bound, rb.target, rb.balanced, rb.notes, rb.pinned)
     if mode != "replica-balance":
         after = balance_leaders(after, eligible)
     changed = sorted(tp for tp in scope if after[tp] != tuple(scope[tp]))
@@ -105,4 +107,5 @@ def propose(
         target=target,
         balanced=balanced,
         notes=notes,
+        pinned=pinned,
     )

@@ -17,9 +17,18 @@ the partition over more racks is preferred. A replaced broker keeps its place
 in the replica list, so the preferred leader changes only where the leader's
 own replica moves (leader balance, run after, evens that out).
 
+Pinned brokers. The placement rules can leave a broker outside the range with
+no move at all: after a decommission, a rack's last broker holds a replica of
+every partition that spans all racks, and none of them may leave the rack.
+Before counts are evened out, a broker above the range none of whose replicas
+may go to any other broker is pinned (reported as ``pinned``) and the range is
+recomputed over the others, until no more is pinned; the others are then
+balanced among themselves.
+
 Lower bound. Every replica on an ineligible broker and every replica above U
 must move once, and every replica missing below L must arrive once:
-``max(forced + excess, deficit)``. The report compares the moves made with it.
+``max(forced + excess, deficit)``, over the brokers that are not pinned and
+with the range they end up with. The report compares the moves made with it.
 
 All of this is a pure function of its inputs: same input, same proposal.
 """
@@ -45,8 +54,9 @@ class ReplicaBalance(NamedTuple):
     moves: int  # replicas moved
     lower_bound: int
     target: tuple[int, int]  # (L, U)
-    balanced: bool  # every eligible broker ended within [L, U]
+    balanced: bool  # every eligible broker that is not pinned ended within [L, U]
     notes: tuple[str, ...]
+    pinned: tuple[int, ...] = ()  # brokers outside the range that the placement rules left no move
 
 
 def target_range(total: int, brokers: int, threshold: float) -> tuple[int, int]:
@@ -84,9 +94,9 @@ def balance_replicas(
                 orphans.append((tp, b))
     total = sum(len(r) for r in work.values())
     lower, upper = target_range(total, len(eligible), threshold)
-    excess = sum(max(0, c - upper) for c in count.values())
-    deficit = sum(max(0, lower - c) for c in count.values())
-    bound = max(len(orphans) + excess, deficit)
+    initial = dict(count)
+    active = set(eligible)  # the brokers not pinned
+    pinned: list[int] = []
     # per broker: (size, tp) of the replicas it holds, smallest first
     held: dict[int, list[tuple[int, TopicPartition]]] = {b: [] for b in eligible}
     for tp in sorted(work):
@@ -143,7 +153,17 @@ def balance_replicas(
         move(tp, src, dst)
         moves += 1
 
-    # 2. even out counts
+    # 2. pin the brokers above the range that no replica may leave, and take the range over the others
+    while True:
+        stuck = [b for b in sorted(active) if count[b] > upper and not any(
+            may_take(tp, b, d) for _size, tp in held[b] if b in work[tp] for d in active if d != b)]
+        if not stuck or len(stuck) == len(active):
+            break
+        pinned.extend(stuck)
+        active.difference_update(stuck)
+        lower, upper = target_range(sum(count[b] for b in active), len(active), threshold)
+
+    # 3. even out counts
     def pick(src: int, dst: int) -> TopicPartition | None:
         """The replica ``src`` gives to ``dst``: smallest first, a rack-spreading one if near."""
         entries = held[src]
@@ -169,14 +189,14 @@ def balance_replicas(
         return first
 
     while True:
-        over = sorted((b for b in eligible if count[b] > upper), key=lambda b: (-count[b], b))
-        under = sorted((b for b in eligible if count[b] < lower), key=lambda b: (count[b], b))
+        over = sorted((b for b in active if count[b] > upper), key=lambda b: (-count[b], b))
+        under = sorted((b for b in active if count[b] < lower), key=lambda b: (count[b], b))
         if over:
             srcs = over
-            dsts = sorted((b for b in eligible if count[b] < upper), key=lambda b: (count[b], b))
+            dsts = sorted((b for b in active if count[b] < upper), key=lambda b: (count[b], b))
         elif under:
             dsts = under
-            srcs = sorted((b for b in eligible if count[b] > lower), key=lambda b: (-count[b], b))
+            srcs = sorted((b for b in active if count[b] > lower), key=lambda b: (-count[b], b))
         else:
             break
         found = next(((tp, s, d) for s in srcs for d in dsts if (tp := pick(s, d)) is not None), None)
@@ -187,8 +207,15 @@ def balance_replicas(
         move(tp, s, d)
         moves += 1
 
-    balanced = all(lower <= count[b] <= upper for b in eligible)
-    return ReplicaBalance({tp: tuple(r) for tp, r in work.items()}, moves, bound, (lower, upper), balanced, tuple(notes))
+    if pinned:
+        held_at = ", ".join(f"{b} ({count[b]})" for b in sorted(pinned))
+        notes.append(f"brokers {held_at} stay outside the range: one replica per broker and the rack spread "
+                     "leave them no move; the other brokers are balanced among themselves")
+    bound = max(len(orphans) + sum(max(0, initial[b] - upper) for b in active),
+                sum(max(0, lower - initial[b]) for b in active))
+    balanced = all(lower <= count[b] <= upper for b in active)
+    return ReplicaBalance({tp: tuple(r) for tp, r in work.items()}, moves, bound, (lower, upper), balanced,
+                          tuple(notes), tuple(sorted(pinned)))
 
 
 def rack_spread_kept(

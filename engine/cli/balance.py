@@ -165,7 +165,9 @@ def render_proposal(p: Proposal, threshold_pct: float) -> str:
     lines.append(f"{len(p.proposed)} partitions change: {moved}; {p.leaders_moved} preferred leaders change")
     if p.target is not None:
         lo, hi = p.target
-        verdict = "every broker within it" if p.balanced else "NOT reached: " + "; ".join(p.notes)
+        verdict = ("NOT reached: " + "; ".join(p.notes) if not p.balanced
+                   else "every broker within it" if not p.pinned
+                   else f"every broker within it but the pinned {list(p.pinned)}: " + "; ".join(p.notes))
         lines.append(f"Replicas per broker target {lo}..{hi} (threshold {threshold_pct:g} %): {verdict}")
     return "\n".join(lines)
 
@@ -174,7 +176,7 @@ def _summary_document(p: Proposal) -> dict:
     return {
         "partitions": len(p.proposed), "replicas_moved": p.replicas_moved, "lower_bound": p.lower_bound,
         "bytes_moved": p.bytes_moved, "leaders_moved": p.leaders_moved,
-        "target": list(p.target) if p.target else None, "balanced": p.balanced, "notes": list(p.notes),
+        "target": list(p.target) if p.target else None, "balanced": p.balanced, "pinned": list(p.pinned), "notes": list(p.notes),
     }
 
 
