@@ -7,8 +7,9 @@ recorded it, next to the state they apply to:
 * a request's bytes to copy are set when its partitions are queued: the
   partition's size (as last observed) times the replicas its target adds. A
   cancelled partition drops what it no longer copies, a rollback adds what
-  copying back costs, and a finished partition settles its account, so a
-  finished request has copied exactly its total;
+  copying back costs, a step that copies more than its partition owed adds the
+  difference, and a finished partition settles its account, so bytes copied
+  never pass the total and a finished request has copied exactly its total;
 * bytes copied grow when a step that adds replicas completes (size times NR);
 * the rate is the bytes copied in the recent window divided by that window,
   and the ETA the bytes left at that rate. Sizes unknown to the engine make
@@ -82,11 +83,15 @@ class Progress(NamedTuple):
             size = _size(state, event.tp)
             copied = len(f.step.nr) * size if (f is not None and size is not None) else 0
             owed = dict(r.owed)
+            # more than foreseen (the partition grew, or a cancelled step had finished and copying
+            # back was not owed yet): the total grows with it, so done never passes the total
+            unforeseen = max(copied - owed.get(event.tp, 0), 0)
             if event.tp in owed:
                 owed[event.tp] = max(owed[event.tp] - copied, 0)
             recent = tuple(x for x in r.recent if x[0] >= at - 2 * WINDOW) + ((at, copied),)
+            total = None if r.bytes_total is None else r.bytes_total + unforeseen
             r = r._replace(bytes_done=r.bytes_done + copied, steps_completed=r.steps_completed + 1,
-                           recent=recent, owed=owed)
+                           recent=recent, owed=owed, bytes_total=total)
         elif kind in (ev.PartitionCompleted, ev.PartitionReverted):
             r = _settle(r, event.tp)
         elif kind is ev.RequestCompleted:

@@ -6,7 +6,7 @@ import pytest
 
 from engine.cli import main
 from engine.cluster.remote import RemoteCluster
-from engine.commands import PartitionTarget, Submit, Tick
+from engine.commands import Cancel, PartitionTarget, Submit, Tick
 from engine.decide import handle, watched
 from engine.eventlog import EventWriter
 from engine.executor import Executor
@@ -33,7 +33,7 @@ def sim_url(tmp_path):
         sim.cleanup()
 
 
-def run_request(url, targets, deadline=60.0):
+def run_request(url, targets, deadline=60.0, cancel=()):
     """The core loop against the sim-cluster process until the request completes; the events."""
     cluster = RemoteCluster(url)
     executor = Executor(cluster)
@@ -49,6 +49,8 @@ def run_request(url, targets, deadline=60.0):
 
     feed(cluster.observe())
     feed(Submit("req-1", tuple(PartitionTarget(tp.topic, tp.partition, r) for tp, r in targets.items())))
+    if cancel:  # decided while the steps the submit started are in flight: aborted and reverted
+        feed(Cancel("req-1", tuple(cancel), rollback=True))
     end = time.monotonic() + deadline
     while not (state.requests["req-1"].status == "completed" and state.throttles.is_empty()):
         assert time.monotonic() < end, "request did not complete"
@@ -88,3 +90,19 @@ def test_verify_and_list(sim_url, broker, topics, capsys):
     assert main(["verify", "--request", "nope", *common]) == 2
     assert "unknown request 'nope'" in capsys.readouterr().err
     cluster.remove_throttles(left)
+
+
+def test_verify_names_a_rolled_back_partition_and_list_counts_it(sim_url, broker, topics, capsys):
+    prefix = topics.events[: -len("events")]
+    log = run_request(sim_url, {P0: (3, 4), P1: (2, 4)}, cancel=[P1])
+    assert any(type(e).__name__ == "PartitionReverted" for e in log)
+    with EventWriter(broker.bootstrap, prefix=prefix) as w:
+        w.append(log)
+    common = ["--bootstrap-server", broker.bootstrap, "--prefix", prefix, "--broker-profile", "embedded",
+              "--cluster", "sim+" + sim_url]
+    assert main(["verify", "--request", "req-1", *common]) == 0
+    out = capsys.readouterr().out
+    assert "Reassignment of partition v-0 is completed." in out
+    assert "Reassignment of partition v-1 was rolled back: it is at its original replicas [2,3]." in out
+    assert main(["status", "--request", "req-1", *common[:-2]]) == 0
+    assert "partitions 2/2 done (1 completed, 1 rolled back)," in capsys.readouterr().out

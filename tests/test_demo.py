@@ -13,13 +13,17 @@ from pathlib import Path
 import pytest
 import yaml
 
+from engine.cli.demo import DEFAULT_SCENARIO, exact_rebalance
+from engine.sim.scenario import from_document
+
 TINY = {
     "name": "tiny-demo",
-    "description": "Four brokers on two racks, 24 small partitions; broker 4 is decommissioned.",
+    "description": "Four brokers on two racks, 24 small partitions, more of them on broker 1; broker 4 is decommissioned.",
     "seed": 5,
     "brokers": {"count": 4, "racks": ["a", "b"]},
     "topics": [{"name": "events", "partitions": 24, "replication_factor": 2, "min_insync_replicas": 1,
-                "size": {"distribution": "uniform", "min": "20 MB", "max": "80 MB"}, "produce_rate": "10 kB/s"}],
+                "size": {"distribution": "uniform", "min": "20 MB", "max": "80 MB"}, "produce_rate": "10 kB/s",
+                "placement": "random", "weights": {1: 2}}],
     "reassignment": {"kind": "decommission", "brokers": [4]},
 }
 
@@ -73,6 +77,17 @@ def wait_for_text(log: Path, text: str, proc: subprocess.Popen, timeout: float) 
         time.sleep(0.1)
 
 
+@pytest.mark.parametrize("doc", [TINY, yaml.safe_load(DEFAULT_SCENARIO.read_text())], ids=["tiny", "default"])
+def test_the_decommission_leaves_work_for_the_exact_rebalance_and_never_refills_the_drained_broker(doc):
+    scenario = from_document(doc)
+    after = {tp: p.replicas for tp, p in scenario.partitions.items()}
+    after.update({t.tp: t.replicas for t in scenario.targets})
+    drained = set(doc["reassignment"]["brokers"])
+    second = exact_rebalance(after, {b.id: b.rack for b in scenario.brokers}, [b.id for b in scenario.brokers])
+    assert second.proposed and second.balanced  # the story's KIP-236 cancel has something to cancel
+    assert not drained & {b for r in second.proposed.values() for b in r}
+
+
 def test_the_demo_runs_the_story_and_stops_everything(tmp_path):
     proc, out, log = start(tmp_path)
     wait_for_text(log, "engine worker up", proc, 120)
@@ -80,8 +95,8 @@ def test_the_demo_runs_the_story_and_stops_everything(tmp_path):
     assert proc.wait(timeout=600) == 0, log.read_text()[-4000:]
     text = log.read_text()
     assert "1. decommission" in text and "submitted" in text
-    assert "with rollback (KIP-236)" in text or "already balanced exactly" in text
-    assert text.count("(exit 0)") >= 1 and "(exit 1)" not in text
+    assert "2. exact rebalance" in text and "with rollback (KIP-236)" in text
+    assert text.count("(exit 0)") == 2 and "(exit 1)" not in text
     assert "Throttles are cleared" in text
     assert (out / "report" / "index.html").is_file()
     # the drained broker stays drained: no step of any request adds a replica on broker 4

@@ -91,6 +91,23 @@ def test_cancelled_partitions_leave_the_total_and_a_finished_request_copied_exac
         and any(isinstance(x, ev.StepCompleted) and (x.tp, x.number) == (e.tp, e.number) for x in d.events))
 
 
+def test_bytes_copied_never_pass_the_total_when_a_partition_grows_while_it_copies():
+    c = FakeCluster({tp(i): (0, 1, 2) for i in range(2)}, range(8))
+    d = Driver(c)
+    d.feed(Observation(partitions={tp(i): c.parts[tp(i)]._replace(size_bytes=GB) for i in range(2)}))
+    d.feed(submit("r", {tp(i): (3, 1, 2) for i in range(2)}))
+    d.tick()
+    assert c.in_progress()
+    d.feed(Observation(partitions={tp(0): c.parts[tp(0)]._replace(size_bytes=3 * GB)}))  # it grew meanwhile
+    d.run()
+    timed = timeline(d.events)
+    for n in range(1, len(timed) + 1):
+        r = fold(timed[:n])[1].requests.get("r")
+        assert r is None or r.bytes_done <= r.bytes_total
+    r = fold(timed)[1].requests["r"]
+    assert r.completed_at is not None and r.bytes_done == r.bytes_total == 3 * GB + GB
+
+
 def test_unknown_sizes_give_unknown_bytes_not_a_guess():
     c = FakeCluster({tp(0): (0, 1, 2)}, range(8))
     d = Driver(c)

@@ -6,8 +6,8 @@ as its own process, an engine worker), then:
 1. submits the scenario's reassignment (the default scenario decommissions
    broker 6 of a six-broker, three-rack cluster) and shows its progress live;
 2. submits a second request, the balancer's exact rebalance of the result, and
-   while it runs cancels part of it with rollback (KIP-236): those partitions go
-   back to where they were;
+   right behind it a cancel with rollback (KIP-236) of its largest copies: the
+   moves the engine has started are aborted and go back where they were;
 3. verifies both requests on the cluster (targets reached, throttles cleared),
    runs the analytics job over the event log and writes the HTML report;
 4. prints where everything is, and stops every process it started (unless
@@ -171,24 +171,24 @@ def _story(args, scenario, out: Path, logs: Path, procs: Processes, started: flo
             first = publisher.submit(scenario.targets)
             _follow(console, broker, prefix, first, engine, engine_log)
 
-            cluster = RemoteCluster(sim_url)
-            snap = cluster.snapshot()
-            from engine.balancer import propose
-
-            # over the brokers that still hold replicas: the ones request 1 drained stay out
-            in_use = {b for replicas in snap.assignment().values() for b in replicas}
-            proposal = propose("cluster-balance", snap.assignment(), snap.racks(),
-                               [b.id for b in snap.brokers if b.alive and b.id in in_use], threshold=0.0)
+            snap = RemoteCluster(sim_url).snapshot()
+            proposal = exact_rebalance(snap.assignment(), snap.racks(), [b.id for b in snap.brokers if b.alive])
             if proposal.proposed:
                 from engine.commands import PartitionTarget
 
                 targets = tuple(PartitionTarget(tp.topic, tp.partition, r) for tp, r in sorted(proposal.proposed.items()))
                 say(f"\n[bold]2.[/bold] exact rebalance ({len(targets)} partitions, {proposal.replicas_moved} "
-                    f"replicas to move): submitted; part of it will be cancelled with rollback")
+                    f"replicas to move): submitted")
                 second = publisher.submit(targets)
-                cancel = [t.tp for t in targets[: max(1, len(targets) // 3)]]
-                _follow(console, broker, prefix, second, engine, engine_log,
-                        cancel_when_started=(publisher, cancel))
+                # right behind the submit on the same commands partition: the engine has started the first
+                # steps when it decides the cancel, so it aborts moves in flight and reverts them (KIP-236)
+                copying = sorted((tp for tp in proposal.proposed if set(proposal.proposed[tp]) - set(proposal.current[tp])),
+                                 key=lambda tp: (-(snap.partitions[tp].size_bytes or 0), tp))
+                cancel = copying[: max(1, len(copying) // 3)]
+                publisher.cancel(second, cancel, rollback=True)
+                say(f"cancelled the {len(cancel)} largest copies of {second} with rollback (KIP-236) as their moves "
+                    "start: moves in flight are aborted and go back to the original replicas, queued ones are dropped")
+                _follow(console, broker, prefix, second, engine, engine_log)
             else:
                 second = None
                 say("\n[bold]2.[/bold] the cluster is already balanced exactly: no second request")
@@ -200,10 +200,12 @@ def _story(args, scenario, out: Path, logs: Path, procs: Processes, started: flo
                 "--prefix", prefix, "--cluster", f"sim+{sim_url}"], capture_output=True, text=True)
             lines = result.stdout.strip().splitlines()
             done = sum("is completed" in l for l in lines)
+            reverted = sum("was rolled back" in l for l in lines)
             handed = sum("taken over by request" in l for l in lines)
             stopped = sum(": cancelled;" in l for l in lines)
             parts = [f"{done} partitions at their target"] + [
-                text for n, text in ((handed, f"{handed} handed over to the next request"),
+                text for n, text in ((reverted, f"{reverted} rolled back to their original replicas"),
+                                     (handed, f"{handed} handed over to the next request"),
                                      (stopped, f"{stopped} cancelled where they stood")) if n]
             say(f"  request {rid}: {', '.join(parts)}. {lines[-1] if lines else result.stderr.strip()}"
                 f" (exit {result.returncode})")
@@ -240,6 +242,15 @@ def _story(args, scenario, out: Path, logs: Path, procs: Processes, started: flo
     return 0
 
 
+def exact_rebalance(assignment, racks, alive):
+    """The demo's second request: a cluster balance with a zero threshold over the live brokers
+    that still hold replicas (the ones the first request drained stay out)."""
+    from engine.balancer import propose
+
+    in_use = {b for replicas in assignment.values() for b in replicas}
+    return propose("cluster-balance", assignment, racks, sorted(b for b in alive if b in in_use), threshold=0.0)
+
+
 def _status(page: str) -> dict | None:
     import urllib.request
 
@@ -250,8 +261,8 @@ def _status(page: str) -> dict | None:
         return None
 
 
-def _follow(console, broker, prefix, request_id, engine, engine_log, cancel_when_started=None) -> None:
-    """Show the request's progress live until it completes (cancelling part of it once, if asked)."""
+def _follow(console, broker, prefix, request_id, engine, engine_log) -> None:
+    """Show the request's progress live until it completes."""
     from argparse import Namespace
 
     from rich.live import Live
@@ -261,7 +272,6 @@ def _follow(console, broker, prefix, request_id, engine, engine_log, cancel_when
 
     follower = Follower(Namespace(bootstrap_server=broker.bootstrap, command_config=None, prefix=prefix,
                                   broker_profile="embedded", schema_registry_url=None, timeout=30.0))
-    cancelled = False
     with Live(console=console, refresh_per_second=4, transient=False) as live:
         while True:
             follower.poll()
@@ -270,11 +280,6 @@ def _follow(console, broker, prefix, request_id, engine, engine_log, cancel_when
             r = follower.state.requests.get(request_id)
             if r is not None and r.status == "completed":
                 return
-            if cancel_when_started and not cancelled and r is not None and r.count("completed") >= 1:
-                publisher, partitions = cancel_when_started
-                publisher.cancel(request_id, partitions, rollback=True)
-                console.print(f"cancelled {len(partitions)} partitions of {request_id} with rollback (KIP-236)")
-                cancelled = True
             if engine.poll() is not None:
                 raise CliError(f"the engine stopped ({engine.returncode}); see {engine_log}")
             time.sleep(0.5)

@@ -96,8 +96,12 @@ def render(doc: dict):
         bar = Table.grid(padding=(0, 1))
         bar.add_row("  ", ProgressBar(total=1.0, completed=fraction, width=40), f"{fraction:4.0%}", f"ETA {eta_text}")
         parts.append(bar)
+        by = r["by_status"]
+        ended = ", ".join(f"{by[s]} {word}" for s, word in (("completed", "completed"), ("reverted", "rolled back"),
+                                                             ("cancelled", "cancelled")) if by.get(s))
         parts.append(Text(
-            f"  partitions {r['done']}/{r['partitions']} done, {r['in_flight']} in flight, "
+            f"  partitions {r['done']}/{r['partitions']} done"
+            f"{f' ({ended})' if ended and by.get('completed', 0) != r['done'] else ''}, {r['in_flight']} in flight, "
             f"{r['waiting']} waiting, {r['queued']} queued"
         ))
         copied = (f"{format_size(r['bytes_done'])} of {format_size(total)}" if total

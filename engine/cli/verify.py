@@ -22,6 +22,9 @@ from engine.partition import Replicas, TopicPartition
 from engine.state import CANCELLED, COMPLETED, REVERTED
 
 
+ROLLED_BACK = "original replicas (rolled back)"
+
+
 def add_parser(sub) -> None:
     p = sub.add_parser("verify", help="check partitions reached their targets and throttles are cleared")
     which = p.add_mutually_exclusive_group(required=True)
@@ -53,7 +56,7 @@ def expectations(args) -> dict[TopicPartition, tuple[Replicas | None, str]]:
         if entry.request_id != args.request:
             out[tp] = (None, f"taken over by request {entry.request_id}")
         elif entry.status == REVERTED:
-            out[tp] = (entry.original, "original (rolled back)")
+            out[tp] = (entry.original, ROLLED_BACK)
         elif entry.status == CANCELLED:
             out[tp] = (None, "cancelled")
         elif entry.status == COMPLETED:
@@ -93,6 +96,8 @@ def run(args) -> int:
         elif p.reassignment_in_progress:
             print(f"Reassignment of partition {tp} is still in progress.")
             ok = False
+        elif p.replicas == tuple(want) and what == ROLLED_BACK:
+            print(f"Reassignment of partition {tp} was rolled back: it is at its original replicas {_fmt(p.replicas)}.")
         elif p.replicas == tuple(want):
             print(f"Reassignment of partition {tp} is completed.")
         else:
