@@ -22,7 +22,7 @@ TINY = {
     "seed": 5,
     "brokers": {"count": 4, "racks": ["a", "b"]},
     "topics": [{"name": "events", "partitions": 24, "replication_factor": 2, "min_insync_replicas": 1,
-                "size": {"distribution": "uniform", "min": "20 MB", "max": "80 MB"}, "produce_rate": "10 kB/s",
+                "size": {"distribution": "uniform", "min": "200 MB", "max": "800 MB"}, "produce_rate": "10 kB/s",
                 "placement": "random", "weights": {1: 2}}],
     "reassignment": {"kind": "decommission", "brokers": [4]},
 }
@@ -61,7 +61,7 @@ def start(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen, Path, Path]:
     out = tmp_path / "demo-out"
     log = tmp_path / "demo.log"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "engine.cli", "demo", "--scenario", str(scenario), "--speed", "50", "--out", str(out),
+        [sys.executable, "-m", "engine.cli", "demo", "--scenario", str(scenario), "--speed", "5", "--out", str(out),
          *extra],
         stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True,
         env={**os.environ, "COLUMNS": "120"},
@@ -95,7 +95,8 @@ def test_the_demo_runs_the_story_and_stops_everything(tmp_path):
     assert proc.wait(timeout=600) == 0, log.read_text()[-4000:]
     text = log.read_text()
     assert "1. decommission" in text and "submitted" in text
-    assert "2. exact rebalance" in text and "with rollback (KIP-236)" in text
+    assert "2. exact rebalance" in text and "whose copies were in flight, with rollback (KIP-236)" in text
+    assert "rolled back to their original replicas" in text
     assert text.count("(exit 0)") == 2 and "(exit 1)" not in text
     assert "Throttles are cleared" in text
     assert (out / "report" / "index.html").is_file()

@@ -6,8 +6,8 @@ as its own process, an engine worker), then:
 1. submits the scenario's reassignment (the default scenario decommissions
    broker 6 of a six-broker, three-rack cluster) and shows its progress live;
 2. submits a second request, the balancer's exact rebalance of the result, and
-   right behind it a cancel with rollback (KIP-236) of its largest copies: the
-   moves the engine has started are aborted and go back where they were;
+   as soon as its copies are in flight cancels some of them with rollback
+   (KIP-236): the moves are aborted and those partitions go back where they were;
 3. verifies both requests on the cluster (targets reached, throttles cleared),
    runs the analytics job over the event log and writes the HTML report;
 4. prints where everything is, and stops every process it started (unless
@@ -180,15 +180,8 @@ def _story(args, scenario, out: Path, logs: Path, procs: Processes, started: flo
                 say(f"\n[bold]2.[/bold] exact rebalance ({len(targets)} partitions, {proposal.replicas_moved} "
                     f"replicas to move): submitted")
                 second = publisher.submit(targets)
-                # right behind the submit on the same commands partition: the engine has started the first
-                # steps when it decides the cancel, so it aborts moves in flight and reverts them (KIP-236)
-                copying = sorted((tp for tp in proposal.proposed if set(proposal.proposed[tp]) - set(proposal.current[tp])),
-                                 key=lambda tp: (-(snap.partitions[tp].size_bytes or 0), tp))
-                cancel = copying[: max(1, len(copying) // 3)]
-                publisher.cancel(second, cancel, rollback=True)
-                say(f"cancelled the {len(cancel)} largest copies of {second} with rollback (KIP-236) as their moves "
-                    "start: moves in flight are aborted and go back to the original replicas, queued ones are dropped")
-                _follow(console, broker, prefix, second, engine, engine_log)
+                _follow(console, broker, prefix, second, engine, engine_log,
+                        cancel=(publisher, max(1, len(targets) // 3)))
             else:
                 second = None
                 say("\n[bold]2.[/bold] the cluster is already balanced exactly: no second request")
@@ -261,8 +254,12 @@ def _status(page: str) -> dict | None:
         return None
 
 
-def _follow(console, broker, prefix, request_id, engine, engine_log) -> None:
-    """Show the request's progress live until it completes."""
+def _follow(console, broker, prefix, request_id, engine, engine_log, cancel=None) -> None:
+    """Show the request's progress live until it completes.
+
+    ``cancel=(publisher, n)``: as soon as copies of the request are in flight, cancel up to ``n`` of
+    them with rollback (KIP-236): the engine aborts those moves and the partitions go back to their
+    original replicas."""
     from argparse import Namespace
 
     from rich.live import Live
@@ -279,10 +276,24 @@ def _follow(console, broker, prefix, request_id, engine, engine_log) -> None:
             live.update(render(doc))
             r = follower.state.requests.get(request_id)
             if r is not None and r.status == "completed":
+                if cancel:
+                    console.print("(every copy finished before a cancel could catch one in flight)")
                 return
+            if cancel:
+                state = follower.state
+                copying = sorted((tp for tp, f in state.steps.items() if f.request_id == request_id and f.step.nr),
+                                 key=lambda tp: (-(getattr(state.observed.get(tp), "size_bytes", None) or 0), tp))
+                if copying:
+                    publisher, n = cancel
+                    chosen = copying[:n]
+                    publisher.cancel(request_id, chosen, rollback=True)
+                    console.print(f"cancelled {len(chosen)} partitions of {request_id} whose copies were in flight, "
+                                  "with rollback (KIP-236): the engine aborts the moves and they go back to their "
+                                  "original replicas")
+                    cancel = None
             if engine.poll() is not None:
                 raise CliError(f"the engine stopped ({engine.returncode}); see {engine_log}")
-            time.sleep(0.5)
+            time.sleep(0.1 if cancel else 0.5)
 
 
 def _size(n: int) -> str:
