@@ -60,13 +60,19 @@ def run_request(url, targets, deadline=60.0, cancel=()):
     return log
 
 
-def test_verify_and_list(sim_url, broker, topics, capsys):
+def logged_request(sim_url, broker, topics, cancel=()) -> list[str]:
+    """Run req-1 (v-0 to 3,4 and v-1 to 2,4) on the sim-cluster, write its events to the log; the CLI's options."""
     prefix = topics.events[: -len("events")]
-    log = run_request(sim_url, {P0: (3, 4), P1: (2, 4)})
+    log = run_request(sim_url, {P0: (3, 4), P1: (2, 4)}, cancel=cancel)
+    assert not cancel or any(type(e).__name__ == "PartitionReverted" for e in log)
     with EventWriter(broker.bootstrap, prefix=prefix) as w:
         w.append(log)
-    common = ["--bootstrap-server", broker.bootstrap, "--prefix", prefix, "--broker-profile", "embedded",
-              "--cluster", "sim+" + sim_url]
+    return ["--bootstrap-server", broker.bootstrap, "--prefix", prefix, "--broker-profile", "embedded",
+            "--cluster", "sim+" + sim_url]
+
+
+def test_verify_and_list(sim_url, broker, topics, capsys):
+    common = logged_request(sim_url, broker, topics)
     assert main(["verify", "--request", "req-1", *common]) == 0
     out = capsys.readouterr().out
     assert "Reassignment of partition v-0 is completed." in out and "Reassignment of partition v-1 is completed." in out
@@ -92,14 +98,8 @@ def test_verify_and_list(sim_url, broker, topics, capsys):
     cluster.remove_throttles(left)
 
 
-def test_verify_names_a_rolled_back_partition_and_list_counts_it(sim_url, broker, topics, capsys):
-    prefix = topics.events[: -len("events")]
-    log = run_request(sim_url, {P0: (3, 4), P1: (2, 4)}, cancel=[P1])
-    assert any(type(e).__name__ == "PartitionReverted" for e in log)
-    with EventWriter(broker.bootstrap, prefix=prefix) as w:
-        w.append(log)
-    common = ["--bootstrap-server", broker.bootstrap, "--prefix", prefix, "--broker-profile", "embedded",
-              "--cluster", "sim+" + sim_url]
+def test_verify_and_status_name_a_rolled_back_partition(sim_url, broker, topics, capsys):
+    common = logged_request(sim_url, broker, topics, cancel=[P1])
     assert main(["verify", "--request", "req-1", *common]) == 0
     out = capsys.readouterr().out
     assert "Reassignment of partition v-0 is completed." in out
