@@ -54,7 +54,9 @@ def test_status_page_renders_the_running_request(broker, topics, tmp_path, procs
     assert f'data-request="{rid}"' in dom, dom[:2000]
     assert re.search(rf"partitions \d+/{len(targets)} done, [1-9]\d* in flight", dom), dom[:3000]
     assert 'class="bar"><div style="width:' in dom
-    assert "StepPlanned" in dom  # recent events
+    # recent events: the engine's last 50, whichever kinds they are at this moment (observations, steps ...)
+    events = re.search(r'<table id="events">.*?<tbody>(.*?)</tbody>', dom, re.S).group(1)
+    assert re.search(r"<tr><td>\d\d:\d\d:\d\d</td><td>(Step|Partition|Throttle|Request)[A-Za-z]+</td>", events), events[:2000]
     assert re.search(r'<div id="summary"[^>]*>worker <code>[^<]+</code> · <span class="ok">running</span>', dom)
 
     shot = tmp_path / "status.png"
