@@ -27,6 +27,9 @@ def add_parser(sub) -> None:
                    help="address the web server listens on (default 127.0.0.1)")
     g.add_argument("--poll-interval", type=positive_seconds, default=1.0, metavar="S",
                    help="seconds between ticks: observe the partitions in flight, start what may start (default 1)")
+    g.add_argument("--verify-interval", type=positive_seconds, default=10.0, metavar="S",
+                   help="seconds between read-backs of the throttle configuration from the cluster: what is "
+                        "missing is set again (default 10)")
     g.add_argument("--signing-keys", metavar="FILE",
                    help='accept only commands signed with one of these keys: a JSON file {"key id": "secret"}')
     g.add_argument("--adaptive-throttle", metavar="MIN:MAX",
@@ -57,7 +60,7 @@ def run(args) -> int:
     engine = Engine(Settings(
         config=config, cluster=cluster, prefix=args.prefix, profile=broker_profile(args), registry=registry(args),
         web_port=args.web_port, web_bind=args.web_bind, poll_interval=args.poll_interval, signing_keys=keys,
-        adaptive=adaptive, timeout=args.timeout,
+        adaptive=adaptive, timeout=args.timeout, verify_interval=args.verify_interval,
     ))
     run_worker(engine, args.log_level)
     return 0
