@@ -213,6 +213,7 @@ def test_throttles_read_back_what_was_applied_and_leave_other_entries_alone(harn
     assert isinstance(c.apply_throttles(other), Ok)  # another tool's entry
     assert isinstance(c.apply_throttles(ours), Ok)
     seen = c.throttles([TOPIC], [1, 2, 3, 4])
+    assert isinstance(seen, ThrottleSet), seen
     assert seen.leader == ours.leader | other.leader and seen.follower == ours.follower
     assert seen.leader_brokers == {1, 2} and seen.follower_brokers == {3} and seen.rate == 7_000_000
     assert isinstance(c.remove_throttles(ours), Ok)
