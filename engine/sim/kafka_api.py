@@ -18,7 +18,7 @@ the HTTP API (faults, clock) and Kafka clients see one cluster.
 | AlterPartitionReassignments | 45 | 0-1 | the simulated KRaft controller (``engine.sim.controller``); null replicas cancel |
 | ListPartitionReassignments | 46 | 0 | only partitions with a reassignment in progress; null topics = all |
 | ElectLeaders | 43 | 0-2 | PREFERRED and UNCLEAN, Kafka's per-partition codes |
-| DescribeLogDirs | 35 | 1-4 | the receiving broker's replicas; one out of sync holds its size minus its lag |
+| DescribeLogDirs | 35 | 1-5 | the receiving broker's replicas; one out of sync holds its size minus its lag |
 
 Error codes and messages are Kafka's (read from its controller and broker source).
 """
