@@ -1,4 +1,5 @@
-"""The running engine (Faust workers) against the embedded broker and a sim-cluster process:
+"""The running engine (Faust workers) against the embedded broker (the event log) and a sim-cluster
+process reached over the Kafka protocol through the engine's real Kafka adapter (``--cluster kafka://``):
 SIGKILLs at seeded random points, failover between two workers, a broker outage, fuzzed and
 unsigned commands, and replay of the events topic against the live tables."""
 
@@ -109,7 +110,7 @@ def test_sigkill_at_random_points_during_a_500_partition_reassignment(broker, to
     assert len(targets) >= 500
     sim = SimCluster(doc, speed=50, tmp_path=tmp_path)
     procs.append(sim)
-    cluster = f"sim+{sim.url}"
+    cluster = sim.kafka
     prefix = topics.events[: -len("events")]
     worker = Worker(broker, prefix, cluster)
     procs.append(worker)
@@ -153,7 +154,7 @@ def test_two_workers_one_killed_the_other_takes_over(broker, topics, tmp_path, p
     sim = SimCluster(doc, speed=20, tmp_path=tmp_path)
     procs.append(sim)
     prefix = topics.events[: -len("events")]
-    a, b = Worker(broker, prefix, f"sim+{sim.url}"), Worker(broker, prefix, f"sim+{sim.url}")
+    a, b = Worker(broker, prefix, sim.kafka), Worker(broker, prefix, sim.kafka)
     procs.extend([a, b])
     active = wait_for(lambda: (a if a.active() else None) or (b if b.active() else None), 60, "one decider")
     standby = b if active is a else a
@@ -189,6 +190,10 @@ def test_a_broker_dies_mid_step_steps_wait_and_a_cancel_follows_kip_236(broker, 
     sim = SimCluster(doc, speed=20, tmp_path=tmp_path)
     procs.append(sim)
     prefix = topics.events[: -len("events")]
+    # Over HTTP, not the Kafka front: through the real adapter a throttle config for the dead broker waits
+    # out the admin timeout (a real broker's answer), the executor stops at that Unavailable, and the
+    # request was seen stuck for minutes after the broker came back (reported to the lead: the executor /
+    # decider rework that makes action outcomes inputs of the core).
     worker = Worker(broker, prefix, f"sim+{sim.url}")
     procs.append(worker)
     worker.wait_active()
@@ -288,7 +293,7 @@ def test_thousands_of_bad_commands_and_corrupt_messages_change_nothing(broker, t
     sim = SimCluster(doc, speed=20, tmp_path=tmp_path)
     procs.append(sim)
     prefix = topics.events[: -len("events")]
-    worker = Worker(broker, prefix, f"sim+{sim.url}")
+    worker = Worker(broker, prefix, sim.kafka)
     procs.append(worker)
     before = worker.wait_active()
     tail = EventTail(broker, topics.events)
@@ -340,7 +345,7 @@ def test_signed_commands_only_when_the_engine_has_signing_keys(broker, topics, t
     sim = SimCluster(doc, speed=20, tmp_path=tmp_path)
     procs.append(sim)
     prefix = topics.events[: -len("events")]
-    worker = Worker(broker, prefix, f"sim+{sim.url}", extra=("--signing-keys", str(keys)))
+    worker = Worker(broker, prefix, sim.kafka, extra=("--signing-keys", str(keys)))
     procs.append(worker)
     worker.wait_active()
     tail = EventTail(broker, topics.events)
