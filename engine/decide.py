@@ -405,6 +405,7 @@ def _observe(d: _Decision, o: Observation) -> None:
             if d.state.live_brokers() != live_before:
                 for tp in sorted(d.state.waiting.keys()):
                     _reconsider(d, tp)
+                _reassert_rates(d, (d.state.live_brokers() or frozenset()) - (live_before or frozenset()))
     gone: list[str] = []
     for topic in sorted(o.topics):
         info = o.topics[topic]
@@ -643,10 +644,32 @@ def _reconcile_throttles(d: _Decision) -> None:
     to_remove, to_apply = reconcile(s.throttles, want)
     if not s.throttle_failed.is_empty() and not retry.due(s.throttle_retry_at, d.now):
         to_remove, to_apply = minus(to_remove, s.throttle_failed), minus(to_apply, s.throttle_failed)
+    dead = _dead_brokers(s, to_remove, to_apply)
+    if dead:  # a broker's rate is changed on that broker: wait until it is back, never block on it
+        to_remove, to_apply = minus(to_remove, dead), minus(to_apply, dead)
     if not to_remove.is_empty():
         d.emit(ev.ThrottlesRemoved(to_remove))
     if not to_apply.is_empty():
         d.emit(ev.ThrottlesApplied(to_apply))
+
+
+def _reassert_rates(d: _Decision, back: frozenset) -> None:
+    """A broker back from the dead gets its rates set again: a rate change made while it was down
+    could not reach it (rates are changed on the broker itself)."""
+    force = d.state.throttles
+    lead, follow = force.leader_brokers & back, force.follower_brokers & back
+    if (lead or follow) and force.rate is not None:
+        d.emit(ev.ThrottlesApplied(ThrottleSet(leader_brokers=lead, follower_brokers=follow, rate=force.rate)))
+
+
+def _dead_brokers(s: State, *deltas: ThrottleSet) -> ThrottleSet:
+    """The broker rates in ``deltas`` that name a broker known to be down."""
+    live = s.live_brokers()
+    if live is None:
+        return ThrottleSet()
+    named = set().union(*(t.leader_brokers | t.follower_brokers for t in deltas))
+    dead = frozenset(b for b in named if b not in live)
+    return ThrottleSet(leader_brokers=dead, follower_brokers=dead) if dead else ThrottleSet()
 
 
 def _complete_requests(d: _Decision, everything: bool) -> None:

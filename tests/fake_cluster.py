@@ -39,6 +39,7 @@ class FakeCluster:
         self.min_isr_seen = {tp: len(p.isr) for tp, p in self.parts.items()}
         self.throttles = {"leader": set(), "follower": set(), "brokers_l": set(), "brokers_f": set()}
         self.alters: list[tuple[TopicPartition, tuple[int, ...] | None]] = []  # every alter/cancel received
+        self.throttle_calls: list[tuple[str, ThrottleSet]] = []
         self.failures: dict[tuple, list[Result]] = defaultdict(list)  # (action, tp or None) -> answers to give next
         self.elections = "elect"  # or "refuse" (PREFERRED_LEADER_NOT_AVAILABLE) or "lose" (Ok, nothing happens)
 
@@ -126,6 +127,7 @@ class FakeCluster:
         return out
 
     def apply_throttles(self, t: ThrottleSet) -> Result:
+        self.throttle_calls.append(("apply", t))
         failure = self._failure("apply")
         if failure is not None:
             return failure
@@ -136,6 +138,7 @@ class FakeCluster:
         return OK
 
     def remove_throttles(self, t: ThrottleSet) -> Result:
+        self.throttle_calls.append(("remove", t))
         failure = self._failure("remove")
         if failure is not None:
             return failure

@@ -190,11 +190,7 @@ def test_a_broker_dies_mid_step_steps_wait_and_a_cancel_follows_kip_236(broker, 
     sim = SimCluster(doc, speed=20, tmp_path=tmp_path)
     procs.append(sim)
     prefix = topics.events[: -len("events")]
-    # Over HTTP, not the Kafka front: through the real adapter a throttle config for the dead broker waits
-    # out the admin timeout (a real broker's answer), the executor stops at that Unavailable, and the
-    # request was seen stuck for minutes after the broker came back (reported to the lead: the executor /
-    # decider rework that makes action outcomes inputs of the core).
-    worker = Worker(broker, prefix, f"sim+{sim.url}")
+    worker = Worker(broker, prefix, sim.kafka)
     procs.append(worker)
     worker.wait_active()
     tail = EventTail(broker, topics.events)

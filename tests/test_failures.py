@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from engine import events as ev
 from engine import retry
-from engine.commands import ObservationFailed, PartitionTarget, Submit, ThrottlesObserved
+from engine.commands import ChangeThrottle, ObservationFailed, PartitionTarget, Submit, ThrottlesObserved
 from engine.partition import TopicPartition
 from engine.state import COMPLETED, IN_FLIGHT, WAITING, fold
 from engine.summary import problems, summarize
@@ -233,6 +233,24 @@ def test_throttles_removed_outside_kreassign_are_set_again_and_leftovers_removed
     drifted = of_type(d.events, ev.ThrottlesDrifted)[-1]
     assert drifted.missing.follower and not drifted.unexpected.follower
     assert c.throttles["follower"] == set(d.state.throttles.follower) and leaked <= c.throttles["leader"]
+    run(d, c)
+    check(d)
+
+
+def test_no_broker_rate_is_sent_to_a_broker_that_is_down():
+    c, d = setup(1, {tp(0): (0, 1, 4)})
+    d.tick()
+    c.brokers[4] = c.brokers[4]._replace(alive=False)  # the destination dies mid-step
+    d.observe()
+    sent = len(c.throttle_calls)
+    d.feed(ChangeThrottle(7_000_000))  # every broker's rate is to be set again
+    new = [t for _op, t in c.throttle_calls[sent:]]
+    assert new and all(4 not in t.leader_brokers | t.follower_brokers for t in new)
+    sent = len(c.throttle_calls)
+    c.brokers[4] = c.brokers[4]._replace(alive=True)
+    d.observe()
+    back = [t for op, t in c.throttle_calls[sent:] if op == "apply" and 4 in t.follower_brokers]
+    assert back and back[0].rate == 7_000_000  # its rate is set again, at the rate in force now
     run(d, c)
     check(d)
 
