@@ -623,24 +623,43 @@ def _catch_up(d: _Decision, o: CatchUpObserved) -> None:
                 load[b] = load.get(b, 0) + remaining
 
 
-HOT_SECONDS = 3.0
-"""A copy predicted to be this close to its release is measured at every fast look, not only at
-every poll, so it is released in time."""
+HOT_SECONDS = 2.0
+"""A copy predicted to be this close to its release (or to its end) is looked at at every fast look,
+not only at every poll: it is released in time, and its completion is seen at once."""
 
 
-def catch_up_due(s: State, last: dict[TopicPartition, int]) -> list[TopicPartition]:
-    """Copies worth measuring at a fast look: those whose last measured remainder (``last``) the
-    throttle's share moves within HOT_SECONDS of their release."""
-    shares = copy_rates(s)
+def _predicted(s: State, tp: TopicPartition, f, share: float, now: float | None, last: dict) -> float | None:
+    """What a copy still misses by now: the least of its last measurement and its size less what the
+    throttle's share has moved since it started; ``None`` when neither is known."""
+    guesses = []
+    if tp in last:
+        guesses.append(last[tp])
+    obs = s.observed.get(tp)
+    if obs is not None and obs.size_bytes is not None and f.started_at is not None and now is not None:
+        guesses.append(obs.size_bytes - share * (now - f.started_at))
+    return min(guesses) if guesses else None
+
+
+def near_done(s: State, now: float | None = None, last: dict | None = None) -> set[TopicPartition]:
+    """Steps in flight worth looking at more often than the rest (every fast look): released (their
+    last bytes flow unthrottled), copying nothing (Kafka completes them at once), awaiting an
+    election, or predicted within HOT_SECONDS of their release (``last``: the catch-up each copy
+    had when last measured)."""
+    hot = {tp for tp, f in s.steps.items() if f.released or not f.step.nr} | set(s.elections.keys())
     lead = _release_seconds(s)
-    return sorted(tp for tp in copying(s) if tp in last and tp in shares
-                  and last[tp] <= shares[tp] * (lead + HOT_SECONDS))
+    for tp, share in copy_rates(s).items():
+        f = s.steps[tp]
+        if f.started:
+            left = _predicted(s, tp, f, share, now, last or {})
+            if left is not None and left <= share * (lead + HOT_SECONDS):
+                hot.add(tp)
+    return hot
 
 
-def near_done(s: State) -> set[TopicPartition]:
-    """Steps in flight worth watching more often than the rest: released (their last bytes flow
-    unthrottled), copying nothing (Kafka completes them at once), or awaiting an election."""
-    return {tp for tp, f in s.steps.items() if f.released or not f.step.nr} | set(s.elections.keys())
+def catch_up_due(s: State, now: float | None, last: dict) -> list[TopicPartition]:
+    """Copies to measure at a fast look: the hot ones still throttled."""
+    hot = near_done(s, now, last)
+    return [tp for tp in copying(s) if tp in hot]
 
 
 def copying(s: State) -> list[TopicPartition]:

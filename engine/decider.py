@@ -190,8 +190,8 @@ class Decider:
         finished step is seen, and the next one started, within a fraction of a poll."""
         now = self.clock()
         full = self.full_at is None or now - self.full_at >= self.poll_interval - 1e-9
-        partitions = watched(self.state) if full else near_done(self.state)
-        measure = copying(self.state) if full else catch_up_due(self.state, self.last_catch_up)
+        partitions = watched(self.state) if full else near_done(self.state, now, self.last_catch_up)
+        measure = copying(self.state) if full else catch_up_due(self.state, now, self.last_catch_up)
         if not full and not partitions and not measure:
             return []
         self.counts["_ticks"] += 1

@@ -88,7 +88,7 @@ def test_the_engine_looks_more_often_at_what_is_close_to_done():
     assert copying(d.state) == [tp(0), tp(1)]
     share = RATE / 2
     # a copy whose last measurement puts it within a few seconds of its release is measured at fast looks
-    assert catch_up_due(d.state, {tp(0): int(share * 2), tp(1): int(share * 60)}) == [tp(0)]
+    assert catch_up_due(d.state, None, {tp(0): int(share * 2), tp(1): int(share * 60)}) == [tp(0)]
     d.feed(CatchUpObserved({tp(0): 100}))
     assert tp(0) in near_done(d.state)  # released: its completion is watched at fast looks
     assert tp(1) not in near_done(d.state)

@@ -105,7 +105,10 @@ def _kreassign(scenario: Scenario, limit: float) -> RunResult:
         log.extend(emitted)
         return emitted
 
-    feed(dataclasses.replace(cluster.observe(), now=cluster.time))
+    first = cluster.observe()  # with sizes, as the engine records them when a request is submitted
+    sizes = cluster.sizes(list(first.partitions))
+    feed(dataclasses.replace(first, now=cluster.time, partitions={
+        tp: p._replace(size_bytes=sizes.get(tp)) for tp, p in first.partitions.items()}))
     if scenario.limits:
         feed(ChangeLimits(dict(scenario.limits)))
     if scenario.throttle != DEFAULT_THROTTLE_RATE:
@@ -122,7 +125,7 @@ def _kreassign(scenario: Scenario, limit: float) -> RunResult:
     while True:
         now = cluster.time
         full = full_at is None or now - full_at >= scenario.poll_interval - 1e-9
-        look = watched(state) if full else near_done(state)
+        look = watched(state) if full else near_done(state, now, last_catch_up)
         if full:
             full_at = now
         changed = False
@@ -131,7 +134,7 @@ def _kreassign(scenario: Scenario, limit: float) -> RunResult:
             changed = bool(feed(dataclasses.replace(cluster.observe(look), now=now)))
             if full:
                 seen = snapshot
-        tps = (copying(state) if full else catch_up_due(state, last_catch_up)) if state.throttle_rate else []
+        tps = (copying(state) if full else catch_up_due(state, now, last_catch_up)) if state.throttle_rate else []
         if tps:
             steps = {tp: (state.observed[tp].leader, state.steps[tp].step.nr) for tp in tps}
             measured = cluster.catch_up(steps)
@@ -146,7 +149,7 @@ def _kreassign(scenario: Scenario, limit: float) -> RunResult:
         if cluster.time >= limit:
             finished = False
             break
-        hot = near_done(state) or catch_up_due(state, last_catch_up)
+        hot = near_done(state, cluster.time, last_catch_up)
         clock.wait(scenario.fast_interval if hot or timers_pending(state)
                    else max(full_at + scenario.poll_interval - now, scenario.fast_interval))
     moves = sum(1 for e in log if isinstance(e, ev.StepPlanned))
