@@ -16,11 +16,11 @@ every failure is an ``ActionFailed`` event with the reason and the time of the
 retry (``engine.retry`` holds the policy). One failing action never holds up
 the others, nor the observation of the cluster.
 
-A ``Tick`` reconciles and schedules: it reconciles every step in flight with
-what the cluster last reported (done, not started, reverted, changed), retries
-what is due, settles partitions whose next step must be planned, removes
-throttles no step needs, and starts the next batch (throttles first, then the
-steps). Because every tick re-derives what to do from the state alone, a batch
+An observation reconciles every step in flight it covers with what the
+cluster reports (done, started, not started, reverted, changed). A ``Tick``
+retries what is due, settles partitions whose next step must be planned,
+removes throttles no step needs, and starts the next batch (throttles first,
+then the steps). Because every tick re-derives what to do from the state alone, a batch
 of events cut short by a crash heals on the next tick.
 
 Contract with the shells (the engine's executor and watcher): the executor
@@ -642,10 +642,10 @@ def _predicted(s: State, tp: TopicPartition, f, share: float, now: float | None,
 
 def near_done(s: State, now: float | None = None, last: dict | None = None) -> set[TopicPartition]:
     """Steps in flight worth looking at more often than the rest (every fast look): released (their
-    last bytes flow unthrottled), copying nothing (Kafka completes them at once), awaiting an
-    election, or predicted within HOT_SECONDS of their release (``last``: the catch-up each copy
+    last bytes flow unthrottled), being aborted, copying nothing (Kafka completes them at once),
+    awaiting an election, or predicted within HOT_SECONDS of their release (``last``: the catch-up each copy
     had when last measured)."""
-    hot = {tp for tp, f in s.steps.items() if f.released or not f.step.nr} | set(s.elections.keys())
+    hot = {tp for tp, f in s.steps.items() if f.released or f.aborting or not f.step.nr} | set(s.elections.keys())
     lead = _release_seconds(s)
     for tp, share in copy_rates(s).items():
         f = s.steps[tp]
@@ -672,8 +672,8 @@ def copying(s: State) -> list[TopicPartition]:
 
 
 def _tick(d: _Decision, _t: Tick) -> None:
-    for tp in sorted(d.state.steps.keys()):
-        _check_step(d, tp)
+    # Steps in flight are judged when they are observed (``_observe``), never here: a tick may follow
+    # a look at only some partitions, and the last observation of the others may predate their step.
     _retry_steps(d)
     _check_elections(d)
     _settle(d)
