@@ -45,7 +45,7 @@ from engine.commands import (
 )
 from engine.limits import resolve_changes
 from engine.partition import TopicPartition
-from engine.scheduler import WEIGHT_UNITS, Hold, Requeue, Start, next_batch
+from engine.scheduler import WEIGHT_UNITS, Hold, Requeue, Start, next_batch, weight_units
 from engine.state import (
     ABORTING, ACTIVE, CANCELLED, COMPLETED, IN_FLIGHT, REVERTED, TERMINAL, State, apply, release_debt,
 )
@@ -146,16 +146,12 @@ def timers_pending(s: State) -> bool:
 
 
 def weight(s: State, tp: TopicPartition, step: Step) -> int:
-    """What one copy of ``step`` weighs against the per-broker move caps, in eighths of a move: its
-    seconds at the throttle rate over ``full_move_seconds``, from 1 to 8. A whole move when the size
-    or the rate is unknown, or nothing is copied."""
-    obs = s.observed.get(tp)
-    size = obs.size_bytes if obs is not None else None
-    rate = s.throttle_rate
-    if not step.nr or size is None or rate is None:
+    """What one copy of ``step`` weighs against the per-broker move caps (``scheduler.weight_units``):
+    a whole move when nothing is copied."""
+    if not step.nr:
         return WEIGHT_UNITS
-    full = rate * s.limits.full_move_seconds
-    return max(1, min(WEIGHT_UNITS, -(-size * WEIGHT_UNITS // full)))
+    obs = s.observed.get(tp)
+    return weight_units(obs.size_bytes if obs is not None else None, s.throttle_rate, s.limits.full_move_seconds)
 
 
 def watched(s: State) -> set[TopicPartition]:

@@ -23,12 +23,13 @@ free, say), the capacity it needs is reserved for it for the rest of the
 decision: younger steps may not take it, so it starts as soon as enough is
 free, however many smaller steps keep arriving.
 
-Cost. Ready partitions sit in *buckets* keyed by everything feasibility depends
-on (leader move, source broker, new-replica brokers), one lane per request and
-readiness class. All partitions of a lane are admitted or refused together, so a
-decision looks at each lane's head once and walks into a lane only while it
-admits steps: O(lanes + k log lanes) for k steps chosen, never a scan of the
-queue. A decision with P already full returns at once.
+Cost. Ready steps sit in lanes by the broker they copy out of (one lane per
+request, leader-moving class and readiness class, first come first served). A
+decision skips every source whose outgoing cap is full, looks at each other
+lane's head, walks into a lane while it admits steps, and past a blocked step
+looks at most SCAN more of that lane: O(lanes + k log lanes + SCAN x lanes)
+for k steps started, never a scan of the queue, whatever it holds. A decision
+with P already full returns at once.
 
 Everything here is an immutable value; the ready index lives in the state and
 is changed only by ``engine.state.apply``.
@@ -51,6 +52,14 @@ WEIGHT_UNITS = 8
 ``full_move_seconds`` at the throttle rate is a whole move (8); a shorter one its share, at least 1/8."""
 
 
+def weight_units(size: int | None, rate: int | None, full_seconds: float) -> int:
+    """A copy's weight against the per-broker caps: its seconds at ``rate`` over ``full_seconds``, in
+    WEIGHT_UNITS from 1 to a whole move; a whole move when the size or the rate is unknown."""
+    if size is None or rate is None:
+        return WEIGHT_UNITS
+    return max(1, min(WEIGHT_UNITS, -(-size * WEIGHT_UNITS // int(rate * full_seconds))))
+
+
 class SchedulingKey(NamedTuple):
     """What a ready step needs: the partitions in one bucket are interchangeable."""
 
@@ -64,79 +73,91 @@ class SchedulingKey(NamedTuple):
         return cls(step.moves_leader, step.source, tuple(sorted(step.nr)), weight)
 
 
-CONTINUING, FRESH = 0, 1  # lanes of a bucket, in priority order
+CONTINUING, FRESH = 0, 1  # readiness classes, in priority order
 
 
-class Lane(NamedTuple):
-    """Persistent FIFO of (seq, tp): positions head..tail-1, gaps allowed."""
+class Chain(NamedTuple):
+    """A persistent FIFO with removal anywhere in O(log n): position -> (entry, previous, next)."""
 
-    items: immutables.Map = immutables.Map()
-    head: int = 0
-    tail: int = 0
+    nodes: immutables.Map = immutables.Map()
+    head: int = -1
+    tail: int = -1
+    counter: int = 0  # the next position handed out
 
-    def push(self, entry: tuple[int, TopicPartition]) -> tuple["Lane", int]:
-        return Lane(self.items.set(self.tail, entry), self.head, self.tail + 1), self.tail
+    def push(self, entry) -> tuple["Chain", int]:
+        pos = self.counter
+        nodes = self.nodes.set(pos, (entry, self.tail, -1))
+        if self.tail >= 0:
+            e, prev, _nxt = nodes[self.tail]
+            nodes = nodes.set(self.tail, (e, prev, pos))
+        return Chain(nodes, pos if self.head < 0 else self.head, pos, pos + 1), pos
 
-    def delete(self, pos: int) -> "Lane":
-        items = self.items.delete(pos)
-        head = self.head
-        if pos == head:
-            head = self._next(items, head)
-        return Lane(items, head, self.tail)
+    def delete(self, pos: int) -> "Chain":
+        _e, prev, nxt = self.nodes[pos]
+        nodes = self.nodes.delete(pos)
+        if prev >= 0:
+            e, pp, _ = nodes[prev]
+            nodes = nodes.set(prev, (e, pp, nxt))
+        if nxt >= 0:
+            e, _, nn = nodes[nxt]
+            nodes = nodes.set(nxt, (e, prev, nn))
+        return Chain(nodes, nxt if pos == self.head else self.head, prev if pos == self.tail else self.tail,
+                     self.counter)
 
-    def _next(self, items: immutables.Map, pos: int) -> int:
-        pos += 1
-        while pos < self.tail and pos not in items:
-            pos += 1
-        return pos
+    def entry(self, pos: int):
+        return self.nodes[pos][0]
 
-    def next_after(self, pos: int) -> int:
-        return self._next(self.items, pos)
+    def after(self, pos: int) -> int:
+        return self.nodes[pos][2]
 
     def __len__(self) -> int:
-        return len(self.items)
+        return len(self.nodes)
+
+    def __iter__(self):
+        pos = self.head
+        while pos >= 0:
+            entry, _prev, pos = self.nodes[pos]
+            yield entry
 
 
 class Slot(NamedTuple):
     """Where a ready partition sits in the index (kept on the partition)."""
 
-    key: SchedulingKey
-    lane: int
+    source: int | None
+    lane: tuple  # (request id, leader-moving class, readiness class)
     pos: int
-    request_id: str = ""
 
 
 class ReadyIndex(NamedTuple):
-    buckets: immutables.Map = immutables.Map()  # SchedulingKey -> Map(request id -> (Lane, Lane))
+    """Ready steps by the broker they copy out of (``None``: they copy nothing), then by lane: one
+    lane per request, leader-moving class and readiness class, each a FIFO of (seq, tp, key). A
+    source whose outgoing cap is full is skipped as a whole; a decision looks at a lane's head and
+    walks in only while it admits steps (or, past a blocked one, for at most SCAN more)."""
+
+    sources: immutables.Map = immutables.Map()  # source -> Map(lane -> Chain)
     size: int = 0
 
     def add(self, key: SchedulingKey, lane: int, seq: int, tp: TopicPartition,
             request_id: str = "") -> tuple["ReadyIndex", Slot]:
-        bucket = self.buckets.get(key) or immutables.Map()
-        lanes = bucket.get(request_id) or (Lane(), Lane())
-        new_lane, pos = lanes[lane].push((seq, tp))
-        lanes = (new_lane, lanes[1]) if lane == CONTINUING else (lanes[0], new_lane)
-        return (ReadyIndex(self.buckets.set(key, bucket.set(request_id, lanes)), self.size + 1),
-                Slot(key, lane, pos, request_id))
+        src = key.source
+        lanes = self.sources.get(src) or immutables.Map()
+        name = (request_id, 0 if key.moves_leader else 1, lane)
+        chain, pos = (lanes.get(name) or Chain()).push((seq, tp, key))
+        return (ReadyIndex(self.sources.set(src, lanes.set(name, chain)), self.size + 1),
+                Slot(src, name, pos))
 
     def remove(self, slot: Slot) -> "ReadyIndex":
-        bucket = self.buckets[slot.key]
-        lanes = bucket[slot.request_id]
-        new_lane = lanes[slot.lane].delete(slot.pos)
-        lanes = (new_lane, lanes[1]) if slot.lane == CONTINUING else (lanes[0], new_lane)
-        if not len(lanes[0]) and not len(lanes[1]):
-            bucket = bucket.delete(slot.request_id)
-        else:
-            bucket = bucket.set(slot.request_id, lanes)
-        buckets = self.buckets.set(slot.key, bucket) if len(bucket) else self.buckets.delete(slot.key)
-        return ReadyIndex(buckets, self.size - 1)
+        lanes = self.sources[slot.source]
+        chain = lanes[slot.lane].delete(slot.pos)
+        lanes = lanes.set(slot.lane, chain) if len(chain) else lanes.delete(slot.lane)
+        sources = self.sources.set(slot.source, lanes) if len(lanes) else self.sources.delete(slot.source)
+        return ReadyIndex(sources, self.size - 1)
 
     def __iter__(self) -> Iterator[TopicPartition]:  # type: ignore[override]
-        for bucket in self.buckets.values():
-            for lanes in bucket.values():
-                for lane in lanes:
-                    for _seq, tp in lane.items.values():
-                        yield tp
+        for lanes in self.sources.values():
+            for chain in lanes.values():
+                for _seq, tp, _key in chain:
+                    yield tp
 
 
 class InFlight(NamedTuple):
@@ -251,6 +272,11 @@ Rank = Callable[[str], int]  # request id -> its rank (steps started + where it 
 Weigh = Callable[[TopicPartition, Step], int]  # -> the step's weight, in WEIGHT_UNITS
 
 
+SCAN = 16
+"""Past a blocked step, a decision looks at most this many more steps of the same lane: a decision
+costs O(lanes + steps started + SCAN x lanes), never O(queue)."""
+
+
 def next_batch(index: ReadyIndex, in_flight: InFlight, limits: Limits, replan: Replan,
                rank: Rank = lambda _rid: 0, weigh: Weigh = lambda _tp, _step: WEIGHT_UNITS) -> list[Decision]:
     """Choose the steps to start now (the module doc has the order and the rules).
@@ -263,53 +289,71 @@ def next_batch(index: ReadyIndex, in_flight: InFlight, limits: Limits, replan: R
     if in_flight.partitions >= limits.max_partitions_in_flight:
         return []
     started: dict[str, int] = {}
+    out_cap = limits.max_outgoing_moves_per_broker * WEIGHT_UNITS
+    # one heap per request, ordered by (class, readiness, seq); requests take turns by rank
+    heaps: dict[str, list] = {}
+    for src, lanes in index.sources.items():
+        if src is not None and in_flight.outgoing.get(src, 0) >= out_cap:
+            continue  # every step of this source copies out of it: none may start
+        for name, chain in lanes.items():
+            seq, _tp, _key = chain.entry(chain.head)
+            heaps.setdefault(name[0], []).append((name[1], name[2], seq, src, name, chain.head, 0))
+    for h in heaps.values():
+        heapq.heapify(h)
 
-    def priority(key: SchedulingKey, lane_no: int, rid: str, seq: int) -> tuple:
-        return (0 if key.moves_leader else 1, lane_no, rank(rid) + started.get(rid, 0), seq)
+    def pop():
+        best = None
+        for rid, h in heaps.items():
+            if h:
+                cls, lane_no, seq = h[0][:3]
+                prio = (cls, lane_no, rank(rid) + started.get(rid, 0), seq, rid)
+                if best is None or prio < best:
+                    best = prio
+        return None if best is None else heapq.heappop(heaps[best[4]])
 
-    heads: list[tuple[tuple, SchedulingKey, str, int, int]] = []
-    for key, bucket in index.buckets.items():
-        for rid, lanes in bucket.items():
-            for lane_no in (CONTINUING, FRESH):
-                lane = lanes[lane_no]
-                if lane.head < lane.tail:
-                    seq = lane.items[lane.head][0]
-                    heads.append((priority(key, lane_no, rid, seq), key, rid, lane_no, lane.head))
-    heapq.heapify(heads)
+    def push(name: tuple, src, pos: int, skipped: int) -> None:
+        chain = index.sources[src][name]
+        heapq.heappush(heaps[name[0]], (name[1], name[2], chain.entry(pos)[0], src, name, pos, skipped))
+
     c = in_flight
     reserved: set = set()
+    leaders_full = False
     out: list[Decision] = []
-    while heads and c.partitions < limits.max_partitions_in_flight:
-        prio, key, rid, lane_no, pos = heapq.heappop(heads)
-        lane = index.buckets[key][rid][lane_no]
-        seq, tp = lane.items[pos]
-        now = priority(key, lane_no, rid, seq)
-        if now != prio:  # its request started steps since: take its turn again later
-            heapq.heappush(heads, (now, key, rid, lane_no, pos))
-            continue
+    while c.partitions < limits.max_partitions_in_flight:
+        top = pop()
+        if top is None:
+            break
+        _cls, _lane_no, seq, src, name, pos, skipped = top
+        chain = index.sources[src][name]
+        _seq, tp, key = chain.entry(pos)
+        if key.moves_leader and leaders_full:
+            continue  # L is full: no leader-moving step of any lane may start
         why = refusal(c, limits, key)
         if why is None and reserved & resources(key):
             why = "reserved"
+        nxt = chain.after(pos)
         if why is not None and not oversized(limits, key):
-            if why not in ("P", "L", "reserved") and not reserved:
+            if why == "L":
+                leaders_full = True
+                continue
+            if why not in ("P", "reserved") and not reserved:
                 # the oldest blocked step keeps its brokers' capacity (and the cluster-wide additions,
                 # if those are what it lacks), so no younger step can take it first
                 reserved = {r for r in resources(key) if r != A or why == A}
-            continue  # the whole lane waits for the next decision
+            if nxt >= 0 and skipped < SCAN and why != ("out", src):
+                push(name, src, nxt, skipped + 1)
+            continue
         result = replan(tp)
         if isinstance(result, Step):
             new_key = SchedulingKey.of(result, weigh(tp, result))
             if new_key == key and why is None:
                 out.append(Start(tp, result, key.weight))
                 c = c.plus(result, 1, key.weight)
-                started[rid] = started.get(rid, 0) + 1
+                started[name[0]] = started.get(name[0], 0) + 1
             elif new_key != key:
                 out.append(Requeue(tp, result))
-            else:
-                continue  # still too big for the limits: it waits until they are raised
         else:
             out.append(Hold(tp, result))
-        nxt = lane.next_after(pos)
-        if nxt < lane.tail:
-            heapq.heappush(heads, (priority(key, lane_no, rid, lane.items[nxt][0]), key, rid, lane_no, nxt))
+        if nxt >= 0:
+            push(name, src, nxt, skipped)
     return out

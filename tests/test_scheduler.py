@@ -237,7 +237,8 @@ def test_scheduler_never_exceeds_a_limit_even_when_limits_shrink(ready, running,
 @given(queues(), limit_values)
 def test_batch_is_maximal_but_for_one_reservation(ready, limits):
     """Nothing left in the queue could still have been admitted (no idle capacity), except what one
-    older blocked step keeps for itself."""
+    older blocked step keeps for itself. (Past a blocked step a decision looks at most SCAN more of its
+    lane; the lanes here are shorter than that.)"""
     ready = [e for e in ready if not oversized(limits, SchedulingKey.of(e[1]))]
     index, plans = index_of(ready)
     decisions = next_batch(index, InFlight(), limits, plans.get)
@@ -278,3 +279,22 @@ def test_small_copies_weigh_a_share_of_a_move_against_the_per_broker_caps():
         busy = busy.plus(d.step, 1, d.weight)
     big_index, big_plans = index_of([(tp(50), step((7,), leader=0), FRESH)])
     assert started(next_batch(big_index, busy, Limits(), big_plans.get)) == []  # 9/8 taken: 7/8 left
+
+
+def test_a_decision_never_scans_the_queue(monkeypatch):
+    # 5,000 steps from 5 brokers all copying into broker 9, which is at its incoming cap: nothing may
+    # start, and the decision looks at SCAN + 1 steps per lane at most, not at every one of them
+    from engine import scheduler
+
+    entries = [(tp(i), step((9,), leader=i % 5), FRESH) for i in range(5000)]
+    index, plans = index_of(entries)
+    looked = []
+    real = scheduler.refusal
+    monkeypatch.setattr(scheduler, "refusal", lambda c, limits, key: looked.append(key) or real(c, limits, key))
+    busy = InFlight().plus(step((9,), leader=7)).plus(step((9,), leader=8))
+    assert next_batch(index, busy, Limits(), plans.get) == []
+    assert len(looked) <= 5 * (scheduler.SCAN + 1)
+    # and with P nearly full, only as many as start
+    looked.clear()
+    assert started(next_batch(index, InFlight(), Limits(max_partitions_in_flight=2), plans.get)) == [tp(0), tp(1)]
+    assert len(looked) == 2
