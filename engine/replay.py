@@ -19,6 +19,7 @@ from engine.client_config import ClientConfig
 from engine.dead_letter import DeadLetter
 from engine.envelope import EventEnvelope
 from engine.eventlog import DEFAULT_TIMEOUT, decoder_for, read_topic
+from engine.snapshot import gc_paused
 from engine.state import EMPTY, State, apply
 from engine.topics import DEFAULT_PREFIX, EVENTS, Topics
 
@@ -53,8 +54,12 @@ def fold_log(
     duplicate window over from an earlier call when a fold goes on later.
     Returns (state, applied, duplicates, next offset, last recorded_at).
     """
-    seen = set() if seen is None else seen
-    order = deque() if order is None else order
+    with gc_paused():  # the fold makes acyclic values only; the collector would walk them again and again
+        return _fold(records, until_time, state, window, on_event, set() if seen is None else seen,
+                     deque() if order is None else order)
+
+
+def _fold(records, until_time, state, window, on_event, seen, order):
     applied = duplicates = 0
     next_offset = 0
     last = None
