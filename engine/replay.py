@@ -19,7 +19,9 @@ from engine.client_config import ClientConfig
 from engine.dead_letter import DeadLetter
 from engine.envelope import EventEnvelope
 from engine.eventlog import DEFAULT_TIMEOUT, decoder_for, read_topic
-from engine.snapshot import gc_paused
+from engine import events as ev
+from engine.progress import Progress
+from engine.snapshot import Fold, gc_paused
 from engine.state import EMPTY, State, apply
 from engine.topics import DEFAULT_PREFIX, EVENTS, Topics
 
@@ -106,3 +108,44 @@ def replay(
     if dead:
         next_offset = max(next_offset, max(d.source_offset for d in dead) + 1)
     return Replayed(state, applied, duplicates, next_offset, last, tuple(dead))
+
+
+RECENT = 50
+"""Latest events a fold keeps for the status page."""
+
+START = Fold(EMPTY, Progress(), (), (), {}, 0, 0, 0, None, None)
+"""The fold of no event."""
+
+
+def extend(fold: Fold, records: Iterable[tuple[int, EventEnvelope]], until_time: datetime | None = None,
+           window: int = DEDUPE_WINDOW) -> Fold:
+    """``fold`` (a snapshot's, or ``START``) followed by ``records``: state, progress, duplicate
+    window, recent events, when the steps in flight were planned, counts. Folding a log in two
+    parts this way gives what folding it in one does (tests/test_snapshot.py)."""
+    progress = fold.progress
+    recent = deque(fold.recent, maxlen=RECENT)
+    planned = dict(fold.planned)
+    last_id = fold.last_event
+
+    def track(before: State, envelope: EventEnvelope) -> None:
+        nonlocal progress
+        payload = envelope.payload
+        progress = progress.after(before, payload, envelope.recorded_at)
+        recent.append(envelope)
+        if type(payload) is ev.StepPlanned:
+            planned[payload.tp] = envelope.recorded_at.timestamp()
+
+    def watch(records):
+        nonlocal last_id
+        for offset, envelope in records:
+            if until_time is None or envelope.recorded_at <= until_time:
+                last_id = envelope.id
+            yield offset, envelope
+
+    order = deque(fold.window)
+    state, applied, duplicates, next_offset, last = fold_log(
+        watch(records), until_time, fold.state, window, on_event=track, seen=set(order), order=order)
+    return Fold(state, progress, tuple(order), tuple(recent),
+                {tp: t for tp, t in planned.items() if tp in state.steps},
+                fold.events + applied, fold.duplicates + duplicates, next_offset or fold.next_offset,
+                last_id, last or fold.last_recorded_at)
