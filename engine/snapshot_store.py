@@ -74,6 +74,7 @@ class Found(NamedTuple):
     records: int  # records read
     seconds: float
     problem: str | None  # why no snapshot could be looked for (e.g. the topic is missing)
+    slot: int | None = None  # the slot of the snapshot found (the next one goes to the other)
 
 
 def latest(config: ClientConfig, *, prefix: str = DEFAULT_PREFIX, profile: BrokerProfile = KAFKA,
@@ -98,12 +99,16 @@ def latest(config: ClientConfig, *, prefix: str = DEFAULT_PREFIX, profile: Broke
     start = high
     while True:
         start = max(low, start - window)
-        values = [m.value for m in read_topic(config, topic, lambda v: v, lambda _d: None, profile=profile,
-                                              idle_timeout=timeout, start_offset=start)]
-        read += len(values)
-        found = assemble(values)
+        messages = list(read_topic(config, topic, lambda v: v, lambda _d: None, profile=profile,
+                                   idle_timeout=timeout, start_offset=start))
+        read += len(messages)
+        found = assemble(m.value for m in messages)
         if found.snapshot is not None or start <= low:
-            return Found(found, read, time.monotonic() - started, None)
+            slot = None
+            if found.snapshot is not None:
+                keys = [m.key for m in messages if m.value is not None and found.snapshot.id.encode() in m.value[:400]]
+                slot = int(keys[-1].split(b"-")[1]) if keys and keys[-1] and keys[-1].count(b"-") == 2 else None
+            return Found(found, read, time.monotonic() - started, None, slot)
         window *= 4
 
 
