@@ -1,7 +1,8 @@
 """Rebuild the state from the events topic: the fold of every event, in log order.
 
-``replay`` reads the (single-partition) events topic from its first offset to
-its end, or up to an offset or a time, and folds the payloads with the core's
+``replay`` reads the (single-partition) events topic from the latest snapshot
+(``engine.snapshot``) or its first offset to its end, or up to an offset or a
+time (always from offset 0), and folds the payloads with the core's
 ``engine.state.apply``. An event whose id was already applied (a re-delivered
 write) is applied once. A message that cannot be decoded is reported in the
 result's ``dead_letters`` and skipped; replay is read-only, so it writes
@@ -41,6 +42,8 @@ class Replayed(NamedTuple):
     next_offset: int  # offset after the last event read (where a later replay would go on)
     last_recorded_at: datetime | None
     dead_letters: tuple[DeadLetter, ...]
+    snapshot: dict | None = None  # the snapshot it started from (id, next_offset, events, written_at)
+    notes: tuple[str, ...] = ()  # why a snapshot was not used
 
 
 def fold_log(
@@ -93,10 +96,30 @@ def _fold(records, until_time, state, window, on_event, seen, order):
 def replay(
     config: ClientConfig, *, prefix: str = DEFAULT_PREFIX, profile: BrokerProfile = KAFKA, registry: Any = None,
     until_offset: int | None = None, until_time: datetime | None = None, timeout: float = DEFAULT_TIMEOUT,
+    from_start: bool = False,
 ) -> Replayed:
-    """The state folded from the events topic (see the module doc)."""
+    """The state folded from the events topic (see the module doc): from the latest usable snapshot
+    and the events after it, unless ``from_start`` or a cut (``until_offset``/``until_time``) is
+    asked for, which fold every event from offset 0."""
+    from engine.snapshot_store import latest, resume
+
     topic = Topics.named(prefix).events
     dead: list[DeadLetter] = []
+    notes: list[str] = []
+    if not from_start and until_offset is None and until_time is None:
+        found = latest(config, prefix=prefix, profile=profile, timeout=timeout)
+        notes = list(found.assembled.skipped) + ([found.problem] if found.problem else [])
+        snap, records, note = resume(config, found.assembled.snapshot, prefix=prefix, profile=profile,
+                                     registry=registry, timeout=timeout, set_aside=dead.append)
+        notes += [note] if note else []
+        start = snap.fold if snap is not None else START
+        fold = extend(start, records)
+        used = None if snap is None else {"id": snap.id, "next_offset": snap.fold.next_offset,
+                                          "events": snap.fold.events, "written_at": snap.written_at}
+        if dead:
+            fold = fold._replace(next_offset=max(fold.next_offset, max(d.source_offset for d in dead) + 1))
+        return Replayed(fold.state, fold.events, fold.duplicates, fold.next_offset, fold.last_recorded_at,
+                        tuple(dead), used, tuple(notes))
     messages = read_topic(
         config, topic, decoder_for(EventEnvelope, registry, topic), dead.append,
         profile=profile, until_offset=until_offset, idle_timeout=timeout, expect_partitions=EVENTS.partitions,

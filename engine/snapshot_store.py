@@ -31,7 +31,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from engine.broker_profile import KAFKA, BrokerProfile
 from engine.client_config import ClientConfig
-from engine.eventlog import DEFAULT_TIMEOUT, ReadError, _Writer, decoder_for, read_topic
+from engine.eventlog import DEFAULT_TIMEOUT, ReadError, _topic_metadata, _Writer, decoder_for, read_topic
 from engine.envelope import EventEnvelope, millis
 from engine.snapshot import Assembled, Fold, Snapshot, assemble, to_records
 from engine.topics import DEFAULT_PREFIX, EVENTS, Topics, missing
@@ -157,6 +157,7 @@ def _low_watermark(config: ClientConfig, topic: str, profile: BrokerProfile, tim
     consumer = Consumer(config.confluent(**{"group.id": "kreassign-reader", "enable.auto.commit": False,
                                             **profile.consumer}))
     try:
+        _topic_metadata(consumer, topic, timeout, config.bootstrap, ReadError)  # a missing topic, said so
         low, _high = consumer.get_watermark_offsets(KafkaTopicPartition(topic, 0), timeout=timeout)
         return low
     except KafkaException as e:
