@@ -139,6 +139,13 @@ class _Writer:
             return n
         except KafkaException as e:
             raise self._failed(e.args[0]) from None
+        except SystemError as e:
+            # confluent-kafka: a fatal error raised in flush() while a delivery callback runs surfaces
+            # as SystemError whose cause is the KafkaException (e.g. _FENCED)
+            cause = e.__cause__ or e.__context__
+            if isinstance(cause, KafkaException):
+                raise self._failed(cause.args[0]) from None
+            raise
         except PublishError as e:
             self._abort()
             raise e from None
@@ -157,11 +164,11 @@ class _Writer:
             pass  # the next begin_transaction says what is wrong, with its reason
 
     def _write(self, messages, headers, topic) -> int:
-        failures: list[str] = []
+        errors: list = []  # KafkaError objects, read after flush (a fatal error may be pending in the callback)
 
         def delivered(err, msg) -> None:
             if err is not None:
-                failures.append(err.str())
+                errors.append(err)
             else:
                 self.last_offset = msg.offset()
 
@@ -180,6 +187,7 @@ class _Writer:
                     raise PublishError(f"{topic}: {e.args[0].str()}") from None
             n += 1
         left = self.producer.flush(self.timeout)
+        failures = [e.str() for e in errors]
         if left:
             raise PublishError(f"{left} messages to {self.topic} not delivered within {self.timeout:g} s "
                                f"(is {self.bootstrap} reachable?)")
