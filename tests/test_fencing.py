@@ -27,7 +27,7 @@ from engine.replay import START, extend, replay
 from engine.snapshot_store import latest, resume
 from engine.worker import KafkaEventLog, Settings
 from tests.engine_harness import EventTail, SimCluster, Worker, get_json, wait_for
-from tests.test_engine import publisher, scenario_doc
+from tests.test_engine import procs, publisher, scenario_doc  # noqa: F401 - procs is a fixture
 from engine.sim import scenario as S
 
 EMBEDDED = profile("embedded")
