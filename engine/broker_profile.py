@@ -1,6 +1,7 @@
 """Broker profiles: client settings that depend on which broker kreassign talks to.
 
-``kafka`` (the default) is Apache Kafka: no overrides, librdkafka's defaults.
+``kafka`` (the default) is Apache Kafka: librdkafka's defaults; the engine's
+workers use a 6 s group session (Kafka's minimum by default) with 1 s heartbeats.
 ``embedded`` is the tansu broker of ``kreassign broker`` and the tests; every
 setting it needs lives in ``engine.embedded`` and nowhere else, so the code
 paths used against real Kafka carry none of them. Select one with
@@ -22,7 +23,13 @@ class BrokerProfile(NamedTuple):
     faust_consumer: Mapping[str, object] = {}  # aiokafka consumer settings Faust does not expose
 
 
-KAFKA = BrokerProfile("kafka")
+KAFKA = BrokerProfile(
+    "kafka",
+    # the engine's group: a dead decider's session ends after 6 s (Kafka's group.min.session.timeout.ms,
+    # the least a broker accepts by default), heartbeats every second, so a standby takes over in
+    # seconds (Faust's own 60 s session made failover take a minute)
+    faust={"broker_session_timeout": 6.0, "broker_heartbeat_interval": 1.0},
+)
 NAMES = ("kafka", "embedded")
 
 

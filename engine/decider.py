@@ -55,7 +55,8 @@ from engine.envelope import EventEnvelope, new_id, now
 from engine.executor import Executor, actions, recovery_actions
 from engine.partition import TopicPartition
 from engine.progress import Progress, report
-from engine.replay import fold_log
+from engine.replay import DEDUPE_WINDOW, RECENT, START, extend
+from engine.snapshot import Fold
 from engine.state import EMPTY, TERMINAL, State, apply
 from engine.summary import bytes_remaining, describe, summarize
 
@@ -66,17 +67,34 @@ class Retry(RuntimeError):
     """The input cannot be decided now; the message says why. Recover, then try it again."""
 
 
+class Deposed(RuntimeError):
+    """Another decider took over (its producer fenced this one's): this one must neither append
+    nor act any more. The message says how it found out."""
+
+
 class EventLog(Protocol):
     def append(self, events: Iterable[ev.Event]) -> list[EventEnvelope]: ...
 
-    def read(self) -> Iterator[tuple[int, EventEnvelope]]: ...
+    def resume(self) -> tuple[Fold | None, Iterator[tuple[int, EventEnvelope]], list[str]]:
+        """Where a fold starts (the latest usable snapshot's, or None: offset 0), the events after
+        it, and notes worth a log line (why a snapshot was not used)."""
+
+    @property
+    def next_offset(self) -> int:
+        """The offset after the last event appended."""
+
+    def guard(self) -> None:
+        """Called before every action on the cluster: returns if this decider may act now, raises
+        ``Deposed`` if it may not (fencing, ``docs/engine.md``)."""
 
 
 class MemoryLog:
-    """An events log in memory (tests, benchmarks): the same contract as the events topic."""
+    """An events log in memory (tests, benchmarks): the same contract as the events topic, snapshots
+    included (``write_snapshot``; ``resume`` starts from the latest one)."""
 
     def __init__(self) -> None:
         self.records: list[EventEnvelope] = []
+        self.snapshots: list[Fold] = []
 
     def append(self, events: Iterable[ev.Event]) -> list[EventEnvelope]:
         t = now()
@@ -86,6 +104,21 @@ class MemoryLog:
 
     def read(self) -> Iterator[tuple[int, EventEnvelope]]:
         return iter(list(enumerate(self.records)))
+
+    def resume(self) -> tuple[Fold | None, Iterator[tuple[int, EventEnvelope]], list[str]]:
+        start = self.snapshots[-1] if self.snapshots else None
+        skip = start.next_offset if start is not None else 0
+        return start, iter(list(enumerate(self.records))[skip:]), []
+
+    @property
+    def next_offset(self) -> int:
+        return len(self.records)
+
+    def write_snapshot(self, fold: Fold) -> None:
+        self.snapshots.append(fold)
+
+    def guard(self) -> None:
+        return None
 
 
 class Decider:
@@ -104,7 +137,7 @@ class Decider:
         self.state: State = EMPTY
         self.progress = Progress()
         self.recent: deque[EventEnvelope] = deque(maxlen=RECENT)  # for the status page
-        self.executor = Executor(cluster, clock)
+        self.executor = Executor(cluster, clock, guard=getattr(log, "guard", None))
         self.executed: str | None = None  # last event whose actions (and all before) were carried out
         self.last_event: str | None = None
         self.recovered = False
@@ -114,59 +147,77 @@ class Decider:
         self.counts: Counter = Counter()  # events appended, by type name; "_inputs", "_ticks"
         self.failures: Counter = Counter()  # (action, code) -> ActionFailed events appended
         self._meta: dict[TopicPartition, tuple[int | None, int, float, tuple[int, ...]]] = {}
+        # the rest of the fold beside the state, for snapshots (engine.snapshot.Fold)
+        self.window: deque[str] = deque(maxlen=DEDUPE_WINDOW)
+        self.planned_recorded: dict[TopicPartition, float] = {}
+        self.events = self.duplicates = self.next_offset = 0
+        self.last_recorded_at: datetime | None = None
+        self.snapshot_used: dict | None = None  # what the last recovery started from
 
     # --- recovery ------------------------------------------------------------------------
 
     def recover(self, executed: str | None) -> dict:
-        """Fold the log, then carry out what it asks of the cluster (see the module doc)."""
+        """Fold the log (from the latest snapshot), then carry out what it asks of the cluster (see
+        the module doc). A snapshot is written only by a decider that had carried out the actions of
+        every event it folds, so when the marker ``executed`` is not after it, every
+        ``ThrottlesRemoved`` after the snapshot is replayed (from offset 0: every one in the log)."""
         started = time.monotonic()
-        removed: list = []
-        planned: dict[TopicPartition, float] = {}
+        resume = getattr(self.log, "resume", None)
+        start, records, notes = resume() if resume is not None else (None, self.log.read(), [])
+        for note in notes:
+            log.warning("%s", note)
+        after_marker: list = []
+        every: list = []
         found = executed is None
-        last = None
 
         def tap(records: Iterator[tuple[int, EventEnvelope]]) -> Iterator[tuple[int, EventEnvelope]]:
-            nonlocal found, last
+            nonlocal found
             for offset, envelope in records:
-                payload = envelope.payload
-                if found and type(payload) is ev.ThrottlesRemoved:
-                    removed.append(payload.throttles)
-                elif type(payload) is ev.StepPlanned:
-                    planned[payload.tp] = envelope.recorded_at.timestamp()
+                if type(envelope.payload) is ev.ThrottlesRemoved:
+                    every.append(envelope.payload.throttles)
+                    if found:
+                        after_marker.append(envelope.payload.throttles)
                 if envelope.id == executed:
                     found = True
-                last = envelope.id
                 yield offset, envelope
 
-        progress = Progress()
-        recent: deque[EventEnvelope] = deque(maxlen=RECENT)
-
-        def track(before, envelope) -> None:
-            nonlocal progress
-            progress = progress.after(before, envelope.payload, envelope.recorded_at)
-            recent.append(envelope)
-
-        state, applied, duplicates, _next, _last = fold_log(tap(self.log.read()), on_event=track)
+        loaded = time.monotonic()
+        fold = extend(start or START, tap(records))
         # The folded state lives as long as the decider and holds no reference cycles: out of the cyclic
         # garbage collector's reach, a million partitions cost no full collection on the first ticks.
         gc.freeze()
-        if not found:  # the marker is not in the log (lost, or another log): every removal counts
-            return self.recover(None)
-        self.state = state
-        self.progress = progress
-        self.recent = recent
-        self.executor = Executor(self.cluster, self.clock)
-        self.last_event = self.executed = last
-        self.planned_at = {tp: t for tp, t in planned.items() if tp in state.steps}
+        removed = after_marker if found else every
+        self.state = fold.state
+        self.progress = fold.progress
+        self.recent = deque(fold.recent, maxlen=RECENT)
+        self.window = deque(fold.window, maxlen=DEDUPE_WINDOW)
+        self.events, self.duplicates = fold.events, fold.duplicates
+        self.next_offset, self.last_recorded_at = fold.next_offset, fold.last_recorded_at
+        self.planned_recorded = dict(fold.planned)
+        self.executor = Executor(self.cluster, self.clock, guard=getattr(self.log, "guard", None))
+        self.last_event = self.executed = fold.last_event
+        self.planned_at = dict(fold.planned)
         self._meta = {}
         self.counts = Counter()
         self.recovered = True
-        todo = recovery_actions(removed, state)
+        self.snapshot_used = None if start is None else {"events": start.events, "next_offset": start.next_offset}
+        todo = recovery_actions(removed, fold.state)
+        folded = time.monotonic()
         self._refresh_sizes()
         self.process(*self.executor.execute(todo))
         self.executed = self.last_event
-        return {"events": applied, "duplicates": duplicates, "actions": len(todo),
-                "throttle_removals_replayed": len(removed), "seconds": time.monotonic() - started}
+        return {"events": fold.events - (start.events if start else 0), "duplicates": fold.duplicates,
+                "from_snapshot": self.snapshot_used, "snapshot_notes": notes, "actions": len(todo),
+                "throttle_removals_replayed": len(removed), "seconds": time.monotonic() - started,
+                "seconds_fold": folded - loaded}
+
+    def fold(self) -> Fold:
+        """What folding the log up to the last event this decider appended gives (a snapshot's
+        content). Only a decider that carried out every action of its log may write it."""
+        s = self.state
+        return Fold(s, self.progress, tuple(self.window), tuple(self.recent),
+                    {tp: t for tp, t in self.planned_recorded.items() if tp in s.steps},
+                    self.events, self.duplicates, self.next_offset, self.last_event, self.last_recorded_at)
 
     # --- inputs ----------------------------------------------------------------------------
 
@@ -258,12 +309,20 @@ class Decider:
                 continue
             try:
                 envelopes = self.log.append(events)
+            except Deposed:
+                raise
             except Exception as e:  # noqa: BLE001 - the log is unreachable: nothing may happen before it is
                 raise Retry(f"cannot append to the events log: {e}") from None
             before = self.state
             for envelope in envelopes:  # bytes and time beside the state (engine.progress)
                 self.progress = self.progress.after(before, envelope.payload, envelope.recorded_at)
                 before = apply(before, envelope.payload)
+                self.window.append(envelope.id)
+                if type(envelope.payload) is ev.StepPlanned:
+                    self.planned_recorded[envelope.payload.tp] = envelope.recorded_at.timestamp()
+            self.events += len(envelopes)
+            self.next_offset = getattr(self.log, "next_offset", self.next_offset + len(envelopes))
+            self.last_recorded_at = envelopes[-1].recorded_at
             self.state = state
             self.recent.extend(envelopes)
             appended.extend(envelopes)
@@ -291,6 +350,7 @@ class Decider:
                     self._meta[e.tp] = (s.throttle_rate, self._share(e.step.nr), t, e.step.nr)
             elif kind in (ev.StepCompleted, ev.StepAborted, ev.StepFailed):
                 self.planned_at.pop(e.tp, None)
+                self.planned_recorded.pop(e.tp, None)
                 meta = self._meta.pop(e.tp, None)
                 if kind is ev.StepCompleted and meta is not None:
                     self._sample(e.tp, meta, t)

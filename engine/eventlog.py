@@ -56,6 +56,12 @@ class ReadError(RuntimeError):
     """A topic could not be read; the message says why."""
 
 
+class Fenced(PublishError):
+    """A transactional writer was fenced: another producer with its ``transactional.id`` took over
+    (Kafka's PRODUCER_FENCED / INVALID_PRODUCER_EPOCH), or its producer failed fatally. Nothing it
+    tried to write was committed; it must not act on it."""
+
+
 def issuer() -> str:
     """``user@host``: who issued a command, unless the caller says."""
     try:
@@ -71,15 +77,20 @@ def _encoder(python_type: type, registry: Any, topic: str):
 
 
 class _Writer:
-    """An idempotent producer that writes to one topic and waits for every delivery."""
+    """An idempotent producer that writes to one topic and waits for every delivery.
 
-    def __init__(self, config: ClientConfig, topic: str, profile: BrokerProfile, timeout: float, check: bool):
+    With a ``transactional_id`` every ``write`` is one transaction, and creating the writer claims
+    the id (``init_transactions``): it fences any older producer with that id, whose later writes
+    fail with ``Fenced`` and are never committed (Kafka aborts its open transaction)."""
+
+    def __init__(self, config: ClientConfig, topic: str, profile: BrokerProfile, timeout: float, check: bool,
+                 transactional_id: str | None = None, extra: Mapping[str, object] | None = None):
         self.topic = topic
         self.timeout = timeout
         bootstrap = config.bootstrap or "(no bootstrap server)"
         if check:
             _topic_metadata(AdminClient(config.confluent()), topic, timeout, bootstrap, PublishError)
-        self.producer = Producer(config.confluent(**{
+        settings: dict[str, object] = {
             "enable.idempotence": True,
             "acks": "all",
             "compression.type": "lz4",
@@ -87,8 +98,23 @@ class _Writer:
             "message.max.bytes": MAX_MESSAGE_BYTES,
             "message.timeout.ms": int(timeout * 1000),
             **profile.producer,
-        }))
+            **(extra or {}),
+        }
+        self.transactional_id = transactional_id
+        if transactional_id is not None:
+            # librdkafka: message.timeout.ms may not exceed transaction.timeout.ms
+            settings.update({"transactional.id": transactional_id,
+                             "transaction.timeout.ms": max(60_000, int(timeout * 1000))})
+        self.producer = Producer(config.confluent(**settings))
         self.bootstrap = bootstrap
+        self.last_offset: int | None = None  # of the last message delivered
+        self.committed_at: float | None = None  # monotonic time just before the last commit that succeeded began
+        if transactional_id is not None:
+            try:
+                self.producer.init_transactions(timeout)
+            except KafkaException as e:
+                raise PublishError(f"cannot claim transactional.id {transactional_id} on {bootstrap}: "
+                                   f"{e.args[0].str()}") from None
 
     def close(self) -> None:
         """Flush and let the producer go (librdkafka closes it when it is no longer referenced)."""
@@ -96,34 +122,86 @@ class _Writer:
             self.producer.flush(self.timeout)
             self.producer = None
 
-    def write(self, messages: Iterable[tuple[bytes, bytes, int]]) -> int:
-        """Produce (key, value, timestamp ms) messages, flush, and fail if any was not delivered."""
+    def write(self, messages: Iterable[tuple[bytes, bytes, int]], headers: list | None = None,
+              topic: str | None = None) -> int:
+        """Produce (key, value, timestamp ms) messages, flush, and fail if any was not delivered
+        (transactional: commit, or abort and fail; ``Fenced`` if another producer took over)."""
         if self.producer is None:
             raise PublishError(f"the writer to {self.topic} is closed")
-        failures: list[str] = []
+        if self.transactional_id is None:
+            return self._write(messages, headers, topic or self.topic)
+        try:
+            self.producer.begin_transaction()
+            n = self._write(messages, headers, topic or self.topic)
+            started = time.monotonic()
+            self.producer.commit_transaction(self.timeout)
+            self.committed_at = started
+            return n
+        except KafkaException as e:
+            raise self._failed(e.args[0]) from None
+        except SystemError as e:
+            # confluent-kafka: a fatal error raised in flush() while a delivery callback runs surfaces
+            # as SystemError whose cause is the KafkaException (e.g. _FENCED)
+            cause = e.__cause__ or e.__context__
+            if isinstance(cause, KafkaException):
+                raise self._failed(cause.args[0]) from None
+            raise
+        except PublishError as e:
+            self._abort()
+            raise e from None
 
-        def delivered(err, _msg) -> None:
+    def _failed(self, err: Any) -> PublishError:
+        text = f"{self.topic}: {err.str() if isinstance(err, KafkaError) else err}"
+        if isinstance(err, KafkaError) and (err.fatal() or err.code() in _FENCED_CODES):
+            return Fenced(f"{text} (transactional.id {self.transactional_id})")
+        self._abort()
+        return PublishError(text)
+
+    def _abort(self) -> None:
+        try:
+            self.producer.abort_transaction(self.timeout)
+        except KafkaException:
+            pass  # the next begin_transaction says what is wrong, with its reason
+
+    def _write(self, messages, headers, topic) -> int:
+        errors: list = []  # KafkaError objects, read after flush (a fatal error may be pending in the callback)
+
+        def delivered(err, msg) -> None:
             if err is not None:
-                failures.append(err.str())
+                errors.append(err)
+            else:
+                self.last_offset = msg.offset()
 
         n = 0
         for key, value, timestamp in messages:
             while True:
                 try:
-                    self.producer.produce(self.topic, value=value, key=key, timestamp=timestamp, on_delivery=delivered)
+                    self.producer.produce(topic, value=value, key=key, timestamp=timestamp, on_delivery=delivered,
+                                          headers=headers)
                     break
                 except BufferError:  # local queue full: let deliveries drain
                     self.producer.poll(0.1)
                 except KafkaException as e:
-                    raise PublishError(f"{self.topic}: {e.args[0].str()}") from None
+                    if self.transactional_id is not None:
+                        raise
+                    raise PublishError(f"{topic}: {e.args[0].str()}") from None
             n += 1
         left = self.producer.flush(self.timeout)
+        failures = [e.str() for e in errors]
         if left:
             raise PublishError(f"{left} messages to {self.topic} not delivered within {self.timeout:g} s "
                                f"(is {self.bootstrap} reachable?)")
         if failures:
-            raise PublishError(f"{len(failures)} messages to {self.topic} failed: {failures[0]}")
+            if self.transactional_id is not None and any("fence" in f.lower() for f in failures):
+                raise Fenced(f"{topic}: {failures[0]} (transactional.id {self.transactional_id})")
+            raise PublishError(f"{len(failures)} messages to {topic} failed: {failures[0]}")
         return n
+
+
+_FENCED_CODES = frozenset(
+    getattr(KafkaError, name) for name in ("_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH",
+                                           "TRANSACTIONAL_ID_AUTHORIZATION_FAILED") if hasattr(KafkaError, name)
+)
 
 
 def _topic_metadata(client: Any, topic: str, timeout: float, bootstrap: str | None, error: type) -> Any:
@@ -147,12 +225,12 @@ class _EnvelopeWriter:
     def __init__(
         self, bootstrap: str | None = None, config: ClientConfig | None = None, *,
         prefix: str = DEFAULT_PREFIX, profile: BrokerProfile = KAFKA, registry: Any = None,
-        timeout: float = DEFAULT_TIMEOUT, check_topic: bool = True,
+        timeout: float = DEFAULT_TIMEOUT, check_topic: bool = True, transactional_id: str | None = None,
     ):
         config = (config or ClientConfig()).with_bootstrap(bootstrap)
         self.topic = getattr(Topics.named(prefix), self.topic_role)
         self._codec = _encoder(self.envelope, registry, self.topic)
-        self._writer = _Writer(config, self.topic, profile, timeout, check_topic)
+        self._writer = _Writer(config, self.topic, profile, timeout, check_topic, transactional_id)
 
     def close(self) -> None:
         self._writer.close()
@@ -220,10 +298,16 @@ class Publisher(_EnvelopeWriter):
 
 
 class EventWriter(_EnvelopeWriter):
-    """Appends events to the events topic, each in an envelope with a new id and the time."""
+    """Appends events to the events topic, each in an envelope with a new id and the time.
+
+    ``writer``: a ``writer`` header on every message (the engine puts its worker id there, so the
+    log says who appended what). ``transactional_id``: each append is one transaction (the
+    engine's decider: ``docs/engine.md``, fencing); ``last_offset`` is the offset of the last event
+    appended, ``committed_at`` when its commit began (``time.monotonic``)."""
 
     envelope = EventEnvelope
     topic_role = "events"
+    writer_id: str | None = None
 
     def append(self, events: Iterable[ev.Event], recorded_at: datetime | None = None) -> list[EventEnvelope]:
         t = recorded_at or now()
@@ -233,9 +317,26 @@ class EventWriter(_EnvelopeWriter):
 
     def write(self, envelopes: Iterable[EventEnvelope]) -> int:
         encode = self._codec.encode
+        headers = None if self.writer_id is None else [(WRITER_HEADER, self.writer_id.encode())]
         return self._writer.write(
-            (event_key(e.payload).encode(), encode(e), millis(e.recorded_at)) for e in envelopes
+            ((event_key(e.payload).encode(), encode(e), millis(e.recorded_at)) for e in envelopes), headers
         )
+
+    def write_other(self, topic: str, messages: Iterable[tuple[bytes, bytes, int]], headers: list | None = None) -> int:
+        """Messages to another topic through the same producer (in a transaction of their own, if
+        transactional): what the decider uses to renew its lease."""
+        return self._writer.write(messages, headers, topic)
+
+    @property
+    def last_offset(self) -> int | None:
+        return self._writer.last_offset
+
+    @property
+    def committed_at(self) -> float | None:
+        return self._writer.committed_at
+
+
+WRITER_HEADER = "writer"
 
 
 class Message(NamedTuple):

@@ -120,7 +120,12 @@ def recovery_actions(removed: Iterable[ThrottleSet], state: State) -> list[Actio
     return out + reassert(state)
 
 
-def run(cluster: Cluster, todo: Sequence[Action], now: float | None = None) -> list[ActionOutcome]:
+def run(cluster: Cluster, todo: Sequence[Action], now: float | None = None,
+        guard: Callable[[], None] | None = None) -> list[ActionOutcome]:
+    """``guard`` is called before every call that changes the cluster; whatever it raises (the
+    decider's ``Deposed``: another decider took over) stops the run at once, outside the rule that
+    turns an adapter's exceptions into outcomes."""
+    guard = guard or _no_guard
     out: list[ActionOutcome] = []
     failed_topics: set[str] = set()
     failed_brokers: set[int] = set()
@@ -128,7 +133,7 @@ def run(cluster: Cluster, todo: Sequence[Action], now: float | None = None) -> l
         batch = list(group)
         if kind in (ApplyThrottles, RemoveThrottles):
             for action in batch:
-                for piece, result in _throttles(cluster, action):
+                for piece, result in _throttles(cluster, action, guard):
                     out.append(ActionOutcome(kind(piece), result, now))
                     if kind is ApplyThrottles and not isinstance(result, Ok):
                         failed_topics.update(e.topic for e in piece.leader | piece.follower)
@@ -142,19 +147,29 @@ def run(cluster: Cluster, todo: Sequence[Action], now: float | None = None) -> l
             batch = [a for a in batch if a not in held]
             if not batch:
                 continue
+        guard()
         results = _call(cluster, kind, batch)
         out.extend(ActionOutcome(a, r, now) for a, r in zip(batch, results))
     return out
 
 
-def _throttles(cluster: Cluster, action) -> list[tuple[ThrottleSet, Result]]:
+def _no_guard() -> None:
+    return None
+
+
+def _throttles(cluster: Cluster, action, guard: Callable[[], None]) -> list[tuple[ThrottleSet, Result]]:
     """One call for the whole delta; if it fails, one call per piece, to say which part failed."""
     call = cluster.apply_throttles if isinstance(action, ApplyThrottles) else cluster.remove_throttles
+    guard()
     result = _guard(lambda: call(action.throttles))
     pieces = split(action.throttles)
     if isinstance(result, Ok) or len(pieces) <= 1:
         return [(action.throttles, result)]
-    return [(piece, _guard(lambda p=piece: call(p))) for piece in pieces]
+    out = []
+    for piece in pieces:
+        guard()
+        out.append((piece, _guard(lambda p=piece: call(p))))
+    return out
 
 
 def _guard(call) -> Result:
@@ -188,9 +203,10 @@ class Executor:
 
     cluster: Cluster
     clock: Callable[[], float] | None = None
+    guard: Callable[[], None] | None = None  # before every change to the cluster (see ``run``)
 
     def execute(self, todo: Iterable[Action] = ()) -> list[ActionOutcome]:
-        return run(self.cluster, list(todo), None if self.clock is None else self.clock())
+        return run(self.cluster, list(todo), None if self.clock is None else self.clock(), self.guard)
 
     def execute_events(self, events: Iterable[ev.Event]) -> list[ActionOutcome]:
         return self.execute(actions(events))

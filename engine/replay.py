@@ -1,7 +1,8 @@
 """Rebuild the state from the events topic: the fold of every event, in log order.
 
-``replay`` reads the (single-partition) events topic from its first offset to
-its end, or up to an offset or a time, and folds the payloads with the core's
+``replay`` reads the (single-partition) events topic from the latest snapshot
+(``engine.snapshot``) or its first offset to its end, or up to an offset or a
+time (always from offset 0), and folds the payloads with the core's
 ``engine.state.apply``. An event whose id was already applied (a re-delivered
 write) is applied once. A message that cannot be decoded is reported in the
 result's ``dead_letters`` and skipped; replay is read-only, so it writes
@@ -19,6 +20,9 @@ from engine.client_config import ClientConfig
 from engine.dead_letter import DeadLetter
 from engine.envelope import EventEnvelope
 from engine.eventlog import DEFAULT_TIMEOUT, decoder_for, read_topic
+from engine import events as ev
+from engine.progress import Progress
+from engine.snapshot import Fold, gc_paused
 from engine.state import EMPTY, State, apply
 from engine.topics import DEFAULT_PREFIX, EVENTS, Topics
 
@@ -38,6 +42,8 @@ class Replayed(NamedTuple):
     next_offset: int  # offset after the last event read (where a later replay would go on)
     last_recorded_at: datetime | None
     dead_letters: tuple[DeadLetter, ...]
+    snapshot: dict | None = None  # the snapshot it started from (id, next_offset, events, written_at)
+    notes: tuple[str, ...] = ()  # why a snapshot was not used
 
 
 def fold_log(
@@ -53,8 +59,12 @@ def fold_log(
     duplicate window over from an earlier call when a fold goes on later.
     Returns (state, applied, duplicates, next offset, last recorded_at).
     """
-    seen = set() if seen is None else seen
-    order = deque() if order is None else order
+    with gc_paused():  # the fold makes acyclic values only; the collector would walk them again and again
+        return _fold(records, until_time, state, window, on_event, set() if seen is None else seen,
+                     deque() if order is None else order)
+
+
+def _fold(records, until_time, state, window, on_event, seen, order):
     applied = duplicates = 0
     next_offset = 0
     last = None
@@ -86,10 +96,30 @@ def fold_log(
 def replay(
     config: ClientConfig, *, prefix: str = DEFAULT_PREFIX, profile: BrokerProfile = KAFKA, registry: Any = None,
     until_offset: int | None = None, until_time: datetime | None = None, timeout: float = DEFAULT_TIMEOUT,
+    from_start: bool = False,
 ) -> Replayed:
-    """The state folded from the events topic (see the module doc)."""
+    """The state folded from the events topic (see the module doc): from the latest usable snapshot
+    and the events after it, unless ``from_start`` or a cut (``until_offset``/``until_time``) is
+    asked for, which fold every event from offset 0."""
+    from engine.snapshot_store import latest, resume
+
     topic = Topics.named(prefix).events
     dead: list[DeadLetter] = []
+    notes: list[str] = []
+    if not from_start and until_offset is None and until_time is None:
+        found = latest(config, prefix=prefix, profile=profile, timeout=timeout)
+        notes = list(found.assembled.skipped) + ([found.problem] if found.problem else [])
+        snap, records, note = resume(config, found.assembled.snapshot, prefix=prefix, profile=profile,
+                                     registry=registry, timeout=timeout, set_aside=dead.append)
+        notes += [note] if note else []
+        start = snap.fold if snap is not None else START
+        fold = extend(start, records)
+        used = None if snap is None else {"id": snap.id, "next_offset": snap.fold.next_offset,
+                                          "events": snap.fold.events, "written_at": snap.written_at}
+        if dead:
+            fold = fold._replace(next_offset=max(fold.next_offset, max(d.source_offset for d in dead) + 1))
+        return Replayed(fold.state, fold.events, fold.duplicates, fold.next_offset, fold.last_recorded_at,
+                        tuple(dead), used, tuple(notes))
     messages = read_topic(
         config, topic, decoder_for(EventEnvelope, registry, topic), dead.append,
         profile=profile, until_offset=until_offset, idle_timeout=timeout, expect_partitions=EVENTS.partitions,
@@ -101,3 +131,44 @@ def replay(
     if dead:
         next_offset = max(next_offset, max(d.source_offset for d in dead) + 1)
     return Replayed(state, applied, duplicates, next_offset, last, tuple(dead))
+
+
+RECENT = 50
+"""Latest events a fold keeps for the status page."""
+
+START = Fold(EMPTY, Progress(), (), (), {}, 0, 0, 0, None, None)
+"""The fold of no event."""
+
+
+def extend(fold: Fold, records: Iterable[tuple[int, EventEnvelope]], until_time: datetime | None = None,
+           window: int = DEDUPE_WINDOW) -> Fold:
+    """``fold`` (a snapshot's, or ``START``) followed by ``records``: state, progress, duplicate
+    window, recent events, when the steps in flight were planned, counts. Folding a log in two
+    parts this way gives what folding it in one does (tests/test_snapshot.py)."""
+    progress = fold.progress
+    recent = deque(fold.recent, maxlen=RECENT)
+    planned = dict(fold.planned)
+    last_id = fold.last_event
+
+    def track(before: State, envelope: EventEnvelope) -> None:
+        nonlocal progress
+        payload = envelope.payload
+        progress = progress.after(before, payload, envelope.recorded_at)
+        recent.append(envelope)
+        if type(payload) is ev.StepPlanned:
+            planned[payload.tp] = envelope.recorded_at.timestamp()
+
+    def watch(records):
+        nonlocal last_id
+        for offset, envelope in records:
+            if until_time is None or envelope.recorded_at <= until_time:
+                last_id = envelope.id
+            yield offset, envelope
+
+    order = deque(fold.window)
+    state, applied, duplicates, next_offset, last = fold_log(
+        watch(records), until_time, fold.state, window, on_event=track, seen=set(order), order=order)
+    return Fold(state, progress, tuple(order), tuple(recent),
+                {tp: t for tp, t in planned.items() if tp in state.steps},
+                fold.events + applied, fold.duplicates + duplicates, next_offset or fold.next_offset,
+                last_id, last or fold.last_recorded_at)

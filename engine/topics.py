@@ -5,9 +5,16 @@ gives the reasons at length; in short:
 
 * ``<prefix>events`` - the log of record. One partition: the log is totally
   ordered, so replay (the fold) is exact and deterministic and cluster-wide
-  limits are decided at one point. Nothing may ever be removed from it (state
-  is the fold of all events): delete policy with infinite retention, never
-  compaction.
+  limits are decided at one point. Kept whole: delete policy with infinite
+  retention, never compaction, so a replay from offset 0 stays possible (and
+  is what checks a snapshot). The engine appends to it in transactions
+  (``<prefix>decider``): readers must read committed records only
+  (librdkafka's default).
+* ``<prefix>snapshots`` - states folded from the events up to an offset
+  (``engine.snapshot``), so that recovery and ``status`` fold only the events
+  after the latest one. Compacted: keys alternate between two slots, so the
+  latest complete snapshot is always kept and older ones go. Losing it loses
+  nothing: the events are the record.
 * ``<prefix>commands`` - operator commands, keyed by request id (``control``
   for limits, throttle, pause, resume), so one request's commands stay in
   order. Several partitions; consumed once by the engine, kept 7 days.
@@ -71,7 +78,14 @@ DECISIONS = TopicSpec(
     "the command's key; 'tick' for ticks",
     "the engine's single decision point: one partition, consumed by exactly one worker (the decider)",
 )
-LAYOUT: tuple[TopicSpec, ...] = (COMMANDS, EVENTS, DEAD_LETTERS, DECISIONS)
+SNAPSHOTS = TopicSpec(
+    "snapshots", 1,
+    {"cleanup.policy": "compact", "segment.ms": str(3600 * 1000), "min.cleanable.dirty.ratio": "0.1",
+     "delete.retention.ms": str(DAY_MS)},
+    "snapshot-<slot>-<chunk>: two slots used in turn, one record per chunk of at most 512 KiB",
+    "the latest state folded from the events; compacted, so it stays small; the events topic stays the record",
+)
+LAYOUT: tuple[TopicSpec, ...] = (COMMANDS, EVENTS, DEAD_LETTERS, DECISIONS, SNAPSHOTS)
 SINGLE_PARTITION = (EVENTS, DECISIONS)
 
 
@@ -80,10 +94,19 @@ class Topics(NamedTuple):
     events: str
     dead_letters: str
     decisions: str
+    snapshots: str
 
     @classmethod
     def named(cls, prefix: str = DEFAULT_PREFIX) -> "Topics":
         return cls(*(prefix + spec.suffix for spec in LAYOUT))
+
+
+def missing(name: str) -> str:
+    """What to say of a topic of the layout that does not exist."""
+    if name.endswith(SNAPSHOTS.suffix):
+        return (f"topic {name} does not exist (snapshots for fast recovery, new in this version; run: kreassign topics "
+                f"create, which adds only what is missing)")
+    return f"topic {name} does not exist (run: kreassign topics create)"
 
 
 class TopicsError(RuntimeError):
@@ -135,7 +158,7 @@ def layout_problems(admin: AdminClient, prefix: str = DEFAULT_PREFIX, timeout: f
         name = prefix + spec.suffix
         topic = metadata.topics.get(name)
         if topic is None:
-            problems.append(f"topic {name} does not exist (run: kreassign topics create)")
+            problems.append(missing(name))
         elif spec in SINGLE_PARTITION and len(topic.partitions) != 1:
             problems.append(
                 f"topic {name} has {len(topic.partitions)} partitions; the {spec.suffix} topic must have exactly 1 "

@@ -50,9 +50,11 @@ from engine.cluster import Cluster
 from engine.codec import DecodeError, codec_for
 from engine.commands import Unverified
 from engine.dead_letter import DeadLetter, decode_or_set_aside
-from engine.decider import Decider, Retry
+from engine import snapshot_store
+from engine.decider import Decider, Deposed, Retry
 from engine.envelope import CommandEnvelope, EventEnvelope, now
-from engine.eventlog import EventWriter, decoder_for, read_topic
+from engine.eventlog import EventWriter, Fenced, PublishError, decoder_for
+from engine.snapshot_store import SnapshotWriter
 from engine.signing import verify
 from engine.topics import COMMANDS, EVENTS, Topics
 from engine import views
@@ -85,30 +87,111 @@ class Settings:
     timeout: float = 30.0
     verify_interval: float = 10.0  # seconds between read-backs of the throttle configuration
     worker_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
+    snapshot_every: int = 10_000  # events between snapshots (0: none but at a clean shutdown)
+    lease: float = 2.0  # seconds a decider may act after a commit of its own (fencing, docs/engine.md)
 
 
 class KafkaEventLog:
-    """The events topic as the decider's ``EventLog``: append (waiting for delivery), read to its end."""
+    """The events topic as the decider's ``EventLog``: transactional appends (fencing), snapshots,
+    folds that start from the latest snapshot, and the lease that guards every action.
+
+    Creating it claims the decider's ``transactional.id`` (``<prefix>decider``): every older
+    producer with that id is fenced, its open transaction aborted, and its later appends fail
+    (``Deposed``). It is created when a worker is given the decisions partition, *before* the log is
+    read, so no deposed decider can append after the new one has read the log.
+
+    The lease: a decider may change the cluster only within ``lease`` seconds of the start of a
+    commit of its own that succeeded (an append, or a lease record on the decisions topic, which
+    the decider skips). A new decider waits ``lease`` seconds after its claim before acting. So a
+    deposed decider whose commit was accepted just before the claim acts no later than the new one
+    starts; one that stalled past its lease (a pause, SIGSTOP) renews first, and is refused."""
 
     def __init__(self, s: Settings):
         self.s = s
         self.topic = Topics.named(s.prefix).events
+        self.decisions_topic = Topics.named(s.prefix).decisions
         self.writer = EventWriter(config=s.config, prefix=s.prefix, profile=s.profile, registry=s.registry,
-                                  timeout=s.timeout)
+                                  timeout=s.timeout, transactional_id=f"{s.prefix}decider")
+        self.writer.writer_id = s.worker_id
+        self.hold_until = time.monotonic() + s.lease
         self.unreadable: list[DeadLetter] = []
+        self.snapshots: SnapshotWriter | None = None
+        self.snapshot_slot = 0
+        self.last_snapshot: dict | None = None
+        self._next = 0
 
     def append(self, events) -> list[EventEnvelope]:
-        return self.writer.append(events)
+        try:
+            envelopes = self.writer.append(events)
+        except Fenced as e:
+            raise Deposed(f"another decider took over: {e}") from None
+        if self.writer.last_offset is not None:
+            self._next = self.writer.last_offset + 1
+        return envelopes
 
-    def read(self) -> Iterator[tuple[int, EventEnvelope]]:
+    @property
+    def next_offset(self) -> int:
+        return self._next
+
+    def resume(self):
         self.unreadable = []
-        for m in read_topic(self.s.config, self.topic, decoder_for(EventEnvelope, self.s.registry, self.topic),
-                            self.unreadable.append, profile=self.s.profile, idle_timeout=self.s.timeout,
-                            expect_partitions=EVENTS.partitions):
-            yield m.offset, m.value
+        found = snapshot_store.latest(self.s.config, prefix=self.s.prefix, profile=self.s.profile,
+                                      timeout=self.s.timeout)
+        notes = list(found.assembled.skipped) + ([found.problem] if found.problem else [])
+        snap, records, note = snapshot_store.resume(self.s.config, found.assembled.snapshot, prefix=self.s.prefix,
+                                                    profile=self.s.profile, registry=self.s.registry,
+                                                    timeout=self.s.timeout, set_aside=self.unreadable.append)
+        if note:
+            notes.append(note)
+        if found.slot is not None:
+            self.snapshot_slot = 1 - found.slot
+        self.last_snapshot = None if snap is None else {
+            "id": snap.id, "next_offset": snap.fold.next_offset, "written_at": snap.written_at,
+            "writer": snap.writer, "bytes": snap.size, "seconds_to_read": round(found.seconds, 3)}
+        self._next = snap.fold.next_offset if snap is not None else 0
+
+        def tail():
+            for offset, envelope in records:
+                self._next = offset + 1
+                yield offset, envelope
+        return (snap.fold if snap is not None else None), tail(), notes
+
+    def guard(self) -> None:
+        wait = self.hold_until - time.monotonic()
+        if wait > 0:  # the decider before may still act until its lease ends
+            log.info("waiting %.1f s before acting: the lease of the decider before this one", wait)
+            time.sleep(wait)
+        committed = self.writer.committed_at
+        if committed is None or time.monotonic() - committed >= self.s.lease:
+            self.renew()
+
+    def renew(self) -> None:
+        """Commit a lease record (fenced like an append): proof that no other decider took over."""
+        try:
+            self.writer.write_other(self.decisions_topic, [(LEASE_KEY, b"", int(time.time() * 1000))],
+                                    headers=[(KIND, b"lease"), ("writer", self.s.worker_id.encode())])
+        except Fenced as e:
+            raise Deposed(f"another decider took over: {e}") from None
+        except PublishError as e:
+            raise Retry(f"cannot renew the decider's lease: {e}") from None
+
+    def write_snapshot(self, fold) -> dict:
+        if self.snapshots is None:
+            self.snapshots = SnapshotWriter(self.s.config, prefix=self.s.prefix, profile=self.s.profile,
+                                            timeout=self.s.timeout, writer=self.s.worker_id, slot=self.snapshot_slot)
+        started = time.monotonic()
+        sid, records, size = self.snapshots.write(fold)
+        self.last_snapshot = {"id": sid, "next_offset": fold.next_offset, "records": records, "bytes": size,
+                              "seconds_to_write": round(time.monotonic() - started, 3)}
+        return self.last_snapshot
 
     def close(self) -> None:
         self.writer.close()
+        if self.snapshots is not None:
+            self.snapshots.close()
+
+
+LEASE_KEY = b"lease"
 
 
 def faust_credentials(config: ClientConfig):
@@ -179,8 +262,16 @@ class Engine:
         self.executor_table = self.app.Table("executor", partitions=1, key_type=str)
         self.event_log: KafkaEventLog | None = None
         self.decider: Decider | None = None
-        self.active = False  # this worker owns the decisions partition
+        self.active = False  # this worker owns the decisions partition and has not been deposed
+        self.owns = False  # Faust's last assignment gave this worker the decisions partition
+        self.claim = True  # the next recovery claims the decider's transactional.id first
+        self.deposed: str | None = None  # why this worker stopped deciding while Faust still assigns it
+        self.deposed_at = 0.0
         self.needs_recovery = True
+        self.snapshot_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot")
+        self.snapshot_future = None
+        self.snapshot_events = 0  # the decider's event count at the last snapshot
+        self.snapshot_error: str | None = None
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decider")
         self.last_tick = 0.0
         self.counters: dict[str, int] = {"events": 0, "dead_letters": 0, "rejected_unverified": 0,
@@ -230,6 +321,10 @@ class Engine:
 
         @app.timer(self.s.tick_interval)
         async def tick():
+            if self.deposed is not None and self.owns and time.monotonic() - self.deposed_at > self.reclaim_after:
+                log.warning("deposed %.0f s ago but still given the decisions partition (no rebalance came): "
+                            "claiming it again", time.monotonic() - self.deposed_at)
+                self.deposed, self.active, self.claim, self.needs_recovery = None, True, True, True
             if self.active:
                 await self.decisions.send(key=TICK_KEY, value=b"", headers={KIND: b"tick"})
 
@@ -238,13 +333,15 @@ class Engine:
             owns = any(tp.topic == self.topics.decisions for tp in assigned)
             if owns:
                 log.info("worker %s owns the decisions partition: it decides", self.s.worker_id)
-            self.active = owns
+            self.active = self.owns = owns
+            self.deposed = None
+            self.claim = True
             self.needs_recovery = True
 
         @app.on_partitions_revoked.connect
         async def revoked(sender, revoked, **kwargs):
             if any(tp.topic == self.topics.decisions for tp in revoked):
-                self.active = False
+                self.active = self.owns = False
                 self.needs_recovery = True
 
         @app.page("/")
@@ -311,6 +408,8 @@ class Engine:
             return  # revoked while this input was on its way: the new owner decides it
         headers = _headers(message)
         kind = headers.get(KIND, b"")
+        if kind == b"lease":
+            return  # a decider's proof of ownership (KafkaEventLog.renew), not an input
         if kind == b"tick":
             if time.monotonic() - self.last_tick < self.s.tick_interval / 2:
                 return  # ticks queued while the decider was busy: one does for all
@@ -344,6 +443,9 @@ class Engine:
             try:
                 envelopes = await loop.run_in_executor(self.pool, d.tick if inp is None else (lambda: d.decide(inp)))
                 break
+            except Deposed as e:
+                self.depose(str(e))
+                return
             except Retry as e:
                 log.warning("cannot decide now, will recover and retry: %s", e)
                 d.blocked = str(e)
@@ -359,10 +461,34 @@ class Engine:
                 return
         self.record(envelopes)
 
+    @property
+    def reclaim_after(self) -> float:
+        """Seconds a deposed worker that Faust still gives the decisions partition waits before it
+        claims it again: two session timeouts, time enough for the rebalance that deposed it."""
+        return 2 * float(self.s.profile.faust.get("broker_session_timeout", 60.0))
+
+    def depose(self, reason: str) -> None:
+        log.error("this worker stops deciding: %s", reason)
+        self.deposed, self.deposed_at = reason, time.monotonic()
+        self.active = False
+        self.needs_recovery = True
+
     async def recover(self) -> None:
         loop = asyncio.get_running_loop()
-        if self.event_log is None:
-            self.event_log = KafkaEventLog(self.s)
+        started = time.monotonic()
+        while self.claim or self.event_log is None:
+            old, self.event_log = self.event_log, None
+            if old is not None:
+                await loop.run_in_executor(self.pool, old.close)
+            try:  # claim first: no deposed decider can append after this one has read the log
+                self.event_log = await loop.run_in_executor(self.pool, KafkaEventLog, self.s)
+                self.claim = False
+            except Exception as e:  # noqa: BLE001 - the cluster unreachable: try again
+                log.warning("cannot claim the decider's transactional.id, retrying: %s: %s", type(e).__name__, e)
+                await asyncio.sleep(1.0)
+                if not self.active:
+                    return
+        claimed = time.monotonic()
         executed = self.executor_table.get(EXECUTED)
         decider = Decider(self.event_log, self.s.cluster, adaptive=self.s.adaptive,
                           verify_interval=self.s.verify_interval, poll_interval=self.s.poll_interval)
@@ -370,9 +496,17 @@ class Engine:
             try:
                 self.last_recovery = await loop.run_in_executor(self.pool, decider.recover, executed)
                 break
+            except Deposed as e:
+                self.depose(str(e))
+                return
             except Exception as e:  # noqa: BLE001 - the log or the cluster unreachable: try again
                 log.warning("recovery failed, retrying: %s: %s", type(e).__name__, e)
                 await asyncio.sleep(1.0)
+                if not self.active:
+                    return
+        self.last_recovery["seconds_claim"] = round(claimed - started, 3)
+        self.last_recovery["snapshot"] = self.event_log.last_snapshot
+        self.snapshot_events = decider.events
         if self.event_log.unreadable:
             self.last_recovery["unreadable_events"] = [f"{d.source}: {d.reason}" for d in self.event_log.unreadable]
             log.warning("the events topic has %d unreadable messages (skipped)", len(self.event_log.unreadable))
@@ -394,6 +528,33 @@ class Engine:
         d = self.decider
         if d is not None and self.executor_table.get(EXECUTED) != d.executed:
             self.executor_table[EXECUTED] = d.executed
+        if d is not None and self.s.snapshot_every and d.events - self.snapshot_events >= self.s.snapshot_every:
+            self.snapshot()
+
+    def snapshot(self, wait: bool = False) -> None:
+        """Write a snapshot of the decider's fold in the background (one at a time). Only when every
+        action of its log was carried out: a snapshot vouches for that (``Decider.recover``)."""
+        d, elog = self.decider, self.event_log
+        if d is None or elog is None or d.executed != d.last_event or not d.events:
+            return
+        if self.snapshot_future is not None and not self.snapshot_future.done():
+            return  # the one being written covers most of it; the next input triggers another
+        fold = d.fold()
+        self.snapshot_events = d.events
+
+        def write() -> None:
+            try:
+                done = elog.write_snapshot(fold)
+                self.snapshot_error = None
+                log.info("snapshot written: %s", done)
+            except Exception as e:  # noqa: BLE001 - without snapshots recovery folds more, nothing is lost
+                self.snapshot_error = f"{type(e).__name__}: {e}"
+                log.warning("cannot write a snapshot (recovery will fold from the previous one): %s",
+                            self.snapshot_error)
+
+        self.snapshot_future = self.snapshot_pool.submit(write)
+        if wait:
+            self.snapshot_future.result()
 
     def sync_tables(self, keys: views.Keys | None) -> None:
         """Write the rows that differ from the state (all of them after a recovery)."""
@@ -414,18 +575,25 @@ class Engine:
 
     async def status(self) -> dict:
         base = {"worker": self.s.worker_id, "active": self.active}
+        if self.deposed is not None:
+            base["deposed"] = self.deposed
         d = self.decider
         if not self.active or d is None or self.needs_recovery:
             return {**base, "recovering": self.active}
         loop = asyncio.get_running_loop()
         doc = await loop.run_in_executor(None, d.status)
-        return {**base, "recovering": False, "recovery": self.last_recovery,
+        snapshots = {"every_events": self.s.snapshot_every, "last": self.event_log.last_snapshot if self.event_log
+                     else None, "events_since": d.events - self.snapshot_events, "error": self.snapshot_error}
+        return {**base, "recovering": False, "recovery": self.last_recovery, "snapshots": snapshots,
                 "dead_letters": self.counters["dead_letters"], **doc}
 
     # --- running ------------------------------------------------------------------------------------
 
     def close(self) -> None:
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.pool.shutdown(wait=True, cancel_futures=True)  # the decider's current input ends first
+        if self.decider is not None and self.deposed is None and self.decider.events > self.snapshot_events:
+            self.snapshot()  # a clean shutdown leaves a snapshot of everything it decided (if all carried out)
+        self.snapshot_pool.shutdown(wait=True)
         if self.event_log is not None:
             self.event_log.close()
         self.s.cluster.close()

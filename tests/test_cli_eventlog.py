@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
+from engine import events as ev
 from engine import reassignment_json
 from engine.cli import main
 from engine.client_config import ClientConfig
@@ -168,9 +169,29 @@ def test_replay_of_a_missing_events_topic_is_a_one_line_error(capsys, broker, pr
 
 def test_topics_create_twice_prints_created_then_exists(capsys, broker, prefix):
     code, out, _ = kreassign(capsys, broker, prefix, "topics", "create")
-    assert code == 0 and out.count(": created") == 4
+    assert code == 0 and out.count(": created") == 5
     code, out, _ = kreassign(capsys, broker, prefix, "topics", "create")
-    assert code == 0 and out.count(": exists") == 4
+    assert code == 0 and out.count(": exists") == 5
+
+
+def test_a_deployment_without_the_snapshots_topic_is_told_and_folds_the_whole_log(capsys, broker, prefix):
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from engine.topics import LAYOUT, SNAPSHOTS
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # an older version's topics
+    for f in admin.create_topics([NewTopic(prefix + s.suffix, s.partitions, 1, config=dict(s.config))
+                                  for s in LAYOUT if s is not SNAPSHOTS]).values():
+        f.result()
+    with EventWriter(broker.bootstrap, prefix=prefix, profile=EMBEDDED) as w:
+        w.append([ev.Paused()])
+    code, out, err = kreassign(capsys, broker, prefix, "replay", "--format", "json", "--timeout", "5")
+    assert code == 0 and json.loads(out)["paused"] is True and json.loads(out)["from_snapshot"] is None
+    assert f"note: topic {prefix}snapshots does not exist" in err and "kreassign topics create" in err
+    code, out, err = kreassign(capsys, broker, prefix, "status", "--format", "json", "--timeout", "5")
+    assert code == 0 and json.loads(out)["paused"] is True and "snapshots does not exist" in err
+    code, out, _ = kreassign(capsys, broker, prefix, "topics", "create")
+    assert code == 0 and out.count(": exists") == 4 and f"{prefix}snapshots: created" in out
 
 
 # --- dead letters ---------------------------------------------------------------------------------------------

@@ -35,6 +35,10 @@ def add_parser(sub) -> None:
                    help='accept only commands signed with one of these keys: a JSON file {"key id": "secret"}')
     g.add_argument("--adaptive-throttle", metavar="MIN:MAX",
                    help="adapt the throttle rate within MIN:MAX bytes/s to what copies achieve (e.g. 10MB/s:200MB/s)")
+    g.add_argument("--snapshot-every", type=int_at_least(0, "a number of events"), default=10_000, metavar="N",
+                   help="write a snapshot of the state to <prefix>snapshots every N events, and at a clean "
+                        "shutdown; recovery and status fold only the events after the latest one (default "
+                        "10000; 0: only at shutdown)")
     g.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"],
                    help="Faust's log level (default warning)")
     p.set_defaults(func=run)
@@ -64,6 +68,7 @@ def run(args) -> int:
         web_port=args.web_port, web_bind=args.web_bind, poll_interval=args.poll_interval,
         fast_interval=args.fast_interval, signing_keys=keys,
         adaptive=adaptive, timeout=args.timeout, verify_interval=args.verify_interval,
+        snapshot_every=args.snapshot_every,
     ))
     run_worker(engine, args.log_level)
     return 0

@@ -1,6 +1,9 @@
 """``kreassign replay``: fold the events topic into the state and print a summary.
 
-``--until-offset N`` folds the events at offsets below N; ``--until-time T``
+It starts from the latest snapshot (``<prefix>snapshots``) and folds the events
+after it; ``--from-start`` folds every event from offset 0 instead (the same
+state: a check of the snapshot). ``--until-offset N`` folds the events at
+offsets below N; ``--until-time T``
 (ISO 8601, UTC unless an offset is given, or milliseconds since the epoch)
 stops before the first event recorded after T. Both give a prefix of the log,
 the only thing a fold can be cut to. ``--format json`` prints the summary as
@@ -26,6 +29,8 @@ def add_parser(sub) -> None:
     until.add_argument("--until-offset", type=int_at_least(0, "an offset"), metavar="N", help="fold only the events at offsets below N")
     until.add_argument("--until-time", type=parse_time, metavar="T",
                        help="stop before the first event recorded after T (ISO 8601 or epoch milliseconds)")
+    p.add_argument("--from-start", action="store_true",
+                   help="fold every event from offset 0, not from the latest snapshot (same result: a check)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     add_arguments(p)
     p.set_defaults(func=run)
@@ -49,12 +54,15 @@ def run(args) -> int:
         result = replay(
             client_config(args), prefix=args.prefix, profile=broker_profile(args), registry=registry(args),
             until_offset=args.until_offset, until_time=args.until_time, timeout=args.timeout,
+            from_start=args.from_start,
         )
     except ReplayError as e:  # the log itself is inconsistent: not a usage error
         print(f"kreassign replay: error: {e}", file=sys.stderr)
         return 1
     except RuntimeError as e:  # unreachable cluster, missing topic, registry extra missing
         raise CliError(str(e)) from None
+    for note in result.notes:
+        print(f"kreassign replay: note: {note}", file=sys.stderr)
     for letter in result.dead_letters:
         print(f"kreassign replay: skipped {letter.source}: {letter.reason}", file=sys.stderr)
     summary = {
@@ -63,6 +71,7 @@ def run(args) -> int:
         "next_offset": result.next_offset,
         "last_recorded_at": result.last_recorded_at.isoformat() if result.last_recorded_at else None,
         "undecodable": len(result.dead_letters),
+        "from_snapshot": result.snapshot,
         **summarize(result.state),
     }
     if args.format == "json":
@@ -74,6 +83,9 @@ def run(args) -> int:
             f", {result.duplicates} duplicates skipped" if result.duplicates else "",
             f", {len(result.dead_letters)} undecodable skipped" if result.dead_letters else "",
         ))
-        print(f"events: {result.events} ({read}{last}){skipped}")
+        snap = result.snapshot
+        since = (f", {result.events - snap['events']} folded after snapshot {snap['id']} (offset "
+                 f"{snap['next_offset']}, written {snap['written_at']})" if snap else "")
+        print(f"events: {result.events} ({read}{last}){skipped}{since}")
         print(to_text(summarize(result.state)))
     return 0

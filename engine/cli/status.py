@@ -2,7 +2,9 @@
 
 It folds the events topic (the log is the source of truth, so status works
 whether the engine runs or not) into the core's state and, beside it, the
-progress in bytes and time (``engine.progress``). Per request: partitions
+progress in bytes and time (``engine.progress``), starting from the latest
+snapshot (``<prefix>snapshots``), so it starts as fast on a long log as on a
+short one. A snapshot it cannot use is named on standard error. Per request: partitions
 done / in flight / waiting / total, bytes copied / to copy, the recent copy
 rate and the ETA it gives; then the throttle and limits in force, and the
 reasons of anything waiting or skipped. ``--watch`` follows the log and
@@ -13,7 +15,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections import deque
 from datetime import datetime, timezone
 
 from engine.cli import CliError
@@ -33,47 +34,55 @@ def add_parser(sub) -> None:
 
 
 class Follower:
-    """The state and progress folded from the events topic, read on from where it stopped."""
+    """The state and progress folded from the events topic: from the latest snapshot at first
+    (so starting does not depend on the log's length), then read on from where it stopped."""
 
     def __init__(self, args):
+        from engine.replay import START
+
         self.args = args
-        self.state = State()
-        self.progress = Progress()
-        self.next_offset = 0
-        self.last_recorded: datetime | None = None
-        self._seen: set[str] = set()
-        self._order: deque[str] = deque()
+        self.fold = START
+        self.started = False
+        self.notes: list[str] = []
+
+    @property
+    def state(self) -> State:
+        return self.fold.state
+
+    @property
+    def progress(self) -> Progress:
+        return self.fold.progress
 
     def poll(self) -> None:
         from engine.envelope import EventEnvelope
         from engine.eventlog import ReadError, decoder_for, read_topic
-        from engine.replay import ReplayError, fold_log
+        from engine.replay import ReplayError, extend
+        from engine.snapshot_store import latest, resume
         from engine.topics import EVENTS, Topics
 
         args = self.args
+        config, profile = client_config(args), broker_profile(args)
         topic = Topics.named(args.prefix).events
-        messages = read_topic(
-            client_config(args), topic, decoder_for(EventEnvelope, registry(args), topic), lambda _d: None,
-            profile=broker_profile(args), idle_timeout=args.timeout, expect_partitions=EVENTS.partitions,
-            start_offset=self.next_offset,
-        )
-
-        def track(before: State, envelope) -> None:
-            self.progress = self.progress.after(before, envelope.payload, envelope.recorded_at)
-
         try:
-            state, _applied, _dup, next_offset, last = fold_log(
-                ((m.offset, m.value) for m in messages), state=self.state, on_event=track,
-                seen=self._seen, order=self._order,
-            )
+            if not self.started:
+                found = latest(config, prefix=args.prefix, profile=profile, timeout=args.timeout)
+                self.notes = list(found.assembled.skipped) + ([found.problem] if found.problem else [])
+                snap, records, note = resume(config, found.assembled.snapshot, prefix=args.prefix, profile=profile,
+                                             registry=registry(args), timeout=args.timeout)
+                self.notes += [note] if note else []
+                start = snap.fold if snap is not None else self.fold
+            else:
+                messages = read_topic(
+                    config, topic, decoder_for(EventEnvelope, registry(args), topic), lambda _d: None,
+                    profile=profile, idle_timeout=args.timeout, expect_partitions=EVENTS.partitions,
+                    start_offset=self.fold.next_offset,
+                )
+                records = ((m.offset, m.value) for m in messages)
+                start = self.fold
+            self.fold = extend(start, records)
         except (ReadError, ReplayError) as e:
             raise CliError(str(e)) from None
-        finally:
-            messages.close()
-        self.state = state
-        if next_offset:
-            self.next_offset = next_offset
-        self.last_recorded = last or self.last_recorded
+        self.started = True
 
 
 def render(doc: dict):
@@ -123,10 +132,14 @@ def render(doc: dict):
 
 
 def run(args) -> int:
+    import sys
+
     from rich.console import Console
 
     follower = Follower(args)
     follower.poll()
+    for note in follower.notes:
+        print(f"kreassign status: note: {note}", file=sys.stderr)
     if args.request and args.request not in follower.state.requests and not args.watch:
         raise CliError(f"unknown request '{args.request}'")
     if args.format == "json":

@@ -1,6 +1,6 @@
 """``kreassign topics create``: create kreassign's topics (idempotent).
 
-Creates the commands, events and dead-letter topics under ``--prefix`` with
+Creates the commands, events, dead-letter, decisions and snapshots topics under ``--prefix`` with
 their partition counts and configs (``engine.topics``). A topic that exists
 is left as it is; running it twice is harmless. An events topic with more
 than one partition is an error: the log of record must be totally ordered.
@@ -16,7 +16,7 @@ from engine.topics import TopicsError, create
 def add_parser(sub) -> None:
     p = sub.add_parser("topics", help="manage kreassign's topics")
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
-    c = actions.add_parser("create", help="create the commands, events and dead-letter topics (idempotent)")
+    c = actions.add_parser("create", help="create the commands, events, dead-letter, decisions and snapshots topics (idempotent)")
     c.add_argument("--replication-factor", type=int, default=-1, metavar="N",
                    help="replicas per partition (default -1: the broker's default.replication.factor)")
     add_arguments(c, registry=False)

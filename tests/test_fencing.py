@@ -1,0 +1,188 @@
+"""A fenced decider (engine/worker.py's KafkaEventLog, engine/decider.py) against the embedded
+broker, whose transactions fence as Kafka's do (a newer InitProducerId makes the older producer's
+AddPartitionsToTxn and Produce fail with PRODUCER_FENCED): a deposed decider neither appends nor
+acts; a new one waits out its predecessor's lease; snapshots written by the engine fold to what the
+whole log folds to. The process-level test pauses a real decider with SIGSTOP."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaError
+from confluent_kafka import TopicPartition as KTP
+
+from engine import events as ev
+from engine import snapshot as SN
+from engine.broker_profile import profile
+from engine.client_config import ClientConfig
+from engine.codec import codec_for
+from engine.commands import Pause
+from engine.decider import Decider, Deposed
+from engine.envelope import EventEnvelope
+from engine.eventlog import WRITER_HEADER
+from engine.replay import START, extend, replay
+from engine.snapshot_store import latest, resume
+from engine.worker import KafkaEventLog, Settings
+from tests.engine_harness import EventTail, SimCluster, Worker, get_json, wait_for
+from tests.test_engine import procs, publisher, scenario_doc  # noqa: F401 - procs is a fixture
+from engine.sim import scenario as S
+
+EMBEDDED = profile("embedded")
+
+
+class Recording:
+    """A cluster that records every call (none may come from a deposed decider)."""
+
+    def __init__(self):
+        self.calls: list[str] = []
+
+    def __getattr__(self, name):
+        def call(*args, **kwargs):
+            self.calls.append(name)
+            from engine.cluster.result import Unavailable
+
+            return Unavailable("not a real cluster")
+        return call
+
+
+def settings(broker, prefix, worker, lease=1.0) -> Settings:
+    return Settings(config=ClientConfig().with_bootstrap(broker.bootstrap), cluster=Recording(), prefix=prefix,
+                    profile=EMBEDDED, timeout=10.0, worker_id=worker, lease=lease)
+
+
+def all_records(broker, topic):
+    """Every record of the topic, committed or not (read_uncommitted): (writer header, envelope)."""
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "fencing-check", "enable.partition.eof": True,
+                  "isolation.level": "read_uncommitted", **EMBEDDED.consumer})
+    c.assign([KTP(topic, 0, 0)])
+    out = []
+    try:
+        while True:
+            m = c.poll(5)
+            assert m is not None, "no end of partition"
+            if m.error():
+                assert m.error().code() == KafkaError._PARTITION_EOF, m.error().str()
+                return out
+            out.append((dict(m.headers() or []).get(WRITER_HEADER), codec_for(EventEnvelope).decode(m.value())))
+    finally:
+        c.close()
+
+
+def test_a_deposed_decider_neither_appends_nor_acts(broker, topics):
+    prefix = topics.events[: -len("events")]
+    old = KafkaEventLog(settings(broker, prefix, "old"))
+    d_old = Decider(old, old.s.cluster)
+    d_old.recover(None)
+    d_old.process(Pause())  # appended while it decided
+    new = KafkaEventLog(settings(broker, prefix, "new"))  # another worker claims the decider's id
+    calls_before = list(old.s.cluster.calls)
+    with pytest.raises(Deposed, match="another decider took over"):
+        d_old.decide(__import__("engine.commands", fromlist=["Resume"]).Resume())
+    assert old.s.cluster.calls == calls_before  # nothing acted
+    with pytest.raises(Deposed):
+        old.renew()
+    writers = [w for w, _e in all_records(broker, topics.events)]
+    assert writers == [b"old"]  # the deposed decider's later append is nowhere, not even uncommitted
+    d_new = Decider(new, new.s.cluster)
+    d_new.recover(None)
+    assert d_new.state.paused
+    d_new.decide(__import__("engine.commands", fromlist=["Resume"]).Resume())
+    assert [w for w, _e in all_records(broker, topics.events)] == [b"old", b"new"]
+    old.close()
+    new.close()
+
+
+def test_a_stalled_decider_renews_its_lease_before_acting_and_is_refused_once_replaced(broker, topics):
+    prefix = topics.events[: -len("events")]
+    old = KafkaEventLog(settings(broker, prefix, "old", lease=1.0))
+    old.hold_until = 0
+    old.writer.append([ev.Paused()])
+    old.guard()  # within its lease: acts at once, no renewal
+    committed = old.writer.committed_at
+    old.writer._writer.committed_at = time.monotonic() - 5  # it stalled past its lease (a pause, SIGSTOP)
+    old.guard()  # still the owner: the renewal commits, the lease starts again
+    assert old.writer.committed_at > committed
+    new = KafkaEventLog(settings(broker, prefix, "new", lease=1.0))
+    old.writer._writer.committed_at = time.monotonic() - 5
+    with pytest.raises(Deposed):
+        old.guard()
+    started = time.monotonic()
+    new.guard()  # a new decider waits out its predecessor's lease before its first action
+    assert time.monotonic() - new.hold_until >= -0.01 and time.monotonic() - started > 0.3
+    old.close()
+    new.close()
+
+
+def test_snapshots_written_by_the_engine_fold_to_the_whole_log(broker, topics, tmp_path, procs):
+    doc = scenario_doc(60, size="100 MB")
+    sc = S.from_document(doc)
+    sim = SimCluster(doc, speed=40, tmp_path=tmp_path)
+    procs.append(sim)
+    prefix = topics.events[: -len("events")]
+    w = Worker(broker, prefix, sim.kafka, extra=("--snapshot-every", "40"))
+    procs.append(w)
+    w.wait_active()
+    tail = EventTail(broker, topics.events)
+    with publisher(broker, topics) as p:
+        p.submit(tuple(sc.targets), request_id="r1")
+    wait_for(lambda: tail.payloads(ev.RequestCompleted), 240, "the request to complete")
+    assert w.stop() == 0  # a clean shutdown writes a last snapshot
+    config = ClientConfig().with_bootstrap(broker.bootstrap)
+    found = latest(config, prefix=prefix, profile=EMBEDDED, timeout=10)
+    snap = found.assembled.snapshot
+    assert snap is not None and not found.assembled.skipped and found.records >= 2
+    _s, everything, _n = resume(config, None, prefix=prefix, profile=EMBEDDED, timeout=10)
+    full = extend(START, everything)
+    assert snap.fold.next_offset == full.next_offset  # the last snapshot covers everything it decided
+    assert SN.canonical(snap.fold) == SN.canonical(full)
+    from_snapshot = replay(config, prefix=prefix, profile=EMBEDDED, timeout=10)
+    from_zero = replay(config, prefix=prefix, profile=EMBEDDED, timeout=10, from_start=True)
+    assert from_snapshot.snapshot["id"] == snap.id and from_zero.snapshot is None
+    assert SN.canonical(from_snapshot.state) == SN.canonical(from_zero.state)
+    # a new worker starts from it and folds nothing
+    w2 = Worker(broker, prefix, sim.kafka)
+    procs.append(w2)
+    status = w2.wait_active()
+    assert status["recovery"]["from_snapshot"]["next_offset"] == snap.fold.next_offset
+    assert status["recovery"]["events"] == 0
+    tail.close()
+
+
+def test_sigstop_past_the_session_timeout_the_standby_takes_over_and_the_old_decider_appends_nothing(
+        broker, topics, tmp_path, procs):
+    doc = scenario_doc(80, size="400 MB")
+    sc = S.from_document(doc)
+    sim = SimCluster(doc, speed=5, tmp_path=tmp_path)
+    procs.append(sim)
+    prefix = topics.events[: -len("events")]
+    a, b = Worker(broker, prefix, sim.kafka), Worker(broker, prefix, sim.kafka)
+    procs.extend([a, b])
+    active = wait_for(lambda: (a if a.active() else None) or (b if b.active() else None), 60, "one decider")
+    standby = b if active is a else a
+    wait_for(lambda: standby.status() is not None, 30, "the standby's web server")
+    old_id, new_id = (get_json(w.web + "/status")["worker"].encode() for w in (active, standby))
+    tail = EventTail(broker, topics.events)
+    with publisher(broker, topics) as p:
+        p.submit(tuple(sc.targets), request_id="r1")
+    wait_for(lambda: len(tail.payloads(ev.StepStarted)) >= 3, 60, "steps started")
+    os.killpg(active.p.pid, signal.SIGSTOP)  # past the 2 s session timeout of the embedded profile
+    stopped_at = time.monotonic()
+    try:
+        standby.wait_active(60)
+        took_over = time.monotonic() - stopped_at
+    finally:
+        os.killpg(active.p.pid, signal.SIGCONT)
+    # resumed, its timer and decider go on until Faust tells it it lost the partition: every append
+    # and every action must be refused (fenced, or its lease expired and its renewal fenced)
+    wait_for(lambda: (active.status() or {}).get("active") is False, 60, "the old decider to stand down")
+    done = len(tail.payloads(ev.StepCompleted))
+    wait_for(lambda: len(tail.payloads(ev.StepCompleted)) >= done + 3, 120, "the new decider to go on")
+    writers = [w for w, _e in all_records(broker, topics.events)]
+    assert new_id in writers
+    after = writers[writers.index(new_id):]
+    assert old_id not in after, "the old decider appended after the takeover"
+    assert took_over < 30
+    tail.close()
