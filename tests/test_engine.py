@@ -121,7 +121,7 @@ def test_sigkill_at_random_points_during_a_500_partition_reassignment(broker, to
         p.submit(targets, request_id="r1")
     tail = EventTail(broker, topics.events)
     rng = random.Random(20260101)
-    thresholds = sorted(rng.sample(range(100, 3400), 20))
+    thresholds = sorted(rng.sample(range(100, 2600), 20))  # a run logs some 3,000+ events
     mid_run = 0
     for threshold in thresholds:
         wait_for(lambda: len(tail.poll()) >= threshold or worker._check(), 120, f"{threshold} events")
