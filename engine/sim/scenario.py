@@ -23,6 +23,7 @@ it too; in short::
     per_broker_cap: 5                # Cruise Control's moves per broker (per-broker-cap strategy)
     poll_interval: 1s                # how often the watcher polls the cluster
     faults: [{at: 10m, broker: 3, action: down}, {at: 15m, broker: 3, action: up}]
+    security: {users: {engine: secret}, acls: [...]}   # the Kafka front's SASL/PLAIN and ACLs (engine.sim.security)
 
 Reassignment kinds. Three are balancing: their targets are what the product's
 balancer proposes (``engine.balancer.propose``; its rules are documented in
@@ -127,6 +128,7 @@ class Scenario:
     per_broker_cap: int = DEFAULT_PER_BROKER_CAP
     poll_interval: float = DEFAULT_POLL_INTERVAL
     faults: tuple[Fault, ...] = ()
+    security: Mapping | None = None  # the document of engine.sim.security (checked when loaded)
 
     def current(self) -> dict[TopicPartition, Replicas]:
         return {tp: p.replicas for tp, p in self.partitions.items()}
@@ -182,7 +184,7 @@ def load(path: str) -> Scenario:
 
 _TOP_KEYS = {
     "name", "description", "seed", "network", "brokers", "topics", "reassignment", "throttle",
-    "limits", "per_broker_cap", "poll_interval", "faults",
+    "limits", "per_broker_cap", "poll_interval", "faults", "security",
 }
 
 
@@ -223,10 +225,19 @@ def from_document(doc: object, base_dir: str = ".") -> Scenario:
     if poll <= 0:
         raise ScenarioError("poll_interval: must be above 0")
     faults = _faults(d.get("faults", []), by_id)
+    security = d.get("security")
+    if security is not None:
+        from engine.sim.security import SecurityError, from_document as security_from
+
+        try:
+            security_from(security)
+        except SecurityError as e:
+            raise ScenarioError(str(e)) from None
     return Scenario(
         name=str(d.get("name", "scenario")), description=str(d.get("description", "")).strip(), seed=seed,
         brokers=brokers, topics=topics, partitions=partitions, targets=targets, kind=kind,
         throttle=throttle, limits=dict(limits), per_broker_cap=per_broker_cap, poll_interval=poll, faults=faults,
+        security=security,
     )
 
 
