@@ -52,7 +52,7 @@ from engine.decider import Decider, Retry
 from engine.envelope import CommandEnvelope, EventEnvelope, now
 from engine.eventlog import EventWriter, decoder_for, read_topic
 from engine.signing import verify
-from engine.topics import COMMANDS, EVENTS, Topics
+from engine.topics import COMMANDS, EVENTS, Topics, engine_group, reader_group
 from engine import views
 
 log = logging.getLogger("kreassign.engine")
@@ -96,8 +96,8 @@ class KafkaEventLog:
     def read(self) -> Iterator[tuple[int, EventEnvelope]]:
         self.unreadable = []
         for m in read_topic(self.s.config, self.topic, decoder_for(EventEnvelope, self.s.registry, self.topic),
-                            self.unreadable.append, profile=self.s.profile, idle_timeout=self.s.timeout,
-                            expect_partitions=EVENTS.partitions):
+                            self.unreadable.append, group_id=reader_group(self.s.prefix), profile=self.s.profile,
+                            idle_timeout=self.s.timeout, expect_partitions=EVENTS.partitions):
             yield m.offset, m.value
 
     def close(self) -> None:
@@ -203,7 +203,7 @@ class Engine:
         if credentials is not None:
             settings["broker_credentials"] = credentials
         settings.update(s.profile.faust)
-        app = EngineApp(f"{s.prefix}engine", **settings)
+        app = EngineApp(engine_group(s.prefix), **settings)
         if s.profile.faust_consumer:
             app.transport_class = _transport(s.profile.faust_consumer)
         return app

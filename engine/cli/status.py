@@ -48,14 +48,14 @@ class Follower:
         from engine.envelope import EventEnvelope
         from engine.eventlog import ReadError, decoder_for, read_topic
         from engine.replay import ReplayError, fold_log
-        from engine.topics import EVENTS, Topics
+        from engine.topics import EVENTS, Topics, reader_group
 
         args = self.args
         topic = Topics.named(args.prefix).events
         messages = read_topic(
             client_config(args), topic, decoder_for(EventEnvelope, registry(args), topic), lambda _d: None,
-            profile=broker_profile(args), idle_timeout=args.timeout, expect_partitions=EVENTS.partitions,
-            start_offset=self.next_offset,
+            group_id=reader_group(args.prefix), profile=broker_profile(args), idle_timeout=args.timeout,
+            expect_partitions=EVENTS.partitions, start_offset=self.next_offset,
         )
 
         def track(before: State, envelope) -> None:
