@@ -423,7 +423,7 @@ def _observe(d: _Decision, o: Observation) -> None:
                 gone.append(topic)
     for tp in sorted(o.partitions):
         if tp.topic in o.denied:
-            continue  # its configs may not be read: the partition waits (plan) until it can be described
+            continue  # an adapter that reports it anyway: the partition waits (plan) until the topic can be described
         ps = o.partitions[tp]
         known = d.state.observed.get(tp)
         if ps.size_bytes is None and known is not None and known.size_bytes is not None:

@@ -179,6 +179,7 @@ class Engine:
         self.counters: dict[str, int] = {"events": 0, "dead_letters": 0, "rejected_unverified": 0,
                                          "StepStarted": 0, "StepCompleted": 0, "recoveries": 0}
         self.last_recovery: dict | None = None
+        self.recovery_error: str | None = None  # why the last recovery failed (it is retried), for /status
         self._decode = decoder_for(CommandEnvelope, s.registry, self.topics.commands)
         self.cached_status: dict | None = None
         self._wire()
@@ -363,9 +364,11 @@ class Engine:
             try:
                 self.last_recovery = await loop.run_in_executor(self.pool, decider.recover, executed)
                 break
-            except Exception as e:  # noqa: BLE001 - the log or the cluster unreachable: try again
-                log.warning("recovery failed, retrying: %s: %s", type(e).__name__, e)
+            except Exception as e:  # noqa: BLE001 - the log or the cluster unreachable (or a grant revoked): again
+                self.recovery_error = f"{type(e).__name__}: {e}"
+                log.warning("recovery failed, retrying: %s", self.recovery_error)
                 await asyncio.sleep(1.0)
+        self.recovery_error = None
         if self.event_log.unreadable:
             self.last_recovery["unreadable_events"] = [f"{d.source}: {d.reason}" for d in self.event_log.unreadable]
             log.warning("the events topic has %d unreadable messages (skipped)", len(self.event_log.unreadable))
@@ -409,7 +412,7 @@ class Engine:
         base = {"worker": self.s.worker_id, "active": self.active}
         d = self.decider
         if not self.active or d is None or self.needs_recovery:
-            return {**base, "recovering": self.active}
+            return {**base, "recovering": self.active, "blocked": self.recovery_error if self.active else None}
         loop = asyncio.get_running_loop()
         doc = await loop.run_in_executor(None, d.status)
         return {**base, "recovering": False, "recovery": self.last_recovery,

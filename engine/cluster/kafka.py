@@ -345,6 +345,7 @@ class KafkaCluster:
         if not isinstance(described, tuple):
             return _unavailable(described)
         infos, parts, denied = described
+        parts = {tp: v for tp, v in parts.items() if tp.topic not in denied}  # no partition without its topic's info
         wanted = list(parts) if partitions is None else [tp for tp in partitions if tp in parts]
         moving = self._reassignments(None if partitions is None else wanted) if wanted else {}
         if not isinstance(moving, dict):
