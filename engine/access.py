@@ -93,7 +93,9 @@ class Need:
     why: str = ""
 
     def __str__(self) -> str:
-        return f"{' and '.join(self.operations)} on {self.resource}"
+        ops = list(self.operations)
+        names = ops[0] if len(ops) == 1 else ", ".join(ops[:-1]) + " and " + ops[-1]
+        return f"{names} on {self.resource}"
 
 
 def grant(principal: str | None, need: Need, bootstrap: str | None = None) -> str:

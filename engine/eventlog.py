@@ -129,7 +129,11 @@ class _Writer:
                 except KafkaException as e:
                     raise PublishError(f"{self.topic}: {self._explain(e.args[0], need) or e.args[0].str()}") from None
             n += 1
-        left = self.producer.flush(self.timeout)
+        try:
+            left = self.producer.flush(self.timeout)
+        except (KafkaException, KafkaError) as e:  # a fatal error (e.g. the idempotent producer refused) is raised
+            err = e.args[0] if isinstance(e, KafkaException) else e
+            raise PublishError(f"{self.topic}: {self._explain(err, need) or err.str()}") from None
         if left:
             auth = self.watch.failure(self.producer)
             if auth is not None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine import acls
+from engine.access import denied
 from engine.broker_profile import BrokerProfile
 from engine.client_config import ClientConfig
 from engine.probe import AUTHENTICATION, MISSING, UNREACHABLE, Prober, ProbeError
@@ -67,6 +68,7 @@ def check_log(config: ClientConfig, prefix: str, profile: BrokerProfile, timeout
                 found.problems.append(str(e))
     internal = needs[acls.topic(f"{engine_group(prefix)}-", prefixed=True)]
     to_create = []
+    faust_denied = False
     for name in faust_topics(prefix):
         try:
             p.topic(name, tuple(op for op in internal.operations if op != "Create"), internal.why, internal.resource)
@@ -76,8 +78,10 @@ def check_log(config: ClientConfig, prefix: str, profile: BrokerProfile, timeout
             if e.kind == MISSING:
                 to_create.append(name)
             else:
-                found.problems.append(str(e))
-    if to_create and profile.validate_only:
+                faust_denied = True
+    if faust_denied:  # one line for the family, with everything the engine does on it (Faust creates what it cannot see)
+        found.problems.append(denied(internal, "TOPIC_AUTHORIZATION_FAILED", p.principal, p.bootstrap))
+    elif to_create and profile.validate_only:
         try:
             p.create(to_create[0], internal.why, internal.resource)
         except ProbeError as e:
@@ -109,6 +113,7 @@ def check_cluster(config: ClientConfig, timeout: float = 30.0, prober: Prober | 
 
 
 def paragraph(principal: str | None, bootstrap: str | None, problems: list[str]) -> str:
+    problems = list(dict.fromkeys(problems))  # each once
     who = f" as {principal}" if principal else ""
     head = (f"the engine may not do what it needs{who} on {bootstrap} (docs/engine.md, Security; "
             f"kreassign acls prints every grant):")
