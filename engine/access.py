@@ -25,9 +25,8 @@ The grants each principal needs, and why, are ``engine.acls``.
 from __future__ import annotations
 
 import logging
-import threading
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID = "topic", "group", "cluster", "transactional-id"
 
@@ -202,14 +201,12 @@ class KafkaPythonAuthLog(logging.Handler):
     def __init__(self) -> None:
         super().__init__(logging.ERROR)
         self.last: str | None = None
-        self._lock2 = threading.Lock()
 
-    def emit(self, record: logging.LogRecord) -> None:
+    def emit(self, record: logging.LogRecord) -> None:  # logging.Handler.handle holds the handler's lock
         text = record.getMessage()
         marker = "SaslAuthenticationFailedError"
         if marker in text:
-            with self._lock2:
-                self.last = text[text.rfind(marker) + len(marker):].lstrip(": ").strip() or text
+            self.last = text[text.rfind(marker) + len(marker):].lstrip(": ").strip() or text
 
     def __enter__(self) -> "KafkaPythonAuthLog":
         logging.getLogger("kafka").addHandler(self)
@@ -257,10 +254,6 @@ def _code_and_text(err: Any) -> tuple[int | None, str]:
         message = "" if isinstance(err, type) else str(err)
         return errno, message or getattr(cls, "description", "") or cls.__name__
     return None, ""
-
-
-def kinds(codes: Iterable[int]) -> set[str]:
-    return {AUTHORIZATION[c][1] for c in codes if c in AUTHORIZATION}
 
 
 def _quote(name: str) -> str:

@@ -8,10 +8,8 @@ from a KRaft broker with ``allow.everyone.if.no.acl.found=false``.
 
 from __future__ import annotations
 
-import io
 import socket
 import struct
-import time
 
 import pytest
 from confluent_kafka import Consumer, ElectionType, KafkaError, KafkaException, TopicCollection

@@ -39,7 +39,6 @@ from engine.sim.kafka_front import KafkaFront
 from engine.sim.server import SimServer
 from engine.state import COMPLETED
 from engine.summary import problems
-from tests.engine_harness import wait_for
 
 PREFIX = "kreassign."
 USERS = {"admin": "admin-secret", "engine": "engine-secret", "operator": "operator-secret",
