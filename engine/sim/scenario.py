@@ -22,6 +22,7 @@ it too; in short::
     limits: {max_incoming_moves_per_broker: 3}   # kreassign limits (KIP names accepted)
     per_broker_cap: 5                # Cruise Control's moves per broker (per-broker-cap strategy)
     poll_interval: 1s                # how often the watcher polls the cluster
+    fast_interval: 100ms             # how often it looks at the steps close to done (kreassign)
     faults: [{at: 10m, broker: 3, action: down}, {at: 15m, broker: 3, action: up}]
     security: {users: {engine: secret}, acls: [...]}   # the Kafka front's SASL/PLAIN and ACLs (engine.sim.security)
 
@@ -78,6 +79,7 @@ from engine.units import UnitError, parse_duration, parse_rate, parse_size
 DEFAULT_NETWORK = 125_000_000  # bytes/s each way: a 1 Gbit/s link
 DEFAULT_PER_BROKER_CAP = 5  # Cruise Control's num.concurrent.partition.movements.per.broker
 DEFAULT_POLL_INTERVAL = 1.0
+DEFAULT_FAST_INTERVAL = 0.1  # the engine's --fast-interval
 KINDS = ("add-broker", "decommission", "rack-migration", "rebalance", "explicit")
 FAULT_ACTIONS = ("down", "up", "slow")
 # the kinds whose targets come from the balancer, and its mode for each
@@ -128,6 +130,7 @@ class Scenario:
     per_broker_cap: int = DEFAULT_PER_BROKER_CAP
     poll_interval: float = DEFAULT_POLL_INTERVAL
     faults: tuple[Fault, ...] = ()
+    fast_interval: float = DEFAULT_FAST_INTERVAL
     security: Mapping | None = None  # the document of engine.sim.security (checked when loaded)
 
     def current(self) -> dict[TopicPartition, Replicas]:
@@ -184,7 +187,7 @@ def load(path: str) -> Scenario:
 
 _TOP_KEYS = {
     "name", "description", "seed", "network", "brokers", "topics", "reassignment", "throttle",
-    "limits", "per_broker_cap", "poll_interval", "faults", "security",
+    "limits", "per_broker_cap", "poll_interval", "fast_interval", "faults", "security",
 }
 
 
@@ -224,6 +227,9 @@ def from_document(doc: object, base_dir: str = ".") -> Scenario:
     poll = _duration(d.get("poll_interval", DEFAULT_POLL_INTERVAL), "poll_interval")
     if poll <= 0:
         raise ScenarioError("poll_interval: must be above 0")
+    fast = _duration(d.get("fast_interval", DEFAULT_FAST_INTERVAL), "fast_interval")
+    if fast <= 0:
+        raise ScenarioError("fast_interval: must be above 0")
     faults = _faults(d.get("faults", []), by_id)
     security = d.get("security")
     if security is not None:
@@ -237,6 +243,7 @@ def from_document(doc: object, base_dir: str = ".") -> Scenario:
         name=str(d.get("name", "scenario")), description=str(d.get("description", "")).strip(), seed=seed,
         brokers=brokers, topics=topics, partitions=partitions, targets=targets, kind=kind,
         throttle=throttle, limits=dict(limits), per_broker_cap=per_broker_cap, poll_interval=poll, faults=faults,
+        fast_interval=fast,
         security=security,
     )
 
