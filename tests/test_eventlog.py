@@ -13,7 +13,8 @@ from engine import events as ev
 from engine.client_config import ClientConfig
 from engine.codec import codec_for
 from engine.commands import (
-    Cancel, ChangeLimits, ChangeThrottle, ObservationFailed, Pause, PartitionTarget, Resume, Submit, ThrottlesObserved,
+    Cancel, ChangeLimits, ChangeThrottle, Observation, ObservationFailed, Pause, PartitionTarget, Resume, Submit,
+    ThrottlesObserved,
 )
 from engine.throttles import ThrottleSet
 from engine.dead_letter import DeadLetterWriter, read_dead_letter
@@ -58,6 +59,9 @@ def story() -> Driver:
     d.feed(Cancel("r1", partitions=(tp(3),), rollback=True))
     d.feed(Submit("r2", (PartitionTarget("t", 4, (4, 5, 6)), PartitionTarget("t", 2, (1, 2, 3)))))
     d.feed(Submit("bad", (PartitionTarget("nope", 0, (1,)),)))
+    d.feed(Observation(denied={"secret": "User:engine is not authorized to Describe on topic secret "
+                                         "(TOPIC_AUTHORIZATION_FAILED): grant it with: kafka-acls.sh ..."}))
+    d.feed(Submit("hidden", (PartitionTarget("secret", 0, (1, 2, 3)),)))  # rejected, naming the grant
     d.feed(ChangeThrottle(20_000_000))
     for _ in range(3):
         d.tick()
