@@ -58,6 +58,23 @@ class Prober:
 
     # -- failures ------------------------------------------------------------------------
 
+    def _result(self, future: Any) -> Any:
+        """The future's result; a failed authentication (reported on librdkafka's error callback while the
+        request keeps waiting for a broker) ends the wait at once instead of after the timeout."""
+        import concurrent.futures
+        import time
+
+        deadline = time.monotonic() + self.timeout + 5
+        while True:
+            try:
+                return future.result(timeout=0.25)
+            except concurrent.futures.TimeoutError:
+                auth = self.watch.failure(self.admin)
+                if auth is not None:
+                    raise ProbeError(AUTHENTICATION, authentication_failed(user_of(self.config), auth)) from None
+                if time.monotonic() > deadline:
+                    raise
+
     def failure(self, e: Exception, need: Need | None) -> ProbeError:
         """The ``ProbeError`` for a client exception raised by a request that needed ``need``."""
         err = e.args[0] if isinstance(e, KafkaException) and e.args else e
@@ -88,7 +105,7 @@ class Prober:
         try:
             future = self.admin.describe_topics(TopicCollection([name]), include_authorized_operations=True,
                                                 request_timeout=self.timeout)[name]
-            desc = future.result(self.timeout + 5)
+            desc = self._result(future)
         except KafkaException as e:
             err = e.args[0]
             if isinstance(err, KafkaError) and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
@@ -98,6 +115,8 @@ class Prober:
                 # Kafka does not say whether a topic exists to whom may not describe it, nor anything else
                 raise ProbeError(DENIED, denied(need, err.name(), self.principal, self.bootstrap)) from None
             raise self.failure(e, need) from None
+        except ProbeError:
+            raise
         except Exception as e:  # noqa: BLE001 - a timeout, a closed client
             raise self.failure(e, need) from None
         lacking = self._missing(need, desc.authorized_operations)
@@ -112,12 +131,14 @@ class Prober:
         try:
             future = self.admin.describe_consumer_groups([name], include_authorized_operations=True,
                                                          request_timeout=self.timeout)[name]
-            desc = future.result(self.timeout + 5)
+            desc = self._result(future)
         except KafkaException as e:
             err = e.args[0]
             if isinstance(err, KafkaError) and err.code() == KafkaError.GROUP_ID_NOT_FOUND:
                 return  # described (Describe is allowed), no operations reported for a group nobody joined yet
             raise self.failure(e, need) from None
+        except ProbeError:
+            raise
         except Exception as e:  # noqa: BLE001
             raise self.failure(e, need) from None
         lacking = self._missing(need, getattr(desc, "authorized_operations", None))
@@ -130,8 +151,10 @@ class Prober:
         with a request that needs it."""
         need = Need(tuple(operations), THE_CLUSTER, why)
         try:
-            desc = self.admin.describe_cluster(include_authorized_operations=True,
-                                               request_timeout=self.timeout).result(self.timeout + 5)
+            desc = self._result(self.admin.describe_cluster(include_authorized_operations=True,
+                                                            request_timeout=self.timeout))
+        except ProbeError:
+            raise
         except Exception as e:  # noqa: BLE001
             raise self.failure(e, need) from None
         granted = desc.authorized_operations
@@ -162,7 +185,7 @@ class Prober:
         try:
             future = self.admin.create_topics([NewTopic(name, 1, -1)], validate_only=True,
                                               request_timeout=self.timeout)[name]
-            future.result(self.timeout + 5)
+            self._result(future)
         except KafkaException as e:
             err = e.args[0]
             if isinstance(err, KafkaError) and err.code() in (KafkaError.TOPIC_AUTHORIZATION_FAILED,
@@ -171,5 +194,7 @@ class Prober:
             if isinstance(err, KafkaError) and not err.code() < 0:
                 return  # TOPIC_ALREADY_EXISTS, a policy, a replication factor: Create itself was allowed
             raise self.failure(e, need) from None
+        except ProbeError:
+            raise
         except Exception as e:  # noqa: BLE001
             raise self.failure(e, need) from None

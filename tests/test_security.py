@@ -253,7 +253,7 @@ def test_the_engine_rejects_a_request_it_may_not_describe_and_waits_visibly_for_
 
 
 def test_the_adapter_names_a_wrong_password_for_both_client_libraries(front):
-    cluster = KafkaCluster(config(front, "engine", "wrong"), timeout=3)
+    cluster = KafkaCluster(config(front, "engine", "wrong"), timeout=10)  # a loaded machine is slow
     obs = cluster.observe([TopicPartition("orders", 0)])
     assert "authentication failed for user engine" in str(obs)
     (result,) = cluster.alter_reassignments({TopicPartition("orders", 0): (1, 2)}).values()

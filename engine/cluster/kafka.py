@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any, Callable, Collection, Iterable, Mapping
 
 from engine import access
@@ -231,7 +232,9 @@ class KafkaCluster:
         thread = threading.Thread(target=build, name="kreassign-kafka-python-connect", daemon=True)
         with access.KafkaPythonAuthLog() as auth:  # kafka-python only logs a failed authentication
             thread.start()
-            thread.join(self.timeout)
+            deadline = time.monotonic() + self.timeout
+            while thread.is_alive() and auth.last is None and time.monotonic() < deadline:
+                thread.join(0.25)
         if auth.last is not None and "client" not in box:
             return Refused("SASL_AUTHENTICATION_FAILED", access.authentication_failed(self.user, auth.last))
         if thread.is_alive():
@@ -243,10 +246,22 @@ class KafkaCluster:
         return self._kp
 
     def _wait(self, future: Any, timeout: float | None = None, need: Need | None = None) -> tuple[Any, Result | None]:
-        try:
-            return future.result(timeout=(self.timeout if timeout is None else timeout) + 5), None
-        except Exception as e:  # noqa: BLE001 - KafkaException, TimeoutError ...
-            return None, self._confluent(e, need)
+        """The future's result, or the failure as a result. A failed SASL authentication (librdkafka
+        reports it on its error callback and keeps the request waiting) ends the wait at once."""
+        import concurrent.futures
+
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout) + 5
+        while True:
+            try:
+                return future.result(timeout=min(0.25, max(0.0, deadline - time.monotonic()))), None
+            except concurrent.futures.TimeoutError as e:
+                auth = self._watch.failure(self._admin)
+                if auth is not None:
+                    return None, Refused("_AUTHENTICATION", access.authentication_failed(self.user, auth))
+                if time.monotonic() >= deadline:
+                    return None, self._confluent(e, need)
+            except Exception as e:  # noqa: BLE001 - KafkaException ...
+                return None, self._confluent(e, need)
 
     # -- observe ---------------------------------------------------------------------------------
 
