@@ -106,7 +106,8 @@ def engine_needs(prefix: str, scope: TopicScope) -> list[Need]:
         Need(("Alter", "AlterConfigs"), THE_CLUSTER,
              "AlterPartitionReassignments and ElectLeaders (Alter); the brokers' leader/follower."
              "replication.throttled.rate (IncrementalAlterConfigs on brokers: AlterConfigs); "
-             "ListPartitionReassignments and DescribeLogDirs for sizes (Describe, implied by Alter); the brokers' "
+             "ListPartitionReassignments, and DescribeLogDirs for sizes and copy progress (Describe, implied by "
+             "Alter); the brokers' "
              "rates read back (DescribeConfigs on brokers, implied by AlterConfigs)"),
     ]
     for r in scope.resources():
