@@ -36,7 +36,7 @@ from engine.commands import PartitionTarget, Submit
 from engine.embedded import EMBEDDED, EmbeddedBroker
 from engine.envelope import EventEnvelope, event_key, millis, new_id
 from engine.partition import TopicPartition
-from engine.topics import Topics, create
+from engine.topics import Topics, create, reader_group
 from tests.analytics_log import TimedDriver, sized_cluster
 
 _TEMPLATE: list[tuple] = []  # (time, event) of one run; inherited by the encoding workers (fork)
@@ -109,7 +109,7 @@ def main(argv=None) -> None:
             "spark.sql.shuffle.partitions": "2", "spark.driver.memory": "4g"})
         started = time.perf_counter() - t1
         options = audit_job.JobOptions(
-            warehouse=warehouse, topic=topic,
+            warehouse=warehouse, topic=topic, group=reader_group(),
             kafka=ClientConfig().with_bootstrap(broker.bootstrap).confluent(**EMBEDDED.consumer))
         t2 = time.perf_counter()
         runs = audit_job.run(spark, options)

@@ -21,6 +21,7 @@ class BrokerProfile(NamedTuple):
     exact_end_offsets: Mapping[str, object] = {}  # producers whose readers trust the high watermark
     faust: Mapping[str, object] = {}  # faust.App settings of the engine's workers (engine.worker)
     faust_consumer: Mapping[str, object] = {}  # aiokafka consumer settings Faust does not expose
+    validate_only: bool = True  # CreateTopics(validate_only) creates nothing (the engine's start-up check uses it)
 
 
 KAFKA = BrokerProfile(

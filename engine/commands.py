@@ -91,14 +91,18 @@ class Observation:
     """What a watcher saw on the cluster. Any part may be absent.
 
     ``topics`` maps a topic to its info, or to ``None`` if it does not exist.
-    Only what differs from the state becomes an event. ``now`` is the shell's
-    clock (seconds) when it looked; ``None`` when the caller keeps no clock.
+    ``denied`` maps a topic the engine may not describe (or whose configs it may not
+    describe) to the explanation, with the grant (``engine.access``): Kafka does not
+    say whether such a topic exists. Only what differs from the state becomes an
+    event. ``now`` is the shell's clock (seconds) when it looked; ``None`` when the
+    caller keeps no clock.
     """
 
     brokers: tuple[Broker, ...] | None = None
     topics: Mapping[str, TopicInfo | None] = field(default_factory=dict)
     partitions: Mapping[TopicPartition, PartitionState] = field(default_factory=dict)
     now: float | None = None
+    denied: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

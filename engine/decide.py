@@ -105,6 +105,9 @@ def handle(state: State, inp: Input) -> tuple[State, list[ev.Event]]:
 def plan(s: State, tp: TopicPartition, now: float | None = None) -> PlanResult:
     """The partition's next step towards its goal, from the latest observation."""
     entry = s.partitions[tp]
+    denied = s.denied.get(tp.topic)
+    if denied is not None:
+        return Waiting(f"the engine may not observe topic {tp.topic}: {denied}")
     obs = s.observed.get(tp)
     if obs is None:
         return Waiting("partition not observed yet")
@@ -261,7 +264,7 @@ def _submit(d: _Decision, cmd: Submit) -> None:
             _queue(d, cmd.request_id, p.tp, p.replicas)
         _settle(d, tuple(p.tp for p in missing))
         return
-    problems = submission_problems(cmd, s.topics, s.brokers, s.observed)
+    problems = submission_problems(cmd, s.topics, s.brokers, s.observed, s.denied)
     if problems:
         d.emit(ev.CommandRejected("submit", tuple(problems), cmd.request_id, cmd.command_id))
         return
@@ -416,13 +419,20 @@ def _observe(d: _Decision, o: Observation) -> None:
                     _reconsider(d, tp)
                 _reassert_rates(d, (d.state.live_brokers() or frozenset()) - (live_before or frozenset()))
     gone: list[str] = []
+    for topic in sorted(o.denied):
+        if d.state.denied.get(topic) != o.denied[topic]:
+            d.emit(ev.TopicAccessDenied(topic, o.denied[topic]))
     for topic in sorted(o.topics):
         info = o.topics[topic]
+        if topic in d.state.denied and topic not in o.denied:
+            d.emit(ev.TopicAccessDenied(topic, None))  # it could be described again
         if d.state.topics.get(topic) != info:
             d.emit(ev.TopicObserved(topic, info))
             if info is None:
                 gone.append(topic)
     for tp in sorted(o.partitions):
+        if tp.topic in o.denied:
+            continue  # an adapter that reports it anyway: the partition waits (plan) until the topic can be described
         ps = o.partitions[tp]
         known = d.state.observed.get(tp)
         if ps.size_bytes is None and known is not None and known.size_bytes is not None:

@@ -142,7 +142,7 @@ class Decider:
         self.last_event: str | None = None
         self.recovered = False
         self.planned_at: dict[TopicPartition, float] = {}  # step in flight -> when it was planned
-        self.sizes: dict[TopicPartition, int] = {}  # bytes, from the last cluster snapshot
+        self.sizes: dict[TopicPartition, int] = {}  # bytes of the partitions of unfinished requests (DescribeLogDirs)
         self.blocked: str | None = None  # why actions or observations are held back
         self.counts: Counter = Counter()  # events appended, by type name; "_inputs", "_ticks"
         self.failures: Counter = Counter()  # (action, code) -> ActionFailed events appended
@@ -372,13 +372,16 @@ class Decider:
         self.adaptive = self.adaptive.record(Sample(rate, share, float(size), t - t0), self.state.throttle_rate)
 
     def _refresh_sizes(self) -> None:
-        if not any(r.status not in TERMINAL for r in self.state.requests.values()):
+        """Sizes of the partitions of unfinished requests (DescribeLogDirs on those only: never a
+        snapshot of the whole cluster, which would need Describe on every topic)."""
+        active = sorted(tp for tp, e in self.state.partitions.items() if e.status not in TERMINAL)
+        if not active:
             return
-        snap = self.cluster.snapshot()
-        if isinstance(snap, Unavailable):
-            log.info("no partition sizes (cluster snapshot unavailable: %s)", snap)
+        sizes = self.cluster.sizes(active)
+        if isinstance(sizes, Unavailable):
+            log.warning("no partition sizes (progress and ETA in bytes unknown): %s", sizes)
             return
-        self.sizes = {tp: p.size_bytes for tp, p in snap.partitions.items() if p.size_bytes is not None}
+        self.sizes = {**self.sizes, **sizes}
 
     # --- what an operator sees ------------------------------------------------------------------
 
@@ -415,7 +418,8 @@ class Decider:
 
 RECENT = 50
 
-_WARN = frozenset({ev.ActionFailed, ev.StepFailed, ev.ClusterUnreachable, ev.ThrottlesDrifted, ev.CancelSkipped})
+_WARN = frozenset({ev.ActionFailed, ev.StepFailed, ev.ClusterUnreachable, ev.ThrottlesDrifted, ev.CancelSkipped,
+                   ev.TopicAccessDenied})
 """Events that report a failure or a correction: each is also a WARNING line of the engine's log."""
 
 

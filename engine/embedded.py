@@ -24,6 +24,8 @@ place that knows how tansu differs from Kafka. Measured on tansu 0.6.0:
 * aiokafka's idempotent and transactional producers fail on it
   (InitProducerId), so Faust's ``exactly_once`` cannot be used: the engine
   runs ``at_least_once`` on any broker anyway (docs/engine.md);
+* a ``validate_only`` CreateTopics creates the topic (``validate_only=False``:
+  the engine's start-up check does not ask it whether it may create one);
 * it never compacts, never applies retention and accepts any topic config
   without validating it; transactions' abort has no effect; topics a producer
   auto-creates get 4 partitions. kreassign relies on none of these and creates
@@ -56,6 +58,7 @@ EMBEDDED = BrokerProfile(
         "producer_max_batch_size": 1,
     },
     faust_consumer={"fetch_max_wait_ms": 10},
+    validate_only=False,
 )
 
 HOST = "127.0.0.1"
@@ -86,9 +89,13 @@ class EmbeddedBroker:
     """A tansu broker on a loopback port, memory storage. Use as a context manager,
     or ``start()`` / ``stop()``."""
 
-    def __init__(self, port: int | None = None, host: str = HOST, start_timeout: float = 10.0):
+    def __init__(self, port: int | None = None, host: str = HOST, start_timeout: float = 10.0,
+                 advertised: str | None = None):
+        """``advertised``: HOST:PORT clients are told to connect to (default: where it listens), e.g. a
+        recording proxy in front of it (tests)."""
         self.host = host
         self.port = port
+        self.advertised = advertised
         self.start_timeout = start_timeout
         self.process: subprocess.Popen | None = None
         self.log_path: Path | None = None
@@ -108,7 +115,8 @@ class EmbeddedBroker:
             self.log_path = Path(log)
             self.port = port
             self.process = subprocess.Popen(
-                [binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
+                [binary, "broker", "--listener-url", url,
+                 "--advertised-listener-url", f"tcp://{self.advertised}" if self.advertised else url,
                  "--storage-engine", "memory://tansu/"],
                 stdout=fd, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
             )

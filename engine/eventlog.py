@@ -20,6 +20,13 @@ from their first offset to their end, decoding each message; a message that
 cannot be decoded is handed to ``set_aside`` (see ``engine.dead_letter``) and
 reading goes on. The end of a partition is librdkafka's partition EOF, never
 the high watermark (the embedded broker under-reports it).
+
+Before writing or reading, the topic is described with its authorized
+operations (``engine.probe``): a missing topic, a missing permission (Write, or
+Read, and Describe on the readers' group ``group_id``, whose coordinator
+librdkafka asks for although the reader never joins), a failed authentication
+or an unreachable cluster is a ``PublishError`` / ``ReadError`` saying which,
+with the kafka-acls.sh grant for a missing permission (``engine.access``).
 """
 
 from __future__ import annotations
@@ -33,9 +40,10 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from confluent_kafka.admin import AdminClient
 
 from engine import commands as cmd
+from engine.access import AuthWatch, Need, authentication_failed, explain, group, principal_of, topic as topic_resource
+from engine.access import TRANSACTIONAL_ID, Resource, denied, user_of
 from engine import events as ev
 from engine.broker_profile import KAFKA, BrokerProfile
 from engine.client_config import ClientConfig
@@ -87,9 +95,11 @@ class _Writer:
                  transactional_id: str | None = None, extra: Mapping[str, object] | None = None):
         self.topic = topic
         self.timeout = timeout
+        self.config = config
         bootstrap = config.bootstrap or "(no bootstrap server)"
         if check:
-            _topic_metadata(AdminClient(config.confluent()), topic, timeout, bootstrap, PublishError)
+            _check(config, topic, ("Write",), timeout, PublishError)
+        self.watch = AuthWatch()
         settings: dict[str, object] = {
             "enable.idempotence": True,
             "acks": "all",
@@ -98,6 +108,7 @@ class _Writer:
             "message.max.bytes": MAX_MESSAGE_BYTES,
             "message.timeout.ms": int(timeout * 1000),
             **profile.producer,
+            **self.watch.config(),
             **(extra or {}),
         }
         self.transactional_id = transactional_id
@@ -113,8 +124,14 @@ class _Writer:
             try:
                 self.producer.init_transactions(timeout)
             except KafkaException as e:
+                err = e.args[0]
+                if err.code() == getattr(KafkaError, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED", None):
+                    need = Need(("Write",), Resource(TRANSACTIONAL_ID, transactional_id),
+                                "the decider appends its events in transactions under this id")
+                    raise PublishError(denied(need, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED", principal_of(config),
+                                              config.bootstrap)) from None
                 raise PublishError(f"cannot claim transactional.id {transactional_id} on {bootstrap}: "
-                                   f"{e.args[0].str()}") from None
+                                   f"{err.str()}") from None
 
     def close(self) -> None:
         """Flush and let the producer go (librdkafka closes it when it is no longer referenced)."""
@@ -165,6 +182,7 @@ class _Writer:
 
     def _write(self, messages, headers, topic) -> int:
         errors: list = []  # KafkaError objects, read after flush (a fatal error may be pending in the callback)
+        need = Need(("Write",), topic_resource(topic))
 
         def delivered(err, msg) -> None:
             if err is not None:
@@ -184,11 +202,20 @@ class _Writer:
                 except KafkaException as e:
                     if self.transactional_id is not None:
                         raise
-                    raise PublishError(f"{topic}: {e.args[0].str()}") from None
+                    raise PublishError(f"{topic}: {self._explain(e.args[0], need) or e.args[0].str()}") from None
             n += 1
-        left = self.producer.flush(self.timeout)
-        failures = [e.str() for e in errors]
+        try:
+            left = self.producer.flush(self.timeout)
+        except (KafkaException, KafkaError) as e:  # a fatal error (e.g. the idempotent producer refused) is raised
+            if self.transactional_id is not None:
+                raise
+            err = e.args[0] if isinstance(e, KafkaException) else e
+            raise PublishError(f"{topic}: {self._explain(err, need) or err.str()}") from None
+        failures = [self._explain(e, need) or e.str() for e in errors]
         if left:
+            auth = self.watch.failure(self.producer)
+            if auth is not None:
+                raise PublishError(authentication_failed(user_of(self.config), auth))
             raise PublishError(f"{left} messages to {self.topic} not delivered within {self.timeout:g} s "
                                f"(is {self.bootstrap} reachable?)")
         if failures:
@@ -197,6 +224,9 @@ class _Writer:
             raise PublishError(f"{len(failures)} messages to {topic} failed: {failures[0]}")
         return n
 
+    def _explain(self, err, need: Need) -> str | None:
+        return explain(err, need, principal_of(self.config), self.config.bootstrap, user_of(self.config))
+
 
 _FENCED_CODES = frozenset(
     getattr(KafkaError, name) for name in ("_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH",
@@ -204,16 +234,22 @@ _FENCED_CODES = frozenset(
 )
 
 
-def _topic_metadata(client: Any, topic: str, timeout: float, bootstrap: str | None, error: type) -> Any:
-    """The topic's metadata, or ``error`` naming the problem: an unreachable cluster or a
-    missing topic (never auto-created: that could give it the wrong layout)."""
+def _check(config: ClientConfig, topic: str, operations: tuple[str, ...], timeout: float, error: type,
+           group_id: str | None = None) -> Any:
+    """The topic's description if it exists and this client may do ``operations`` on it (and Describe
+    group ``group_id``), else ``error`` naming the problem: a missing topic (never auto-created: that
+    could give it the wrong layout), a missing permission with its grant, a failed authentication,
+    an unreachable cluster."""
+    from engine.probe import Prober, ProbeError
+
     try:
-        metadata = client.list_topics(timeout=timeout)
-    except KafkaException as e:
-        raise error(f"cannot reach the cluster at {bootstrap}: {e.args[0].str()}") from None
-    if topic not in metadata.topics:
-        raise error(f"topic {topic} does not exist on {bootstrap} (run: kreassign topics create)")
-    return metadata.topics[topic]
+        prober = Prober(config, timeout)
+        desc = prober.topic(topic, operations)
+        if group_id is not None:
+            prober.group(group_id, ("Describe",), "kreassign's readers ask for their group's coordinator")
+        return desc
+    except ProbeError as e:
+        raise error(str(e)) from None
 
 
 class _EnvelopeWriter:
@@ -348,28 +384,47 @@ class Message(NamedTuple):
 
 def read_topic(
     config: ClientConfig, topic: str, decode: Callable[[bytes | None], Any],
-    set_aside: Callable[[DeadLetter], None], *, profile: BrokerProfile = KAFKA,
+    set_aside: Callable[[DeadLetter], None], *, group_id: str, profile: BrokerProfile = KAFKA,
     until_offset: int | None = None, idle_timeout: float = DEFAULT_TIMEOUT, batch: int = 1000,
     expect_partitions: int | None = None, start_offset: int = 0,
 ) -> Iterator[Message]:
     """Every message of every partition of ``topic``, from the first offset (or
     ``start_offset``) to the end (or to ``until_offset``, exclusive), decoded; in
     offset order within a partition.
+    ``group_id``: the consumer's group (``engine.topics.reader_group``): never joined, never
+    committed, but librdkafka asks for its coordinator (DESCRIBE on the group).
     ``expect_partitions``: fail unless the topic has exactly that many partitions."""
+    desc = _check(config, topic, ("Read",), idle_timeout, ReadError, group_id)
+    partitions = sorted(p.id for p in desc.partitions)
+    if expect_partitions is not None and len(partitions) != expect_partitions:
+        raise ReadError(f"topic {topic} has {len(partitions)} partitions, expected {expect_partitions}")
+    watch = AuthWatch()
     consumer = Consumer(config.confluent(**{
-        "group.id": "kreassign-reader",  # never joined, never committed: partitions are assigned
+        "group.id": group_id,  # never joined, never committed: partitions are assigned
         "enable.auto.commit": False,
         "enable.partition.eof": True,
         **profile.consumer,
+        **watch.config(),
     }))
+    principal, bootstrap, user = principal_of(config), config.bootstrap, user_of(config)
+
+    def failure(err, p: int | None = None) -> ReadError:
+        code = err.code() if hasattr(err, "code") else None
+        need = (Need(("Describe",), group(group_id)) if code == KafkaError.GROUP_AUTHORIZATION_FAILED
+                else Need(("Read",), topic_resource(topic)))
+        text = explain(err, need, principal, bootstrap, user)
+        if text is None:
+            auth = watch.failure(consumer)
+            text = authentication_failed(user, auth) if auth else err.str()
+        return ReadError(f"{topic}{'' if p is None else f'/{p}'}: {text}")
+
     try:
-        metadata = _topic_metadata(consumer, topic, idle_timeout, config.bootstrap, ReadError)
-        partitions = sorted(metadata.partitions)
-        if expect_partitions is not None and len(partitions) != expect_partitions:
-            raise ReadError(f"topic {topic} has {len(partitions)} partitions, expected {expect_partitions}")
         starts = []
         for p in partitions:
-            low, _high = consumer.get_watermark_offsets(KafkaTopicPartition(topic, p), timeout=idle_timeout)
+            try:
+                low, _high = consumer.get_watermark_offsets(KafkaTopicPartition(topic, p), timeout=idle_timeout)
+            except KafkaException as e:
+                raise failure(e.args[0], p) from None
             starts.append(KafkaTopicPartition(topic, p, max(low, start_offset, 0)))  # explicit: no reset delay
         open_partitions = {tp.partition for tp in starts if until_offset is None or tp.offset < until_offset}
         consumer.assign([tp for tp in starts if tp.partition in open_partitions])
@@ -379,6 +434,9 @@ def read_topic(
             messages = consumer.consume(batch, 0.05)
             if not messages:
                 if time.monotonic() - idle_since > idle_timeout:
+                    auth = watch.failure(consumer)
+                    if auth is not None:
+                        raise ReadError(authentication_failed(user, auth))
                     raise ReadError(f"{topic}: no message and no end of partition within {idle_timeout:g} s")
                 continue
             idle_since = time.monotonic()
@@ -391,7 +449,7 @@ def read_topic(
                     if err.code() == KafkaError._PARTITION_EOF:
                         open_partitions.discard(p)
                         continue
-                    raise ReadError(f"{topic}/{p}: {err.str()}")
+                    raise failure(err, p)
                 offset = m.offset()
                 if until_offset is not None and offset >= until_offset:
                     open_partitions.discard(p)

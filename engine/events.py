@@ -247,6 +247,16 @@ class ClusterUnreachable:
     reason: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class TopicAccessDenied:
+    """The engine may not describe ``topic`` (or its configs): ``reason`` names the missing
+    permission and its grant (``engine.access``); ``None``: it may again. Recorded when it changes.
+    Its partitions wait; a request naming it is rejected with the reason."""
+
+    topic: str
+    reason: str | None
+
+
 # --- throttles, limits, control ------------------------------------------------------
 
 
@@ -314,6 +324,7 @@ Event = (
     | CancelRequested | CancelSkipped | PartitionCancelled | StepAborted | PartitionReverted
     | ThrottlesApplied | ThrottlesRemoved | LimitsChanged | ThrottleRateChanged | Paused | Resumed
     | ActionFailed | ActionRetried | ActionSucceeded | ClusterUnreachable | ThrottlesDrifted | ThrottleReleased
+    | TopicAccessDenied
 )
 
 EVENT_TYPES: tuple[type, ...] = Event.__args__  # type: ignore[attr-defined]

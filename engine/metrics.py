@@ -37,6 +37,9 @@ class _Collector:
             yield m
         active = e.active and e.decider is not None and not e.needs_recovery
         yield _gauge("kreassign_decider_active", "1 if this worker is the active decider", 1 if active else 0)
+        yield _gauge("kreassign_recovery_failing", "1 while the decider's recovery fails and is retried (/status "
+                     "'blocked' says why: e.g. a grant on kreassign's own topics revoked)",
+                     1 if e.active and getattr(e, "recovery_error", None) else 0)
         if not active:
             return
         d = e.decider

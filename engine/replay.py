@@ -24,7 +24,7 @@ from engine import events as ev
 from engine.progress import Progress
 from engine.snapshot import Fold, gc_paused
 from engine.state import EMPTY, State, apply
-from engine.topics import DEFAULT_PREFIX, EVENTS, Topics
+from engine.topics import DEFAULT_PREFIX, EVENTS, Topics, reader_group
 
 DEDUPE_WINDOW = 100_000
 """Ids of this many latest events are remembered to drop duplicates: a
@@ -122,7 +122,8 @@ def replay(
                         tuple(dead), used, tuple(notes))
     messages = read_topic(
         config, topic, decoder_for(EventEnvelope, registry, topic), dead.append,
-        profile=profile, until_offset=until_offset, idle_timeout=timeout, expect_partitions=EVENTS.partitions,
+        group_id=reader_group(prefix), profile=profile, until_offset=until_offset, idle_timeout=timeout,
+        expect_partitions=EVENTS.partitions,
     )
     try:
         state, applied, duplicates, next_offset, last = fold_log(((m.offset, m.value) for m in messages), until_time)

@@ -31,10 +31,10 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from engine.broker_profile import KAFKA, BrokerProfile
 from engine.client_config import ClientConfig
-from engine.eventlog import DEFAULT_TIMEOUT, ReadError, _topic_metadata, _Writer, decoder_for, read_topic
+from engine.eventlog import DEFAULT_TIMEOUT, ReadError, _check, _Writer, decoder_for, read_topic
 from engine.envelope import EventEnvelope, millis
 from engine.snapshot import Assembled, Fold, Snapshot, assemble, to_records
-from engine.topics import DEFAULT_PREFIX, EVENTS, Topics, missing
+from engine.topics import DEFAULT_PREFIX, EVENTS, Topics, missing, reader_group
 
 log = logging.getLogger("kreassign.snapshots")
 
@@ -82,7 +82,7 @@ def latest(config: ClientConfig, *, prefix: str = DEFAULT_PREFIX, profile: Broke
     """The latest usable snapshot on the snapshots topic (see the module doc)."""
     topic = Topics.named(prefix).snapshots
     started = time.monotonic()
-    consumer = Consumer(config.confluent(**{"group.id": "kreassign-reader", "enable.auto.commit": False,
+    consumer = Consumer(config.confluent(**{"group.id": reader_group(prefix), "enable.auto.commit": False,
                                             **profile.consumer}))
     try:
         try:
@@ -99,8 +99,8 @@ def latest(config: ClientConfig, *, prefix: str = DEFAULT_PREFIX, profile: Broke
     start = high
     while True:
         start = max(low, start - window)
-        messages = list(read_topic(config, topic, lambda v: v, lambda _d: None, profile=profile,
-                                   idle_timeout=timeout, start_offset=start))
+        messages = list(read_topic(config, topic, lambda v: v, lambda _d: None, group_id=reader_group(prefix),
+                                   profile=profile, idle_timeout=timeout, start_offset=start))
         read += len(messages)
         found = assemble(m.value for m in messages)
         if found.snapshot is not None or start <= low:
@@ -122,8 +122,8 @@ def resume(config: ClientConfig, snapshot: Snapshot | None, *, prefix: str = DEF
     note = None
     if snapshot is not None and snapshot.fold.next_offset > 0:
         first = snapshot.fold.next_offset - 1
-        records = read_topic(config, topic, decode, set_aside, profile=profile, idle_timeout=timeout,
-                             expect_partitions=EVENTS.partitions, start_offset=first)
+        records = read_topic(config, topic, decode, set_aside, group_id=reader_group(prefix), profile=profile,
+                             idle_timeout=timeout, expect_partitions=EVENTS.partitions, start_offset=first)
         head = next(records, None)
         if head is not None and head.offset == first and head.value.id == snapshot.fold.last_event:
             def rest() -> Iterator[tuple[int, EventEnvelope]]:
@@ -137,12 +137,12 @@ def resume(config: ClientConfig, snapshot: Snapshot | None, *, prefix: str = DEF
         got = "nothing" if head is None else f"event {head.value.id} at offset {head.offset}"
         note = (f"snapshot {snapshot.id} names event {snapshot.fold.last_event} at offset {first}, the events topic "
                 f"has {got} there: not its log; folding from offset 0")
-    low = _low_watermark(config, topic, profile, timeout)
+    low = _low_watermark(config, topic, prefix, profile, timeout)
     if low > 0:
         raise ReadError(f"{topic} starts at offset {low}: the events before it were deleted (retention) and no "
                         f"usable snapshot covers them, so the log cannot be folded")
-    records = read_topic(config, topic, decode, set_aside, profile=profile, idle_timeout=timeout,
-                         expect_partitions=EVENTS.partitions)
+    records = read_topic(config, topic, decode, set_aside, group_id=reader_group(prefix), profile=profile,
+                         idle_timeout=timeout, expect_partitions=EVENTS.partitions)
 
     def everything() -> Iterator[tuple[int, EventEnvelope]]:
         try:
@@ -153,11 +153,11 @@ def resume(config: ClientConfig, snapshot: Snapshot | None, *, prefix: str = DEF
     return None, everything(), note
 
 
-def _low_watermark(config: ClientConfig, topic: str, profile: BrokerProfile, timeout: float) -> int:
-    consumer = Consumer(config.confluent(**{"group.id": "kreassign-reader", "enable.auto.commit": False,
+def _low_watermark(config: ClientConfig, topic: str, prefix: str, profile: BrokerProfile, timeout: float) -> int:
+    _check(config, topic, ("Read",), timeout, ReadError, reader_group(prefix))  # missing, or not allowed: said so
+    consumer = Consumer(config.confluent(**{"group.id": reader_group(prefix), "enable.auto.commit": False,
                                             **profile.consumer}))
     try:
-        _topic_metadata(consumer, topic, timeout, config.bootstrap, ReadError)  # a missing topic, said so
         low, _high = consumer.get_watermark_offsets(KafkaTopicPartition(topic, 0), timeout=timeout)
         return low
     except KafkaException as e:

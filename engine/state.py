@@ -129,6 +129,7 @@ class State(NamedTuple):
     throttle_attempt: int = 0  # consecutive failed rounds of throttle changes
     cluster_error: str | None = None  # why the cluster cannot be observed now
     release_debt: immutables.Map = immutables.Map()  # broker -> (bytes released into it, when): a bucket
+    denied: immutables.Map = immutables.Map()  # topic -> why the engine may not describe it (engine.access)
     limits: Limits = DEFAULT_LIMITS
     throttle_rate: int | None = DEFAULT_THROTTLE_RATE
     paused: bool = False
@@ -499,6 +500,13 @@ def _(s: State, e: ev.ActionSucceeded) -> State:
 @_on(ev.ClusterUnreachable)
 def _(s: State, e: ev.ClusterUnreachable) -> State:
     return s._replace(cluster_error=e.reason)
+
+
+@_on(ev.TopicAccessDenied)
+def _(s: State, e: ev.TopicAccessDenied) -> State:
+    if e.reason is None:
+        return s._replace(denied=s.denied.delete(e.topic)) if e.topic in s.denied else s
+    return s._replace(denied=s.denied.set(e.topic, e.reason))
 
 
 @_on(ev.LimitsChanged)

@@ -58,6 +58,15 @@ def problems(state: State, limit: int = 200) -> list[dict]:
     out: list[dict] = []
     if state.cluster_error is not None:
         out.append({"kind": "cluster", "message": f"cannot observe the cluster: {state.cluster_error}"})
+    if state.denied:  # only topics with partitions still to move (a rejected request leaves none)
+        open_topics = {tp.topic for tp, e in state.partitions.items() if e.status not in TERMINAL}
+    for topic, reason in sorted(state.denied.items()):
+        if topic not in open_topics:
+            continue
+        busy = sum(1 for tp in state.steps.keys() if tp.topic == topic)
+        out.append({"kind": "access", "topic": topic,
+                    "message": f"topic {topic}: {reason}; its partitions wait"
+                               + (f" ({busy} steps in flight on it cannot be observed)" if busy else "")})
     if state.throttle_error is not None:
         failed = state.throttle_failed
         what = ", ".join([f"topic {t}" for t in sorted(failed.by_topic())] + [
@@ -100,6 +109,8 @@ def describe(e: ev.Event) -> str:
         return f"{where}: {e.reason}"
     if isinstance(e, ev.ClusterUnreachable):
         return f"cannot observe the cluster: {e.reason}" if e.reason else "the cluster can be observed again"
+    if isinstance(e, ev.TopicAccessDenied):
+        return f"topic {e.topic}: {e.reason}" if e.reason else f"topic {e.topic} can be described again"
     if isinstance(e, ev.ThrottlesDrifted):
         return (f"throttle configuration differed from the log: {_count(e.missing)} missing (set again), "
                 f"{_count(e.unexpected)} left over (removed)")

@@ -25,6 +25,12 @@ gives the reasons at length; in short:
   One partition, so exactly one worker decides at a time. Kept 1 day: the
   events topic, not this one, is the record.
 
+Consumer groups, also under the prefix (so deployments with different prefixes never
+share one): ``<prefix>engine`` (the engine workers' group, Faust's application id) and
+``<prefix>reader`` (kreassign's readers of a topic, which are assigned partitions and
+never join or commit, but librdkafka asks for the coordinator of the ``group.id`` that
+confluent-kafka requires: a principal that reads needs DESCRIBE on it, ``engine.acls``).
+
 ``create`` is idempotent: a topic that exists is left as it is (an operator
 may have changed its retention on purpose), but a partition count that breaks
 the layout (an events topic with several partitions, e.g. auto-created by a
@@ -109,6 +115,21 @@ def missing(name: str) -> str:
     return f"topic {name} does not exist (run: kreassign topics create)"
 
 
+def engine_group(prefix: str = DEFAULT_PREFIX) -> str:
+    """The engine workers' consumer group and Faust application id; its internal topics start with it + '-'."""
+    return f"{prefix}engine"
+
+
+def decider_transactional_id(prefix: str = DEFAULT_PREFIX) -> str:
+    """The ``transactional.id`` of the decider's event writer: claiming it fences the previous decider."""
+    return f"{prefix}decider"
+
+
+def reader_group(prefix: str = DEFAULT_PREFIX) -> str:
+    """The ``group.id`` of kreassign's readers (assigned partitions only: never joined, never committed)."""
+    return f"{prefix}reader"
+
+
 class TopicsError(RuntimeError):
     """Topics could not be created or do not fit the layout; the message names them."""
 
@@ -121,7 +142,11 @@ def create(
 
     ``replication_factor`` -1 takes the broker's ``default.replication.factor``.
     """
+    from engine.access import Need, denied, topic as topic_resource
+
     admin = AdminClient(dict(admin_config))
+    user = admin_config.get("sasl.username")
+    principal = f"User:{user}" if user else None
     specs = {prefix + s.suffix: s for s in LAYOUT}
     futures = admin.create_topics(
         [NewTopic(name, s.partitions, replication_factor, config=dict(s.config)) for name, s in specs.items()],
@@ -137,6 +162,10 @@ def create(
             err = e.args[0]
             if isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
                 outcome.append((name, "exists"))
+            elif isinstance(err, KafkaError) and err.code() in (KafkaError.TOPIC_AUTHORIZATION_FAILED,
+                                                                 KafkaError.CLUSTER_AUTHORIZATION_FAILED):
+                problems.append(denied(Need(("Create",), topic_resource(name), "kreassign topics create"),
+                                       err.name(), principal, str(admin_config.get("bootstrap.servers"))))
             else:
                 problems.append(f"{name}: {err.str() if isinstance(err, KafkaError) else err}")
     if problems:

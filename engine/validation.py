@@ -11,12 +11,13 @@ from collections import Counter
 from engine.commands import Submit
 
 
-def submission_problems(cmd: Submit, topics, brokers, observed) -> list[str]:
+def submission_problems(cmd: Submit, topics, brokers, observed, denied=None) -> list[str]:
     """Problems of ``cmd`` against the cluster as the state knows it.
 
     ``topics``: name -> TopicInfo; ``brokers``: id -> Broker (empty: not checked);
-    ``observed``: tp -> PartitionState.
+    ``observed``: tp -> PartitionState; ``denied``: topic -> why the engine may not describe it.
     """
+    denied = denied or {}
     problems: list[str] = []
     if not cmd.request_id:
         problems.append("request id is empty")
@@ -32,7 +33,11 @@ def submission_problems(cmd: Submit, topics, brokers, observed) -> list[str]:
     for p in cmd.partitions:
         tp = p.tp
         info = topics.get(p.topic)
-        if info is None:
+        if p.topic in denied:
+            if p.topic not in unknown_topics:
+                unknown_topics.add(p.topic)
+                problems.append(f"topic '{p.topic}': the engine may not describe it: {denied[p.topic]}")
+        elif info is None:
             if p.topic not in unknown_topics:
                 unknown_topics.add(p.topic)
                 problems.append(f"unknown topic '{p.topic}'")

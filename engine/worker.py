@@ -56,7 +56,7 @@ from engine.envelope import CommandEnvelope, EventEnvelope, now
 from engine.eventlog import EventWriter, Fenced, PublishError, decoder_for
 from engine.snapshot_store import SnapshotWriter
 from engine.signing import verify
-from engine.topics import COMMANDS, EVENTS, Topics
+from engine.topics import COMMANDS, EVENTS, Topics, decider_transactional_id, engine_group, reader_group
 from engine import views
 
 log = logging.getLogger("kreassign.engine")
@@ -111,7 +111,7 @@ class KafkaEventLog:
         self.topic = Topics.named(s.prefix).events
         self.decisions_topic = Topics.named(s.prefix).decisions
         self.writer = EventWriter(config=s.config, prefix=s.prefix, profile=s.profile, registry=s.registry,
-                                  timeout=s.timeout, transactional_id=f"{s.prefix}decider")
+                                  timeout=s.timeout, transactional_id=decider_transactional_id(s.prefix))
         self.writer.writer_id = s.worker_id
         self.hold_until = time.monotonic() + s.lease
         self.unreadable: list[DeadLetter] = []
@@ -277,6 +277,7 @@ class Engine:
         self.counters: dict[str, int] = {"events": 0, "dead_letters": 0, "rejected_unverified": 0,
                                          "StepStarted": 0, "StepCompleted": 0, "recoveries": 0}
         self.last_recovery: dict | None = None
+        self.recovery_error: str | None = None  # why the last recovery failed (it is retried), for /status
         self._decode = decoder_for(CommandEnvelope, s.registry, self.topics.commands)
         self.cached_status: dict | None = None
         self._wire()
@@ -301,7 +302,7 @@ class Engine:
         if credentials is not None:
             settings["broker_credentials"] = credentials
         settings.update(s.profile.faust)
-        app = EngineApp(f"{s.prefix}engine", **settings)
+        app = EngineApp(engine_group(s.prefix), **settings)
         if s.profile.faust_consumer:
             app.transport_class = _transport(s.profile.faust_consumer)
         return app
@@ -499,11 +500,13 @@ class Engine:
             except Deposed as e:
                 self.depose(str(e))
                 return
-            except Exception as e:  # noqa: BLE001 - the log or the cluster unreachable: try again
-                log.warning("recovery failed, retrying: %s: %s", type(e).__name__, e)
+            except Exception as e:  # noqa: BLE001 - the log or the cluster unreachable (or a grant revoked): again
+                self.recovery_error = f"{type(e).__name__}: {e}"
+                log.warning("recovery failed, retrying: %s", self.recovery_error)
                 await asyncio.sleep(1.0)
                 if not self.active:
                     return
+        self.recovery_error = None
         self.last_recovery["seconds_claim"] = round(claimed - started, 3)
         self.last_recovery["snapshot"] = self.event_log.last_snapshot
         self.snapshot_events = decider.events
@@ -579,7 +582,7 @@ class Engine:
             base["deposed"] = self.deposed
         d = self.decider
         if not self.active or d is None or self.needs_recovery:
-            return {**base, "recovering": self.active}
+            return {**base, "recovering": self.active, "blocked": self.recovery_error if self.active else None}
         loop = asyncio.get_running_loop()
         doc = await loop.run_in_executor(None, d.status)
         snapshots = {"every_events": self.s.snapshot_every, "last": self.event_log.last_snapshot if self.event_log

@@ -63,6 +63,7 @@ class JobOptions:
     warehouse: str
     topic: str
     kafka: dict  # librdkafka settings (bootstrap included, the broker profile's consumer settings too)
+    group: str  # kreassign's readers' group.id (engine.topics.reader_group): assigned, never joined
     java_kafka: dict = field(default_factory=dict)  # Java client properties, for --source kafka
     source: str = "python"  # python | kafka
     trigger_seconds: float | None = None  # None: available now
@@ -77,7 +78,8 @@ def audit_stream(spark, o: JobOptions):
 
     if o.source == "python":
         spark.dataSource.register(EventLogSource)
-        reader = spark.readStream.format(SOURCE_NAME).option("topic", o.topic).options(**kafka_options(o.kafka))
+        reader = (spark.readStream.format(SOURCE_NAME).option("topic", o.topic)
+                  .options(**kafka_options({**o.kafka, "group.id": o.group})))
         if o.max_events_per_batch:
             reader = reader.option("maxOffsetsPerTrigger", str(o.max_events_per_batch))
         if o.split_size:
@@ -90,7 +92,10 @@ def connector_stream(spark, o: JobOptions):
     """Spark's own Kafka connector, decoded by ``spark.audit.record_batch`` in ``mapInArrow``."""
     from pyspark.errors import AnalysisException
 
+    # Spark names its consumers' groups groupIdPrefix-<uuid>-...: under kreassign's prefix (the Java consumer,
+    # assigned partitions and committing nothing, does not ask for their coordinator)
     reader = (spark.readStream.format("kafka").option("subscribe", o.topic).option("startingOffsets", "earliest")
+              .option("groupIdPrefix", o.group)
               .options(**{f"kafka.{k}": str(v) for k, v in o.java_kafka.items()}))
     if o.max_events_per_batch:
         reader = reader.option("maxOffsetsPerTrigger", str(o.max_events_per_batch))
@@ -405,10 +410,16 @@ def trigger_seconds(values: list[str]) -> float | None:
     raise JobError(f"--trigger: expected {AVAILABLE_NOW} or {CONTINUOUS} N (N > 0 seconds), got {' '.join(values)}")
 
 
+def _client_config(args):
+    from engine.client_config import ClientConfig
+
+    return ClientConfig.load(args.command_config).with_bootstrap(args.bootstrap_server)
+
+
 def options_from(args) -> JobOptions:
     from engine.broker_profile import profile
     from engine.client_config import ClientConfig, ClientConfigError
-    from engine.topics import Topics
+    from engine.topics import Topics, reader_group
 
     try:
         config = ClientConfig.load(args.command_config).with_bootstrap(args.bootstrap_server)
@@ -418,27 +429,26 @@ def options_from(args) -> JobOptions:
             and not os.path.isdir(wh.local_dir(args.warehouse)):
         raise JobError(f"--warehouse {args.warehouse}: not a directory")
     return JobOptions(
-        warehouse=args.warehouse, topic=Topics.named(args.prefix).events,
+        warehouse=args.warehouse, topic=Topics.named(args.prefix).events, group=reader_group(args.prefix),
         kafka=config.confluent(**profile(args.broker_profile).consumer), java_kafka=dict(config.properties),
         source=args.source, trigger_seconds=trigger_seconds(args.trigger),
         max_events_per_batch=args.max_events_per_batch, watermark=args.watermark,
     )
 
 
-def check_topic(o: JobOptions, timeout: float) -> None:
-    """Fail early, in one line, when the cluster or the events topic is not there."""
-    from confluent_kafka import Consumer, KafkaException
+def check_topic(o: JobOptions, timeout: float, config=None) -> None:
+    """Fail early, in one line, when the cluster or the events topic is not there, or this principal
+    may not read it (Read on the topic, Describe on the readers' group), or cannot authenticate."""
+    from engine.client_config import ClientConfig
+    from engine.probe import Prober, ProbeError
 
-    bootstrap = o.kafka.get("bootstrap.servers")
-    consumer = Consumer({"group.id": "kreassign-analytics", "log_level": 3, **o.kafka})
+    config = config or ClientConfig({"bootstrap.servers": str(o.kafka.get("bootstrap.servers"))})
     try:
-        topics = consumer.list_topics(timeout=timeout).topics
-    except KafkaException as e:
-        raise JobError(f"cannot reach the cluster at {bootstrap}: {e.args[0].str()}") from None
-    finally:
-        consumer.close()
-    if o.topic not in topics:
-        raise JobError(f"topic {o.topic} does not exist on {bootstrap} (run: kreassign topics create)")
+        prober = Prober(config, timeout)
+        prober.topic(o.topic, ("Read",))
+        prober.group(o.group, ("Describe",), "kreassign's readers ask for their group's coordinator")
+    except ProbeError as e:
+        raise JobError(str(e)) from None
 
 
 def execute(args) -> list[QueryRun]:
@@ -446,7 +456,7 @@ def execute(args) -> list[QueryRun]:
     from spark.session import session
 
     o = options_from(args)
-    check_topic(o, args.timeout)
+    check_topic(o, args.timeout, _client_config(args))
     from py4j.protocol import Py4JError
     from pyspark.errors import PySparkException
 

@@ -4,6 +4,7 @@
     spark.readStream.format("kreassign_events")
         .option("topic", "kreassign.events")
         .option("kafka.bootstrap.servers", "broker:9092")   # any librdkafka property as kafka.<name>
+        .option("kafka.group.id", "kreassign.reader")        # required: assigned, never joined or committed
         .option("startingOffsets", "earliest")               # earliest | latest | {"0": 42}
         .option("maxOffsetsPerTrigger", "100000")            # optional read limit per micro-batch
         .load()                                              # rows: spark.audit.COLUMNS
@@ -124,8 +125,11 @@ class EventLogReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # -- driver ------------------------------------------------------------------------
     def _conf(self, **extra) -> dict:
-        return {"group.id": "kreassign-analytics", "enable.auto.commit": False, "log_level": 3,
-                **self.kafka, **extra}
+        """librdkafka settings; ``kafka.group.id`` must be among the options (the job gives kreassign's
+        readers' group, ``engine.topics.reader_group``: assigned partitions, never joined or committed)."""
+        if not self.kafka.get("group.id"):
+            raise SourceError("option kafka.group.id is required (the job passes <prefix>reader)")
+        return {"enable.auto.commit": False, "log_level": 3, **self.kafka, **extra}
 
     def _driver(self):
         if self._consumer is None:

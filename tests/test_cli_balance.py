@@ -99,7 +99,8 @@ def test_execute_submits_the_proposal_as_a_request(scenario, broker, topics, cap
     doc = json.loads(capsys.readouterr().out)
     set_aside = []
     messages = read_topic(ClientConfig({"bootstrap.servers": broker.bootstrap}), topics.commands,
-                          codec_for(CommandEnvelope).decode, set_aside.append, idle_timeout=2.0)
+                          codec_for(CommandEnvelope).decode, set_aside.append, group_id="kreassign.reader",
+                          idle_timeout=2.0)
     commands = [m.value.payload for m in messages]
     assert not set_aside and [c.request_id for c in commands] == [doc["request_id"]]
     submitted = {(t.topic, t.partition): list(t.replicas) for t in commands[0].partitions}

@@ -40,7 +40,7 @@ def kreassign(capsys, broker, prefix, *argv) -> tuple[int, str, str]:
 
 def commands(broker, topic) -> list:
     read = read_topic(ClientConfig().with_bootstrap(broker.bootstrap), topic, decoder_for(CommandEnvelope),
-                      _fail, profile=EMBEDDED)
+                      _fail, group_id="kreassign.reader", profile=EMBEDDED)
     return [m.value.payload for m in sorted(read, key=lambda m: (m.partition, m.offset))]
 
 
@@ -207,7 +207,8 @@ def test_dead_letters_lists_every_unreadable_message_with_source_reason_and_the_
     assert producer.flush(10) == 0
     dead = DeadLetterWriter(lambda t, k, v: producer.produce(t, key=k, value=v), topics.dead_letters)
     read = read_topic(ClientConfig().with_bootstrap(broker.bootstrap), topics.commands,
-                      decoder_for(CommandEnvelope), dead, profile=EMBEDDED)
+                      decoder_for(CommandEnvelope), dead, group_id="kreassign.reader",
+                      profile=EMBEDDED)
     assert [m.value.payload for m in read] == [Pause("c1")]
     producer.produce(topics.dead_letters, value=b"junk on the dead-letter topic itself")
     assert producer.flush(10) == 0

@@ -13,7 +13,8 @@ from engine import events as ev
 from engine.client_config import ClientConfig
 from engine.codec import codec_for
 from engine.commands import (
-    Cancel, ChangeLimits, ChangeThrottle, ObservationFailed, Pause, PartitionTarget, Resume, Submit, ThrottlesObserved,
+    Cancel, ChangeLimits, ChangeThrottle, Observation, ObservationFailed, Pause, PartitionTarget, Resume, Submit,
+    ThrottlesObserved,
 )
 from engine.throttles import ThrottleSet
 from engine.dead_letter import DeadLetterWriter, read_dead_letter
@@ -58,6 +59,9 @@ def story() -> Driver:
     d.feed(Cancel("r1", partitions=(tp(3),), rollback=True))
     d.feed(Submit("r2", (PartitionTarget("t", 4, (4, 5, 6)), PartitionTarget("t", 2, (1, 2, 3)))))
     d.feed(Submit("bad", (PartitionTarget("nope", 0, (1,)),)))
+    d.feed(Observation(denied={"secret": "User:engine is not authorized to Describe on topic secret "
+                                         "(TOPIC_AUTHORIZATION_FAILED): grant it with: kafka-acls.sh ..."}))
+    d.feed(Submit("hidden", (PartitionTarget("secret", 0, (1, 2, 3)),)))  # rejected, naming the grant
     d.feed(ChangeThrottle(20_000_000))
     for _ in range(3):
         d.tick()
@@ -158,7 +162,8 @@ def test_publisher_writes_each_command_keyed_and_with_its_id(broker, topics, pre
         rid = p.submit(targets, throttle_rate=1000)
         ids = [p.cancel(rid, [tp(1)], rollback=True), p.change_limits({"max_partitions_in_flight": 7}),
                p.change_throttle(None), p.pause(), p.resume()]
-    read = list(read_topic(config(broker), topics.commands, decoder_for(CommandEnvelope), _fail, profile=EMBEDDED))
+    read = list(read_topic(config(broker), topics.commands, decoder_for(CommandEnvelope), _fail,
+                           group_id="kreassign.reader", profile=EMBEDDED))
     by_key: dict[bytes, list] = {}
     for m in sorted(read, key=lambda m: (m.partition, m.offset)):
         by_key.setdefault(m.key, []).append(m.value)
@@ -193,11 +198,13 @@ def test_bad_messages_go_to_the_dead_letter_topic_and_valid_ones_around_them_are
 
     producer = Producer({"bootstrap.servers": broker.bootstrap})
     dead = DeadLetterWriter(lambda t, k, v: producer.produce(t, key=k, value=v), topics.dead_letters)
-    processed = [m.value for m in read_topic(config(broker), topics.commands, codec.decode, dead, profile=EMBEDDED)]
+    processed = [m.value for m in read_topic(config(broker), topics.commands, codec.decode, dead, group_id="kreassign.reader",
+                                                  profile=EMBEDDED)]
     assert producer.flush(10) == 0
     assert processed == valid and dead.count == 4
 
-    letters = [m.value for m in read_topic(config(broker), topics.dead_letters, read_dead_letter, _fail, profile=EMBEDDED)]
+    letters = [m.value for m in read_topic(config(broker), topics.dead_letters, read_dead_letter, _fail,
+                                           group_id="kreassign.reader", profile=EMBEDDED)]
     assert [(x.source_topic, x.source_partition, x.source_offset, x.value) for x in letters] == [
         (topics.commands, 0, offset, bad[offset]) for offset in (1, 3, 4, 5)
     ]

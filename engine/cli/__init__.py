@@ -15,7 +15,7 @@ SUBCOMMANDS = (
     "plan",
     "broker", "topics", "execute", "cancel", "limits", "throttle", "pause", "resume", "replay",
     "dead-letters", "simulate", "sim-cluster", "balance", "engine", "status", "verify", "list", "demo",
-    "analytics",
+    "analytics", "acls",
 )
 
 

@@ -19,7 +19,7 @@ from engine.cli import CliError
 from engine.cli.connection import add_arguments, broker_profile, client_config
 from engine.dead_letter import DeadLetter, read_dead_letter
 from engine.eventlog import read_topic
-from engine.topics import Topics
+from engine.topics import Topics, reader_group
 
 
 def add_parser(sub) -> None:
@@ -37,7 +37,8 @@ def run(args) -> int:
     try:
         letters = [
             m.value for m in read_topic(client_config(args), topic, read_dead_letter, unreadable.append,
-                                        profile=broker_profile(args), idle_timeout=args.timeout)
+                                        group_id=reader_group(args.prefix), profile=broker_profile(args),
+                                        idle_timeout=args.timeout)
             if args.source is None or m.value.source_topic == args.source
         ]
     except RuntimeError as e:  # unreachable cluster, missing topic

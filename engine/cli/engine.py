@@ -50,6 +50,7 @@ def run(args) -> int:
     from engine.signing import SigningError, load_keys
     from confluent_kafka.admin import AdminClient
 
+    from engine.probe import ProbeError
     from engine.topics import TopicsError, create, layout_problems
     from engine.worker import Engine, Settings, run_worker
 
@@ -57,11 +58,14 @@ def run(args) -> int:
     try:
         keys = load_keys(args.signing_keys) if args.signing_keys else None
         adaptive = parse_bounds(args.adaptive_throttle) if args.adaptive_throttle else None
+        problems = start_up_check(args, config)  # before anything is decided (engine.preflight)
+        if problems:
+            raise CliError(problems)
         if layout_problems(AdminClient(config.confluent()), args.prefix, args.timeout):
             create(config.confluent(), args.prefix, timeout=args.timeout)  # names what is wrong if it cannot
         cluster = open_cluster(args.cluster, args.bootstrap_server, args.command_config, args.timeout,
                                args.cluster_command_config)
-    except (SigningError, BoundsError, TopicsError, ConnectError) as e:
+    except (SigningError, BoundsError, TopicsError, ConnectError, ProbeError) as e:
         raise CliError(str(e)) from None
     engine = Engine(Settings(
         config=config, cluster=cluster, prefix=args.prefix, profile=broker_profile(args), registry=registry(args),
@@ -72,3 +76,32 @@ def run(args) -> int:
     ))
     run_worker(engine, args.log_level)
     return 0
+
+
+def start_up_check(args, config) -> str | None:
+    """The paragraph naming every grant the engine lacks, or None (``engine.preflight``). Creates
+    kreassign's topics first if some are missing (needs Create; names what is wrong if it cannot)."""
+    from engine.client_config import ClientConfig, ClientConfigError
+    from engine.cluster.connect import ConnectError, kafka_addresses
+    from engine.preflight import check_cluster, check_log, paragraph
+    from engine.probe import Prober
+    from engine.topics import create
+
+    profile = broker_profile(args)
+    prober = Prober(config, args.timeout)
+    found = check_log(config, args.prefix, profile, args.timeout, prober)
+    if found.missing_topics:
+        create(config.confluent(), args.prefix, timeout=args.timeout)
+        found = check_log(config, args.prefix, profile, args.timeout, prober)
+    problems = list(found.problems)
+    if args.cluster == "kafka":
+        problems += check_cluster(config, args.timeout, prober)
+    elif args.cluster.startswith("kafka://"):
+        try:
+            other = ClientConfig.load(args.cluster_command_config).with_bootstrap(kafka_addresses(args.cluster))
+        except (ClientConfigError, ConnectError) as e:
+            raise CliError(str(e)) from None
+        problems += [f"{args.cluster}: {p}" for p in check_cluster(other, args.timeout)]
+    if not problems:
+        return None
+    return paragraph(prober.principal, config.bootstrap, problems)

@@ -87,6 +87,10 @@ def run(args) -> int:
     if front is not None:
         front.start()
         line += f"; Kafka bootstrap {front.bootstrap}"
+        if server.security is not None:
+            listener = "SASL_PLAINTEXT (PLAIN)" if server.security.sasl else "PLAINTEXT"
+            line += (f" ({listener}, {len(server.security.users)} users, "
+                     f"{len(server.security.authorizer.acls)} ACLs)")
     print(line, flush=True)
     stop.wait()
     if front is not None:

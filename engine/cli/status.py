@@ -58,7 +58,7 @@ class Follower:
         from engine.eventlog import ReadError, decoder_for, read_topic
         from engine.replay import ReplayError, extend
         from engine.snapshot_store import latest, resume
-        from engine.topics import EVENTS, Topics
+        from engine.topics import EVENTS, Topics, reader_group
 
         args = self.args
         config, profile = client_config(args), broker_profile(args)
@@ -74,8 +74,8 @@ class Follower:
             else:
                 messages = read_topic(
                     config, topic, decoder_for(EventEnvelope, registry(args), topic), lambda _d: None,
-                    profile=profile, idle_timeout=args.timeout, expect_partitions=EVENTS.partitions,
-                    start_offset=self.fold.next_offset,
+                    group_id=reader_group(args.prefix), profile=profile, idle_timeout=args.timeout,
+                    expect_partitions=EVENTS.partitions, start_offset=self.fold.next_offset,
                 )
                 records = ((m.offset, m.value) for m in messages)
                 start = self.fold

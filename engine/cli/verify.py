@@ -72,6 +72,8 @@ def run(args) -> int:
         obs = cluster.observe(sorted(expected))
         if isinstance(obs, Unavailable):
             raise CliError(f"cannot read the cluster: {obs}")
+        if obs.denied:  # never "does not exist": Kafka hides what a principal may not describe
+            raise CliError("; ".join(obs.denied[t] for t in sorted(obs.denied)))
         brokers = [b.id for b in obs.brokers]
         throttles = cluster.throttles(sorted({tp.topic for tp in expected}), brokers)
         if isinstance(throttles, Unavailable):

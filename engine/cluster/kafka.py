@@ -22,6 +22,17 @@ an election that is not needed (84) are ``Ok``; a refusal of the request
 80 PREFERRED_LEADER_NOT_AVAILABLE ...) is ``Refused``; timeouts, transport
 errors and retriable codes are ``Unavailable``. Nothing raises.
 
+Authorization errors (TOPIC/CLUSTER_AUTHORIZATION_FAILED) are ``Refused`` whose
+message names what the request needed and the kafka-acls.sh grant
+(``engine.access``): every call here knows its ``Need`` (Alter on the cluster for
+AlterPartitionReassignments and ElectLeaders, AlterConfigs on a topic for its
+throttled-replica lists ...). A failed SASL authentication, which the client
+libraries report only in their logs while the request fails with a transport
+error or a timeout, is ``Refused`` with code ``_AUTHENTICATION``: "authentication
+failed for user U". ``observe`` reports a topic it may not describe (or whose
+configs it may not describe) in ``Observation.denied`` with the explanation,
+and goes on with the other topics.
+
 Brokers: Kafka reports only the brokers that are registered and unfenced. A
 broker seen before, or named in a replica list, that is not among them is
 reported with ``alive=False``.
@@ -31,8 +42,11 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any, Callable, Collection, Iterable, Mapping
 
+from engine import access
+from engine.access import THE_CLUSTER, Need
 from engine.client_config import ClientConfig
 from engine.cluster.result import OK, Ok, Refused, Result, Unavailable, first_failure
 from engine.cluster.snapshot import ClusterSnapshot
@@ -151,12 +165,18 @@ class KafkaCluster:
     ):
         """``admin`` and ``kafka_python`` (a factory) replace the real clients in tests."""
         self.timeout = timeout
+        self.principal = access.principal_of(config)
+        self.user = access.user_of(config)
+        self.bootstrap = config.bootstrap
+        self._watch = access.AuthWatch()
+        self._kp_auth: str | None = None  # kafka-python's authentication failure, when it could not connect
         if admin is None:
             from confluent_kafka import KafkaException
             from confluent_kafka.admin import AdminClient
 
             try:
-                admin = AdminClient(config.confluent(**{"client.id": config.properties.get("client.id", "kreassign")}))
+                admin = AdminClient(config.confluent(**{"client.id": config.properties.get("client.id", "kreassign"),
+                                                        **self._watch.config()}))
             except (KafkaException, ValueError, TypeError) as e:
                 raise KafkaClusterError(f"confluent-kafka client settings: {e}") from None
         self._admin = admin
@@ -174,6 +194,27 @@ class KafkaCluster:
         self._kp: Any = None
         self._known: dict[int, Broker] = {}
 
+    # -- what went wrong ----------------------------------------------------------------
+
+    def _named(self, result: Result, need: Need | None = None) -> Result:
+        """``result`` with an authorization refusal explained (what ``need`` asked, the grant), and an
+        authentication failure the client library hid behind a transport error named."""
+        if isinstance(result, Refused) and access.is_authorization(result.code) and need is not None:
+            return Refused(result.code, access.denied(need, result.code, self.principal, self.bootstrap))
+        if isinstance(result, Refused) and access.is_authentication(result.code):
+            return Refused(result.code, access.authentication_failed(self.user, result.message or result.code))
+        if isinstance(result, Unavailable):
+            auth = self._watch.failure(self._admin)
+            if auth is not None:
+                return Refused("_AUTHENTICATION", access.authentication_failed(self.user, auth))
+        return result
+
+    def _confluent(self, err: Any, need: Need | None = None) -> Result:
+        return self._named(_confluent_result(err), need)
+
+    def _kafka_python_error(self, err: Any, need: Need | None = None) -> Result:
+        return self._named(_kafka_python_result(err), need)
+
     # -- clients -------------------------------------------------------------------------
 
     def _kafka_python(self) -> Any:
@@ -189,21 +230,38 @@ class KafkaCluster:
                 box["error"] = e
 
         thread = threading.Thread(target=build, name="kreassign-kafka-python-connect", daemon=True)
-        thread.start()
-        thread.join(self.timeout)
+        with access.KafkaPythonAuthLog() as auth:  # kafka-python only logs a failed authentication
+            thread.start()
+            deadline = time.monotonic() + self.timeout
+            while thread.is_alive() and auth.last is None and time.monotonic() < deadline:
+                thread.join(0.25)
+        if auth.last is not None and "client" not in box:
+            return Refused("SASL_AUTHENTICATION_FAILED", access.authentication_failed(self.user, auth.last))
         if thread.is_alive():
             return Unavailable(f"kafka-python client did not connect within {self.timeout:g}s "
                                "(a stalled TLS handshake never times out by itself)")
         if "error" in box:
-            return _kafka_python_result(box["error"])
+            return self._kafka_python_error(box["error"])
         self._kp = box["client"]
         return self._kp
 
-    def _wait(self, future: Any, timeout: float | None = None) -> tuple[Any, Result | None]:
-        try:
-            return future.result(timeout=(self.timeout if timeout is None else timeout) + 5), None
-        except Exception as e:  # noqa: BLE001 - KafkaException, TimeoutError ...
-            return None, _confluent_result(e)
+    def _wait(self, future: Any, timeout: float | None = None, need: Need | None = None) -> tuple[Any, Result | None]:
+        """The future's result, or the failure as a result. A failed SASL authentication (librdkafka
+        reports it on its error callback and keeps the request waiting) ends the wait at once."""
+        import concurrent.futures
+
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout) + 5
+        while True:
+            try:
+                return future.result(timeout=min(0.25, max(0.0, deadline - time.monotonic()))), None
+            except concurrent.futures.TimeoutError as e:
+                auth = self._watch.failure(self._admin)
+                if auth is not None:
+                    return None, Refused("_AUTHENTICATION", access.authentication_failed(self.user, auth))
+                if time.monotonic() >= deadline:
+                    return None, self._confluent(e, need)
+            except Exception as e:  # noqa: BLE001 - KafkaException ...
+                return None, self._confluent(e, need)
 
     # -- observe ---------------------------------------------------------------------------------
 
@@ -211,7 +269,7 @@ class KafkaCluster:
         try:
             future = self._admin.describe_cluster(request_timeout=self.timeout)
         except Exception as e:  # noqa: BLE001
-            return _confluent_result(e)
+            return self._confluent(e)
         desc, err = self._wait(future)
         if err is not None:
             return err
@@ -223,28 +281,33 @@ class KafkaCluster:
         try:
             md = self._admin.list_topics(timeout=self.timeout)
         except Exception as e:  # noqa: BLE001
-            return _confluent_result(e)
-        return sorted(t for t in md.topics if not t.startswith("__"))
+            return self._confluent(e)
+        return sorted(t for t in md.topics if not t.startswith("__"))  # Kafka leaves out those it may not describe
 
-    def _describe(self, topics: Iterable[str]) -> tuple[dict, dict] | Result:
-        """topic -> TopicInfo or None, and (topic, p) -> (replicas, isr, leader)."""
+    def _describe(self, topics: Iterable[str]) -> tuple[dict, dict, dict] | Result:
+        """topic -> TopicInfo or None, (topic, p) -> (replicas, isr, leader), and topic -> why it may not
+        be described (Describe, or DescribeConfigs for min.insync.replicas, refused)."""
         from confluent_kafka import TopicCollection
         from confluent_kafka.admin import ConfigResource, ResourceType
 
         topics = sorted(set(topics))
         if not topics:
-            return {}, {}
+            return {}, {}, {}
         infos: dict[str, TopicInfo | None] = {}
         parts: dict[TopicPartition, tuple] = {}
+        denied: dict[str, str] = {}
         try:
             futures = self._admin.describe_topics(TopicCollection(topics), request_timeout=self.timeout)
         except Exception as e:  # noqa: BLE001
-            return _confluent_result(e)
+            return self._confluent(e)
         existing = []
         for topic in topics:
-            desc, err = self._wait(futures[topic])
+            desc, err = self._wait(futures[topic], need=Need(("Describe",), access.topic(topic)))
             if isinstance(err, Refused) and err.code == "UNKNOWN_TOPIC_OR_PARTITION":
                 infos[topic] = None
+                continue
+            if isinstance(err, Refused) and err.code == "TOPIC_AUTHORIZATION_FAILED":
+                denied[topic] = err.message  # Kafka does not say whether it exists
                 continue
             if err is not None:
                 return err
@@ -258,12 +321,16 @@ class KafkaCluster:
         if existing:
             resources = [ConfigResource(ResourceType.TOPIC, t) for t in existing]
             for resource, (configs, err) in self._describe_configs(resources).items():
+                if isinstance(err, Refused) and err.code == "TOPIC_AUTHORIZATION_FAILED":
+                    denied[resource.name] = err.message  # partitions known, min.insync.replicas not
+                    del infos[resource.name]
+                    continue
                 if err is not None:
                     return _about(resource, err)
                 entry = configs.get("min.insync.replicas")
                 if entry is not None and entry.value is not None:
                     infos[resource.name] = infos[resource.name]._replace(min_insync_replicas=int(entry.value))
-        return infos, parts
+        return infos, parts, denied
 
     def _reassignments(self, tps: Collection[TopicPartition] | None) -> dict | Result:
         from kafka.structs import TopicPartition as KafkaTopicPartition
@@ -275,7 +342,7 @@ class KafkaCluster:
             listed = kp.list_partition_reassignments(
                 None if tps is None else [KafkaTopicPartition(tp.topic, tp.partition) for tp in tps])
         except Exception as e:  # noqa: BLE001
-            return _kafka_python_result(e)
+            return self._kafka_python_error(e, Need(("Describe",), THE_CLUSTER, "ListPartitionReassignments"))
         out = {}
         for ktp, r in listed.items():
             adding, removing = tuple(r.get("adding_replicas") or ()), tuple(r.get("removing_replicas") or ())
@@ -293,7 +360,8 @@ class KafkaCluster:
         described = self._describe(topics)
         if not isinstance(described, tuple):
             return _unavailable(described)
-        infos, parts = described
+        infos, parts, denied = described
+        parts = {tp: v for tp, v in parts.items() if tp.topic not in denied}  # no partition without its topic's info
         wanted = list(parts) if partitions is None else [tp for tp in partitions if tp in parts]
         moving = self._reassignments(None if partitions is None else wanted) if wanted else {}
         if not isinstance(moving, dict):
@@ -306,7 +374,7 @@ class KafkaCluster:
             for b in replicas:
                 if b not in brokers:
                     brokers[b] = Broker(b, None, False)
-        return Observation(tuple(sorted(brokers.values())), infos, states)
+        return Observation(tuple(sorted(brokers.values())), infos, states, denied=denied)
 
     def snapshot(self) -> ClusterSnapshot | Unavailable:
         obs = self.observe(None)
@@ -358,14 +426,17 @@ class KafkaCluster:
         for tp in partitions:
             topics.setdefault(tp.topic, []).append(tp.partition)
         out: dict[int, dict[TopicPartition, int]] = {}
+        answered = False
         for b in brokers:
             try:
                 answers = kp.describe_log_dirs(topic_partitions=topics, brokers=[b])
             except Exception as e:  # noqa: BLE001 - that broker's sizes stay unknown
-                log.warning("no partition sizes from broker %s (DescribeLogDirs): %s", b, _kafka_python_result(e))
+                log.warning("no partition sizes from broker %s (DescribeLogDirs): %s", b, self._kafka_python_error(
+                    e, Need(("Describe",), THE_CLUSTER, "DescribeLogDirs")))
                 continue
             mine = out.setdefault(b, {})
             for answer in answers:
+                answered = answered or bool(answer.get("log_dirs"))
                 for log_dir in answer.get("log_dirs", ()):
                     if log_dir.get("error_code", 0):
                         continue
@@ -375,6 +446,9 @@ class KafkaCluster:
                                 continue
                             tp = TopicPartition(t["name"], p["partition_index"])
                             mine[tp] = max(mine.get(tp, 0), int(p["partition_size"]))
+        if partitions and not answered:  # kafka-python drops DescribeLogDirs' top-level error code
+            log.warning("no partition sizes: no broker described its log directories (DescribeLogDirs needs %s)",
+                        Need(("Describe",), THE_CLUSTER))
         return out
 
     # -- act ---------------------------------------------------------------------------------------
@@ -389,15 +463,17 @@ class KafkaCluster:
             return {tp: kp for tp in targets}
         request = {KafkaTopicPartition(tp.topic, tp.partition): None if r is None else list(r)
                    for tp, r in targets.items()}
+        need = Need(("Alter",), THE_CLUSTER, "AlterPartitionReassignments")
         try:
             answers = kp.alter_partition_reassignments(request, timeout_ms=int(self.timeout * 1000))
         except Exception as e:  # noqa: BLE001
-            failure = _kafka_python_result(e)
+            failure = self._kafka_python_error(e, need)
             return {tp: failure for tp in targets}
         out = {}
         for tp in targets:
             key = KafkaTopicPartition(tp.topic, tp.partition)
-            out[tp] = _kafka_python_result(answers[key]) if key in answers else Unavailable(f"no answer for {tp}")
+            out[tp] = (self._kafka_python_error(answers[key], need) if key in answers
+                       else Unavailable(f"no answer for {tp}"))
         return out
 
     def alter_reassignments(self, targets: Mapping[TopicPartition, Replicas]) -> dict[TopicPartition, Result]:
@@ -412,19 +488,20 @@ class KafkaCluster:
         tps = list(partitions)
         if not tps:
             return {}
+        need = Need(("Alter",), THE_CLUSTER, "ElectLeaders")
         try:
             # No timeout keywords: confluent-kafka 2.16's binding raises TypeError for request_timeout /
             # operation_timeout although its docstring lists them; _wait bounds the wait instead.
             future = self._admin.elect_leaders(
                 ElectionType.PREFERRED, [ConfluentTopicPartition(tp.topic, tp.partition) for tp in tps])
         except Exception as e:  # noqa: BLE001
-            failure = _confluent_result(e)
+            failure = self._confluent(e, need)
             return {tp: failure for tp in tps}
-        answers, err = self._wait(future)
+        answers, err = self._wait(future, need=need)
         if err is not None:
             return {tp: err for tp in tps}
         by_key = {(k.topic, k.partition): v for k, v in answers.items()}
-        return {tp: _confluent_result(by_key[(tp.topic, tp.partition)]) if (tp.topic, tp.partition) in by_key
+        return {tp: self._confluent(by_key[(tp.topic, tp.partition)], need) if (tp.topic, tp.partition) in by_key
                 else Unavailable(f"no answer for {tp}") for tp in tps}
 
     def apply_throttles(self, throttles: ThrottleSet) -> Result:
@@ -471,9 +548,9 @@ class KafkaCluster:
         try:
             futures = self._admin.incremental_alter_configs(resources, request_timeout=timeout)
         except Exception as e:  # noqa: BLE001
-            failure = _confluent_result(e)
-            return {r: failure for r in resources}
-        return {resource: self._wait(future, timeout)[1] or OK for resource, future in futures.items()}
+            return {r: self._confluent(e, _config_need(r, "AlterConfigs")) for r in resources}
+        return {resource: self._wait(future, timeout, _config_need(resource, "AlterConfigs"))[1] or OK
+                for resource, future in futures.items()}
 
     def _describe_configs(self, resources: list) -> dict[Any, tuple[Any, Result | None]]:
         """Configs of each resource: topics in one call, each broker in its own (librdkafka's limit)."""
@@ -486,10 +563,10 @@ class KafkaCluster:
             try:
                 futures = self._admin.describe_configs(call, request_timeout=self.timeout)
             except Exception as e:  # noqa: BLE001
-                failure = _confluent_result(e)
-                out.update({r: (None, failure) for r in call})
+                out.update({r: (None, self._confluent(e, _config_need(r, "DescribeConfigs"))) for r in call})
                 continue
-            out.update({resource: self._wait(future) for resource, future in futures.items()})
+            out.update({resource: self._wait(future, need=_config_need(resource, "DescribeConfigs"))
+                        for resource, future in futures.items()})
         return out
 
     def throttles(self, topics: Collection[str], brokers: Collection[int]) -> ThrottleSet | Unavailable:
@@ -532,10 +609,22 @@ class KafkaCluster:
             self._kp = None
 
 
+def _config_need(resource: Any, operation: str) -> Need:
+    """What a config request on ``resource`` needs: ``operation`` on the topic, or on the cluster for a broker."""
+    from confluent_kafka.admin import ResourceType
+
+    if resource.restype == ResourceType.TOPIC:
+        return Need((operation,), access.topic(resource.name))
+    return Need((operation,), THE_CLUSTER, f"broker {resource.name}'s configs")
+
+
 def _about(resource: Any, result: Result) -> Result:
-    """``result`` with the config resource it concerns named in its message."""
+    """``result`` with the config resource it concerns named in its message (an explanation of a
+    denial already names it)."""
     kind = getattr(resource.restype, "name", str(resource.restype))
     where = f"{kind} {resource.name}"
+    if isinstance(result, Refused) and access.is_authorization(result.code):
+        return result
     if isinstance(result, Refused):
         return Refused(result.code, f"{where}: {result.message}" if result.message else where)
     if isinstance(result, Unavailable):

@@ -19,6 +19,21 @@ the HTTP API (faults, clock) and Kafka clients see one cluster.
 | ListPartitionReassignments | 46 | 0 | only partitions with a reassignment in progress; null topics = all |
 | ElectLeaders | 43 | 0-2 | PREFERRED and UNCLEAN, Kafka's per-partition codes |
 | DescribeLogDirs | 35 | 1-5 | the receiving broker's replicas; one out of sync holds its size minus its lag |
+| FindCoordinator | 10 | 0-6 | a group's or transactional id's coordinator: the broker asked (no group ever joins here) |
+| DescribeGroups | 15 | 0-6 | every group is empty: Dead (v0-5) or GROUP_ID_NOT_FOUND (v6), with authorized operations |
+| CreateTopics | 19 | 2-7 | authorization and validate_only; creating a topic is refused with POLICY_VIOLATION (the scenario's topics only) |
+| SaslHandshake, SaslAuthenticate | 17, 36 | 0-1, 0-2 | SASL/PLAIN (``engine.sim.kafka_front``) |
+
+Authorization (a scenario's ``security`` section, ``engine.sim.security``): every handler
+checks what Kafka's checks (KafkaApis, ControllerApis, ConfigHelper, AuthHelper, read from
+Kafka's source): Metadata and DescribeTopicPartitions DESCRIBE each topic (a topic named and
+not authorized is TOPIC_AUTHORIZATION_FAILED, left out of an all-topics answer); DescribeConfigs
+DESCRIBE_CONFIGS, (Incremental)AlterConfigs ALTER_CONFIGS on the topic, or on the cluster for a
+broker; AlterPartitionReassignments and ElectLeaders ALTER on the cluster;
+ListPartitionReassignments and DescribeLogDirs DESCRIBE on the cluster; FindCoordinator and
+DescribeGroups DESCRIBE on the group; CreateTopics CREATE on the cluster or the topic.
+Authorized operations (KIP-430) are the authorizer's; without a security section every
+operation is allowed.
 
 Error codes and messages are Kafka's (read from its controller and broker source).
 """
@@ -37,12 +52,18 @@ from kafka.protocol.admin import (
     ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse,
 )
 from kafka.protocol.admin.topics import DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse
-from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
+from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse, DescribeGroupsRequest, DescribeGroupsResponse
+from kafka.protocol.metadata import (
+    ApiVersionsRequest, ApiVersionsResponse, FindCoordinatorRequest, FindCoordinatorResponse, MetadataRequest,
+    MetadataResponse,
+)
+from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
 from engine.cluster.result import Refused
 from engine.partition import TopicPartition
 from engine.sim import kafka_configs as C
 from engine.sim.model import SimState
+from engine.sim.security import CLUSTER_NAME, OPERATION_CODES, SUPPORTED_OPERATIONS
 
 log = logging.getLogger("kreassign.sim.kafka")
 
@@ -52,13 +73,22 @@ ERRORS = {
     "INVALID_CONFIG": 40, "INVALID_REQUEST": 42, "PREFERRED_LEADER_NOT_AVAILABLE": 80,
     "ELIGIBLE_LEADERS_NOT_AVAILABLE": 83, "ELECTION_NOT_NEEDED": 84, "NO_REASSIGNMENT_IN_PROGRESS": 85,
     "UNKNOWN_TOPIC_ID": 100, "UNSUPPORTED_ENDPOINT_TYPE": 115,
+    "TOPIC_AUTHORIZATION_FAILED": 29, "GROUP_AUTHORIZATION_FAILED": 30, "CLUSTER_AUTHORIZATION_FAILED": 31,
+    "TRANSACTIONAL_ID_AUTHORIZATION_FAILED": 53, "UNSUPPORTED_SASL_MECHANISM": 33, "SASL_AUTHENTICATION_FAILED": 58,
+    "TOPIC_ALREADY_EXISTS": 36, "POLICY_VIOLATION": 44, "GROUP_ID_NOT_FOUND": 69, "INVALID_TOPIC_EXCEPTION": 17,
 }
+# Errors.message() of the authorization errors: what Kafka sends when it gives no other message
+DENIED_MESSAGES = {
+    "TOPIC_AUTHORIZATION_FAILED": "Topic authorization failed.",
+    "GROUP_AUTHORIZATION_FAILED": "Group authorization failed.",
+    "CLUSTER_AUTHORIZATION_FAILED": "Cluster authorization failed.",
+    "TRANSACTIONAL_ID_AUTHORIZATION_FAILED": "Transactional Id authorization failed.",
+}
+GROUP_KEY, TRANSACTION_KEY = 0, 1  # FindCoordinator key_type
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8  # ConfigResource.Type
 PREFERRED, UNCLEAN = 0, 1  # ElectionType
 BROKERS_ENDPOINT = 1  # DescribeCluster endpoint_type
 NO_AUTHORIZED_OPERATIONS = -(2**31)  # "not requested" in Kafka's responses
-# AclOperation codes Kafka lists for the cluster resource without an authorizer
-CLUSTER_OPERATIONS = {5, 7, 8, 9, 10, 11, 12}
 
 
 class Api:
@@ -115,16 +145,48 @@ class Api:
         info = state.topics[topic]
         return [TopicPartition(topic, i) for i in range(info.partitions) if TopicPartition(topic, i) in state.partitions]
 
+    # -- authorization (AuthHelper) -----------------------------------------------------------
+
+    def allowed(self, session, operation: str, resource_type: str, name: str = CLUSTER_NAME) -> bool:
+        security = self.sim.security
+        if security is None:
+            return True
+        ok = security.authorizer.authorize(session.principal, operation, resource_type, name, session.host)
+        if not ok:
+            log.info("%s is denied %s on %s %s", session.principal, operation, resource_type.lower(), name)
+        return ok
+
+    def operations(self, session, resource_type: str, name: str = CLUSTER_NAME) -> set[int]:
+        """KIP-430's authorized operations (AuthHelper.authorizedOperations)."""
+        security = self.sim.security
+        if security is None:
+            return {OPERATION_CODES[op] for op in SUPPORTED_OPERATIONS[resource_type]}
+        return security.authorizer.authorized_operations(session.principal, resource_type, name, session.host)
+
+    def describable(self, session, topics) -> set[str]:
+        """The topics the session may DESCRIBE; no denial logged (an all-topics listing filters quietly)."""
+        security = self.sim.security
+        if security is None:
+            return set(topics)
+        return {t for t in topics
+                if security.authorizer.authorize(session.principal, "DESCRIBE", "TOPIC", t, session.host)}
+
+    def cluster_denied(self, session, operation: str, api: str) -> str | None:
+        """None if allowed, else the message of Kafka's ClusterAuthorizationException."""
+        if self.allowed(session, operation, "CLUSTER"):
+            return None
+        return f"Request {api} from {session.principal} is not authorized."
+
     # -- ApiVersions ------------------------------------------------------------------------
 
-    def api_versions(self, node: int, request, version: int):
+    def api_versions(self, node: int, request, version: int, session=None):
         keys = [ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
                 for k, (lo, hi) in sorted(SUPPORTED.items())]
         return ApiVersionsResponse(version=version, error_code=0, api_keys=keys, throttle_time_ms=0)
 
     # -- Metadata, DescribeCluster, DescribeTopicPartitions -------------------------------
 
-    def metadata(self, node: int, request, version: int):
+    def metadata(self, node: int, request, version: int, session):
         state = self.state
         addresses = self.addresses()
         brokers = [MetadataResponse.MetadataResponseBroker(
@@ -133,8 +195,10 @@ class Api:
         wanted = request.topics
         by_id = {self.topic_id(t): t for t in state.topics}
         topics = []
-        if wanted is None or (version == 0 and not wanted):
-            names = [(t, None) for t in sorted(state.topics)]
+        all_topics = wanted is None or (version == 0 and not wanted)
+        if all_topics:
+            visible = self.describable(session, state.topics)
+            names = [(t, None) for t in sorted(state.topics) if t in visible]
         else:
             names = []
             for t in wanted:
@@ -147,20 +211,31 @@ class Api:
                         continue
                 names.append((name, None))
         for name, _ in names:
+            if not all_topics and not self.allowed(session, "DESCRIBE", "TOPIC", name):
+                # do not disclose whether it exists (KafkaApis.handleTopicMetadataRequest)
+                topics.append(MetadataResponse.MetadataResponseTopic(
+                    error_code=ERRORS["TOPIC_AUTHORIZATION_FAILED"], name=name, topic_id=uuid.UUID(int=0),
+                    partitions=[]))
+                continue
             if name not in state.topics:
                 topics.append(MetadataResponse.MetadataResponseTopic(
                     error_code=ERRORS["UNKNOWN_TOPIC_OR_PARTITION"], name=name, topic_id=None, partitions=[]))
                 continue
             parts = [MetadataResponse.MetadataResponseTopic.MetadataResponsePartition(
                 **self.partition_fields(state, tp)) for tp in self.topic_partitions(state, name)]
+            topic_ops = (self.operations(session, "TOPIC", name)
+                         if version >= 8 and request.include_topic_authorized_operations else None)
             topics.append(MetadataResponse.MetadataResponseTopic(
                 error_code=0, name=name, topic_id=self.topic_id(name), is_internal=False, partitions=parts,
-                authorized_operations=None))
+                authorized_operations=topic_ops))
+        cluster_ops = None
+        if 8 <= version <= 10 and request.include_cluster_authorized_operations:
+            cluster_ops = self.operations(session, "CLUSTER") if self.allowed(session, "DESCRIBE", "CLUSTER") else set()
         return MetadataResponse(version=version, throttle_time_ms=0, brokers=brokers, cluster_id=self.cluster_id,
-                                controller_id=self.controller_id(state), topics=topics, authorized_operations=None,
-                                error_code=0)
+                                controller_id=self.controller_id(state), topics=topics,
+                                authorized_operations=cluster_ops, error_code=0)
 
-    def describe_cluster(self, node: int, request, version: int):
+    def describe_cluster(self, node: int, request, version: int, session):
         state = self.state
         if version >= 1 and request.endpoint_type != BROKERS_ENDPOINT:
             return DescribeClusterResponse(
@@ -175,17 +250,31 @@ class Api:
         return DescribeClusterResponse(
             version=version, throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=BROKERS_ENDPOINT,
             cluster_id=self.cluster_id, controller_id=self.controller_id(state), brokers=brokers,
-            authorized_operations=CLUSTER_OPERATIONS if request.include_cluster_authorized_operations else None)
+            authorized_operations=self._cluster_operations(session, request.include_cluster_authorized_operations))
 
-    def describe_topic_partitions(self, node: int, request, version: int):
+    def _cluster_operations(self, session, requested: bool):
+        """AuthHelper.computeDescribeClusterResponse: all allowed operations if DESCRIBE is, else none."""
+        if not requested:
+            return None
+        return self.operations(session, "CLUSTER") if self.allowed(session, "DESCRIBE", "CLUSTER") else set()
+
+    def describe_topic_partitions(self, node: int, request, version: int, session):
         """Kafka's DescribeTopicPartitionsRequestHandler: topics in name order (all when none are named),
-        from the cursor on, at most ``response_partition_limit`` partitions (capped at 2000), then a cursor."""
+        from the cursor on, at most ``response_partition_limit`` partitions (capped at 2000), then a cursor.
+        Topics named and not authorized for DESCRIBE come last, as TOPIC_AUTHORIZATION_FAILED."""
         state = self.state
         R = DescribeTopicPartitionsResponse
         names = sorted({t.name for t in request.topics}) if request.topics else sorted(state.topics)
         cursor = request.cursor
         if cursor is not None:
             names = [n for n in names if n >= cursor.topic_name]
+        denied = []
+        if request.topics:
+            denied = [n for n in names if not self.allowed(session, "DESCRIBE", "TOPIC", n)]
+        else:
+            visible = self.describable(session, names)
+            names = [n for n in names if n in visible]
+        names = [n for n in names if n not in denied]
         limit = max(1, min(request.response_partition_limit or 2000, 2000))
         topics, next_cursor = [], None
         for name in names:
@@ -206,10 +295,14 @@ class Api:
                 parts.append(R.DescribeTopicPartitionsResponseTopic.DescribeTopicPartitionsResponsePartition(
                     **f, eligible_leader_replicas=[], last_known_elr=[]))
             topics.append(R.DescribeTopicPartitionsResponseTopic(
-                error_code=0, name=name, topic_id=self.topic_id(name), is_internal=False, partitions=parts))
+                error_code=0, name=name, topic_id=self.topic_id(name), is_internal=False, partitions=parts,
+                topic_authorized_operations=_bits(self.operations(session, "TOPIC", name))))
             if rest:
                 next_cursor = R.Cursor(topic_name=name, partition_index=rest[0].partition)
                 break
+        topics += [R.DescribeTopicPartitionsResponseTopic(
+            error_code=ERRORS["TOPIC_AUTHORIZATION_FAILED"], name=n, topic_id=uuid.UUID(int=0), is_internal=False,
+            partitions=[]) for n in denied]
         return R(version=version, throttle_time_ms=0, topics=topics, next_cursor=next_cursor)
 
     # -- configs ------------------------------------------------------------------------------
@@ -259,7 +352,7 @@ class Api:
                 out[name] = (C.BROKER_CONFIGS[name].default, C.DEFAULT_CONFIG)
         return out
 
-    def describe_configs(self, node: int, request, version: int):
+    def describe_configs(self, node: int, request, version: int, session):
         state = self.state
         R = DescribeConfigsResponse
         results = []
@@ -267,6 +360,9 @@ class Api:
             keys = res.configuration_keys
             entries, error = [], None
             try:
+                denied = self._config_denied(session, "DESCRIBE_CONFIGS", res.resource_type, res.resource_name)
+                if denied:
+                    raise C.ConfigError(denied, DENIED_MESSAGES[denied])
                 if res.resource_type == TOPIC:
                     if res.resource_name not in state.topics:
                         raise C.ConfigError("UNKNOWN_TOPIC_OR_PARTITION", None)
@@ -335,6 +431,15 @@ class Api:
                  config_type=C.TYPE_IDS.get(d.type, 0) if d else 0,
                  documentation=(d.doc if d else None) if request.include_documentation else None)
 
+    def _config_denied(self, session, operation: str, resource_type: int, name: str) -> str | None:
+        """ConfigHelper / ControllerApis.authorizeAlterResource: TOPIC on the topic, BROKER and
+        BROKER_LOGGER on the cluster. The error code name when denied."""
+        if resource_type == TOPIC:
+            return None if self.allowed(session, operation, "TOPIC", name) else "TOPIC_AUTHORIZATION_FAILED"
+        if resource_type in (BROKER, BROKER_LOGGER):
+            return None if self.allowed(session, operation, "CLUSTER") else "CLUSTER_AUTHORIZATION_FAILED"
+        return None
+
     def _own_broker(self, node: int, name: str, describe: bool = False) -> None:
         """A BROKER resource must name the broker that received the request (ConfigHelper, ConfigAdminManager)."""
         try:
@@ -345,7 +450,8 @@ class Api:
             expected = f"{node} or empty string" if describe else f"{node}"
             raise C.ConfigError("INVALID_REQUEST", f"Unexpected broker id, expected {expected}, but received {name}")
 
-    def _alter_configs(self, node: int, resources, validate_only: bool, change) -> list[tuple[object, C.ConfigError | None]]:
+    def _alter_configs(self, node: int, resources, validate_only: bool, change,
+                       session) -> list[tuple[object, C.ConfigError | None]]:
         state = self.state
         seen: dict[tuple[int, str], int] = {}
         for res in resources:
@@ -355,6 +461,9 @@ class Api:
         for res in resources:
             error = None
             try:
+                denied = self._config_denied(session, "ALTER_CONFIGS", res.resource_type, res.resource_name)
+                if denied:
+                    raise C.ConfigError(denied, DENIED_MESSAGES[denied])
                 if seen[(res.resource_type, res.resource_name)] > 1:
                     raise C.ConfigError("INVALID_REQUEST", "Each resource must appear at most once.")
                 if res.resource_type == TOPIC:
@@ -416,32 +525,40 @@ class Api:
         self.broker_overrides[name] = {n: v for n, v in new.items() if n not in (C.LEADER_RATE, C.FOLLOWER_RATE)
                                        or name == ""}
 
-    def incremental_alter_configs(self, node: int, request, version: int):
+    def incremental_alter_configs(self, node: int, request, version: int, session):
         def change(current, res, defs, kind):
             return C.incremental(current, [(c.name, c.config_operation, c.value) for c in res.configs], defs, kind)
 
         R = IncrementalAlterConfigsResponse
-        done = self._alter_configs(node, request.resources, request.validate_only, change)
+        done = self._alter_configs(node, request.resources, request.validate_only, change, session)
         return R(version=version, throttle_time_ms=0, responses=[R.AlterConfigsResourceResponse(
             error_code=ERRORS[e.code] if e else 0, error_message=e.message if e else None,
             resource_type=res.resource_type, resource_name=res.resource_name) for res, e in done])
 
-    def alter_configs(self, node: int, request, version: int):
+    def alter_configs(self, node: int, request, version: int, session):
         def change(current, res, defs, kind):
             return C.replace(current, [(c.name, c.value) for c in res.configs], defs, kind)
 
         R = AlterConfigsResponse
-        done = self._alter_configs(node, request.resources, request.validate_only, change)
+        done = self._alter_configs(node, request.resources, request.validate_only, change, session)
         return R(version=version, throttle_time_ms=0, responses=[R.AlterConfigsResourceResponse(
             error_code=ERRORS[e.code] if e else 0, error_message=e.message if e else None,
             resource_type=res.resource_type, resource_name=res.resource_name) for res, e in done])
 
     # -- reassignments and elections (the simulated KRaft controller) ----------------------------
 
-    def alter_partition_reassignments(self, node: int, request, version: int):
+    def alter_partition_reassignments(self, node: int, request, version: int, session):
         R = AlterPartitionReassignmentsResponse
         state = self.state
         allow_rf_change = request.allow_replication_factor_change if version >= 1 else True
+        denied = self.cluster_denied(session, "ALTER", "AlterPartitionReassignments")
+        if denied:  # AlterPartitionReassignmentsRequest.getErrorResponse: every partition gets the error too
+            code = ERRORS["CLUSTER_AUTHORIZATION_FAILED"]
+            return R(version=version, throttle_time_ms=0, allow_replication_factor_change=allow_rf_change,
+                     error_code=code, error_message=denied, responses=[R.ReassignableTopicResponse(
+                         name=t.name, partitions=[R.ReassignableTopicResponse.ReassignablePartitionResponse(
+                             partition_index=p.partition_index, error_code=code, error_message=denied)
+                             for p in t.partitions]) for t in request.topics])
         topics = []
         for t in request.topics:
             results = []
@@ -479,9 +596,16 @@ class Api:
             return result.code, result.message
         return "NONE", None
 
-    def list_partition_reassignments(self, node: int, request, version: int):
+    def list_partition_reassignments(self, node: int, request, version: int, session):
         R = ListPartitionReassignmentsResponse
         state = self.state
+        denied = self.cluster_denied(session, "DESCRIBE", "ListPartitionReassignments")
+        if denied:
+            return R(version=version, throttle_time_ms=0, error_code=ERRORS["CLUSTER_AUTHORIZATION_FAILED"],
+                     error_message=denied, topics=[R.OngoingTopicReassignment(name=t.name, partitions=[
+                         R.OngoingTopicReassignment.OngoingPartitionReassignment(
+                             partition_index=i, replicas=[], adding_replicas=[], removing_replicas=[])
+                         for i in t.partition_indexes]) for t in request.topics or []])
         if request.topics is None:
             wanted = sorted(tp for tp, p in state.partitions.items() if p.reassigning)
         else:
@@ -497,9 +621,16 @@ class Api:
         return R(version=version, throttle_time_ms=0, error_code=0, error_message=None, topics=[
             R.OngoingTopicReassignment(name=t, partitions=ps) for t, ps in by_topic.items()])
 
-    def elect_leaders(self, node: int, request, version: int):
+    def elect_leaders(self, node: int, request, version: int, session):
         R = ElectLeadersResponse
         election = request.election_type if version >= 1 else PREFERRED
+        denied = self.cluster_denied(session, "ALTER", "ElectLeaders")
+        if denied:  # ElectLeadersRequest.getErrorResponse
+            code = ERRORS["CLUSTER_AUTHORIZATION_FAILED"]
+            return R(version=version, throttle_time_ms=0, error_code=code, replica_election_results=[
+                R.ReplicaElectionResult(topic=t.topic, partition_result=[R.ReplicaElectionResult.PartitionResult(
+                    partition_id=i, error_code=code, error_message=denied) for i in t.partitions])
+                for t in request.topic_partitions or []])
         if election not in (PREFERRED, UNCLEAN):
             return R(version=version, throttle_time_ms=0, error_code=ERRORS["INVALID_REQUEST"],
                      replica_election_results=[])
@@ -540,11 +671,14 @@ class Api:
 
     # -- DescribeLogDirs ---------------------------------------------------------------------------
 
-    def describe_log_dirs(self, node: int, request, version: int):
+    def describe_log_dirs(self, node: int, request, version: int, session):
         """The receiving broker's one log directory: every replica it hosts (asked for), sized as
         the partition less the replica's lag while it is out of the ISR."""
         R = DescribeLogDirsResponse
         state = self.state
+        if not self.allowed(session, "DESCRIBE", "CLUSTER"):
+            return R(version=version, throttle_time_ms=0, error_code=ERRORS["CLUSTER_AUTHORIZATION_FAILED"],
+                     results=[])
         hosted = sorted(state.hosted.get(node, {}).keys()) if node in state.hosted else []
         if request.topics is not None:
             wanted = {(t.topic, i) for t in request.topics for i in t.partitions}
@@ -560,6 +694,97 @@ class Api:
             error_code=0, log_dir=log_dir(node), total_bytes=-1, usable_bytes=-1, is_cordoned=False,
             topics=[R.DescribeLogDirsResult.DescribeLogDirsTopic(name=t, partitions=ps) for t, ps in by_topic.items()])
         return R(version=version, throttle_time_ms=0, error_code=0, results=[result])
+
+
+    # -- groups and topic creation: authorization and validation only ---------------------------
+
+    def find_coordinator(self, node: int, request, version: int, session):
+        """KafkaApis.getCoordinator: DESCRIBE on the group (or transactional id), then the coordinator:
+        the broker asked (the simulated cluster keeps no group state)."""
+        R = FindCoordinatorResponse
+        addresses = self.addresses()
+        keys = list(request.coordinator_keys or []) if version >= 4 else [request.key]
+
+        def one(key):
+            if request.key_type == GROUP_KEY and not self.allowed(session, "DESCRIBE", "GROUP", key):
+                return "GROUP_AUTHORIZATION_FAILED", -1, "", -1
+            if request.key_type == TRANSACTION_KEY and not self.allowed(session, "DESCRIBE", "TRANSACTIONAL_ID", key):
+                return "TRANSACTIONAL_ID_AUTHORIZATION_FAILED", -1, "", -1
+            if request.key_type not in (GROUP_KEY, TRANSACTION_KEY):
+                return "INVALID_REQUEST", -1, "", -1
+            host, port = addresses[node]
+            return "NONE", node, host, port
+
+        if version >= 4:
+            coordinators = []
+            for key in keys:
+                code, node_id, host, port = one(key)
+                coordinators.append(R.Coordinator(key=key, node_id=node_id, host=host, port=port,
+                                                  error_code=ERRORS[code],
+                                                  error_message=DENIED_MESSAGES.get(code)))
+            return R(version=version, throttle_time_ms=0, coordinators=coordinators)
+        code, node_id, host, port = one(keys[0])
+        return R(version=version, throttle_time_ms=0, error_code=ERRORS[code],
+                 error_message=DENIED_MESSAGES.get(code), node_id=node_id, host=host, port=port)
+
+    def describe_groups(self, node: int, request, version: int, session):
+        """KafkaApis.handleDescribeGroupsRequest: DESCRIBE on each group; the simulated cluster has no
+        members, so every group it may describe is unknown to it: Dead before v6, GROUP_ID_NOT_FOUND from v6
+        (KIP-1043); authorized operations (v3+) for those answered without an error."""
+        R = DescribeGroupsResponse
+        groups = []
+        for g in request.groups:
+            if not self.allowed(session, "DESCRIBE", "GROUP", g):
+                groups.append(R.DescribedGroup(error_code=ERRORS["GROUP_AUTHORIZATION_FAILED"], group_id=g,
+                                               group_state="", protocol_type="", protocol_data="", members=[],
+                                               error_message=DENIED_MESSAGES["GROUP_AUTHORIZATION_FAILED"]))
+            elif version >= 6:
+                groups.append(R.DescribedGroup(error_code=ERRORS["GROUP_ID_NOT_FOUND"], group_id=g,
+                                               error_message=f"Group {g} not found.", group_state="Dead",
+                                               protocol_type="", protocol_data="", members=[]))
+            else:
+                ops = self.operations(session, "GROUP", g) if version >= 3 and request.include_authorized_operations \
+                    else None
+                groups.append(R.DescribedGroup(error_code=0, group_id=g, group_state="Dead", protocol_type="",
+                                               protocol_data="", members=[], authorized_operations=ops))
+        return R(version=version, throttle_time_ms=0, groups=groups)
+
+    def create_topics(self, node: int, request, version: int, session):
+        """ControllerApis.createTopics: CREATE on the cluster or on each topic (TOPIC_AUTHORIZATION_FAILED),
+        then TOPIC_ALREADY_EXISTS; validate_only succeeds for a new name; a real creation is refused
+        with POLICY_VIOLATION (the simulated cluster has its scenario's topics only)."""
+        R = CreateTopicsResponse
+        state = self.state
+        cluster_create = self.allowed(session, "CREATE", "CLUSTER")
+        results = []
+        for t in request.topics:
+            name = t.name
+            extra = {}
+            if version >= 5:
+                extra = dict(num_partitions=-1, replication_factor=-1, configs=[], topic_config_error_code=0)
+            if not (cluster_create or self.allowed(session, "CREATE", "TOPIC", name)):
+                code, message = "TOPIC_AUTHORIZATION_FAILED", "Authorization failed."
+            elif name in state.topics:
+                code, message = "TOPIC_ALREADY_EXISTS", f"Topic '{name}' already exists."
+            elif request.validate_only:
+                code, message = "NONE", None
+                if version >= 5:
+                    extra.update(num_partitions=t.num_partitions, replication_factor=t.replication_factor)
+            else:
+                code, message = "POLICY_VIOLATION", ("the simulated cluster cannot create topics: it has the "
+                                                     "scenario's topics only")
+            if version >= 7 and code == "NONE":
+                extra["topic_id"] = self.topic_id(name)
+            results.append(R.CreatableTopicResult(name=name, error_code=ERRORS[code], error_message=message, **extra))
+        return R(version=version, throttle_time_ms=0, topics=results)
+
+
+def _bits(operations: set[int]) -> int:
+    """An authorized-operations bit field as the int32 the schema carries (Utils.to32BitField)."""
+    value = 0
+    for op in operations:
+        value |= 1 << op
+    return value - (1 << 32) if value >= 1 << 31 else value
 
 
 def log_dir(broker: int) -> str:
@@ -579,5 +804,10 @@ APIS = {
     46: (ListPartitionReassignmentsRequest, "list_partition_reassignments"),
     43: (ElectLeadersRequest, "elect_leaders"),
     35: (DescribeLogDirsRequest, "describe_log_dirs"),
+    10: (FindCoordinatorRequest, "find_coordinator"),
+    15: (DescribeGroupsRequest, "describe_groups"),
+    19: (CreateTopicsRequest, "create_topics"),
+    17: (SaslHandshakeRequest, None),  # the front answers these two (engine.sim.kafka_front)
+    36: (SaslAuthenticateRequest, None),
 }
 SUPPORTED = {key: tuple(cls._valid_versions) for key, (cls, _name) in APIS.items()}

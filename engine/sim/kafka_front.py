@@ -14,6 +14,13 @@ connections are closed: clients see a connection refused, as with a dead broker.
 It is also absent from Metadata (KRaft fences it). It listens again when it
 comes back, on the same port.
 
+With a scenario's ``security`` section (``engine.sim.security``) the listeners
+authenticate SASL/PLAIN users (SaslHandshake, SaslAuthenticate; anything else
+before authentication closes the connection, as Kafka does; a wrong password is
+answered SASL_AUTHENTICATION_FAILED and the connection closed) and every request
+is authorized against the scenario's ACLs the way Kafka's handlers authorize it
+(``engine.sim.kafka_api``), answering TOPIC/GROUP/CLUSTER_AUTHORIZATION_FAILED.
+
 Requests this front does not serve are answered as far as Kafka's protocol
 allows, and logged: ApiVersions at a version above the highest is answered at v0
 with UNSUPPORTED_VERSION and the supported versions (what Kafka does, so the
@@ -36,15 +43,35 @@ import threading
 from kafka.protocol.api_header import RequestHeader
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.metadata import ApiVersionsResponse
+from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 
 from engine.sim.kafka_api import APIS, ERRORS, SUPPORTED, Api
+from engine.sim.security import ANONYMOUS
 
 log = logging.getLogger("kreassign.sim.kafka")
 
 MAX_REQUEST_BYTES = 100 * 1024 * 1024  # socket.request.max.bytes
 API_VERSIONS = 18
+SASL_HANDSHAKE = 17
+SASL_AUTHENTICATE = 36
+SASL_KEYS = {API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE}  # all a client may send before it authenticates
+MECHANISMS = ["PLAIN"]
 _PROTOCOL_MODULES = ("kafka.protocol.admin", "kafka.protocol.metadata", "kafka.protocol.consumer",
-                     "kafka.protocol.producer")
+                     "kafka.protocol.producer", "kafka.protocol.sasl")
+
+
+class Session:
+    """One connection: who it is (``User:NAME`` once authenticated, ``User:ANONYMOUS`` on a
+    PLAINTEXT listener) and where its SASL exchange stands."""
+
+    __slots__ = ("principal", "host", "authenticated", "mechanism", "raw_token_next")
+
+    def __init__(self, host: str, sasl: bool):
+        self.host = host
+        self.authenticated = not sasl
+        self.principal = None if sasl else ANONYMOUS
+        self.mechanism: str | None = None
+        self.raw_token_next = False  # after SaslHandshake v0 the token comes unframed by Kafka's headers
 
 
 class FrontError(Exception):
@@ -177,6 +204,8 @@ class KafkaFront:
     async def _serve(self, broker: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._connections[broker].add(writer)
         peer = writer.get_extra_info("peername")
+        security = self.sim.security
+        session = Session(peer[0] if peer else "127.0.0.1", security is not None and security.sasl)
         try:
             while True:
                 try:
@@ -187,19 +216,28 @@ class KafkaFront:
                     data = await reader.readexactly(size)
                 except (asyncio.IncompleteReadError, ConnectionError):
                     return
-                answer = self.respond(broker, data)
+                answer = self.respond(broker, data, session)
                 if answer is None:
                     return
-                writer.write(answer)
+                close = isinstance(answer, tuple)  # (the last answer, then the connection is closed)
+                writer.write(answer[0] if close else answer)
                 await writer.drain()
+                if close:
+                    return
         except ConnectionError:
             return
         finally:
             self._connections[broker].discard(writer)
             writer.close()
 
-    def respond(self, broker: int, data: bytes) -> bytes | None:
-        """The framed response to one request, or None to close the connection (what Kafka does)."""
+    def respond(self, broker: int, data: bytes, session: Session | None = None) -> bytes | tuple[bytes] | None:
+        """The framed response to one request, or None to close the connection (what Kafka does), or
+        ``(response,)``: send it, then close the connection (a failed authentication)."""
+        session = session or Session("127.0.0.1", False)
+        if session.raw_token_next:  # SaslHandshake v0: the token is the whole frame
+            session.raw_token_next = False
+            ok, _message = self._plain(session, data)
+            return struct.pack(">i", 0) if ok else None
         if len(data) < 8:
             log.warning("broker %d: a request of %d bytes has no header: closing the connection", broker, len(data))
             return None
@@ -229,15 +267,74 @@ class KafkaFront:
             return self._frame(_error_response(response_cls, version, ERRORS["UNSUPPORTED_VERSION"],
                                                f"{request_cls.name} v{version} is not supported by the simulated "
                                                "cluster"), correlation)
+        if not session.authenticated and key not in SASL_KEYS:
+            log.warning("broker %d: unexpected Kafka request of type %s during SASL handshake from %s: "
+                        "closing the connection, as Kafka does", broker, request_cls.name, session.host)
+            return None
+        if key == SASL_HANDSHAKE:
+            return self._handshake(broker, body, version, correlation, session)
+        if key == SASL_AUTHENTICATE:
+            return self._authenticate(broker, body, version, correlation, session)
         handler = getattr(self.api, APIS[key][1])
         try:
             with self.sim.lock:
-                response = handler(broker, body, version)
+                response = handler(broker, body, version, session)
         except Exception:  # a bug: answered as Kafka answers an unexpected exception, and logged
             log.exception("broker %d: %s v%d failed", broker, request_cls.name, version)
             response = _error_response(response_cls, version, ERRORS["UNKNOWN_SERVER_ERROR"],
                                        "the simulated cluster failed on this request; see its log")
         return self._frame(response, correlation)
+
+    # -- SASL/PLAIN (Kafka's SaslServerAuthenticator and PlainSaslServer) ----------------------------
+
+    def _handshake(self, broker, body, version, correlation, session: Session):
+        if session.authenticated and session.principal != ANONYMOUS or session.mechanism is not None:
+            log.warning("broker %d: SaslHandshake again on an authenticated connection: closing it", broker)
+            return None
+        if self.sim.security is None or not self.sim.security.sasl:
+            log.warning("broker %d: SaslHandshake on a PLAINTEXT listener: closing the connection", broker)
+            return None
+        if body.mechanism not in MECHANISMS:
+            log.info("broker %d: SASL mechanism %r is not enabled (PLAIN is)", broker, body.mechanism)
+            return self._frame(SaslHandshakeResponse(version=version, error_code=ERRORS["UNSUPPORTED_SASL_MECHANISM"],
+                                                     mechanisms=MECHANISMS), correlation)
+        session.mechanism = body.mechanism
+        session.raw_token_next = version == 0
+        return self._frame(SaslHandshakeResponse(version=version, error_code=0, mechanisms=MECHANISMS), correlation)
+
+    def _authenticate(self, broker, body, version, correlation, session: Session):
+        if session.mechanism is None or session.authenticated:
+            log.warning("broker %d: SaslAuthenticate without a handshake: closing the connection", broker)
+            return None
+        ok, message = self._plain(session, bytes(body.auth_bytes or b""))
+        fields = dict(version=version, error_code=0 if ok else ERRORS["SASL_AUTHENTICATION_FAILED"],
+                      error_message=None if ok else message, auth_bytes=b"")
+        if version >= 1:
+            fields["session_lifetime_ms"] = 0
+        frame = self._frame(SaslAuthenticateResponse(**fields), correlation)
+        if ok:
+            log.info("broker %d: %s authenticated from %s", broker, session.principal, session.host)
+            return frame
+        log.info("broker %d: failed authentication from %s: %s", broker, session.host, message)
+        return (frame,)
+
+    def _plain(self, session: Session, token: bytes) -> tuple[bool, str]:
+        """RFC 4616 ``[authzid] NUL authcid NUL passwd`` checked as PlainSaslServer checks it."""
+        parts = token.decode("utf-8", errors="replace").split("\0")
+        if len(parts) != 3:
+            return False, f"Invalid SASL/PLAIN response: expected 3 tokens, got {len(parts)}"
+        authzid, user, password = parts
+        if not user:
+            return False, "Authentication failed: username not specified"
+        if not password:
+            return False, "Authentication failed: password not specified"
+        if not self.sim.security.authenticate(user, password):
+            return False, "Authentication failed: Invalid username or password"
+        if authzid and authzid != user:
+            return False, "Authentication failed: Client requested an authorization id that is different from username"
+        session.authenticated = True
+        session.principal = f"User:{user}"
+        return True, ""
 
     def _unsupported_api_versions(self, correlation: int) -> bytes:
         keys = [ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)

@@ -24,6 +24,7 @@ it too; in short::
     poll_interval: 1s                # how often the watcher polls the cluster
     fast_interval: 100ms             # how often it looks at the steps close to done (kreassign)
     faults: [{at: 10m, broker: 3, action: down}, {at: 15m, broker: 3, action: up}]
+    security: {users: {engine: secret}, acls: [...]}   # the Kafka front's SASL/PLAIN and ACLs (engine.sim.security)
 
 Reassignment kinds. Three are balancing: their targets are what the product's
 balancer proposes (``engine.balancer.propose``; its rules are documented in
@@ -130,6 +131,7 @@ class Scenario:
     poll_interval: float = DEFAULT_POLL_INTERVAL
     faults: tuple[Fault, ...] = ()
     fast_interval: float = DEFAULT_FAST_INTERVAL
+    security: Mapping | None = None  # the document of engine.sim.security (checked when loaded)
 
     def current(self) -> dict[TopicPartition, Replicas]:
         return {tp: p.replicas for tp, p in self.partitions.items()}
@@ -185,7 +187,7 @@ def load(path: str) -> Scenario:
 
 _TOP_KEYS = {
     "name", "description", "seed", "network", "brokers", "topics", "reassignment", "throttle",
-    "limits", "per_broker_cap", "poll_interval", "fast_interval", "faults",
+    "limits", "per_broker_cap", "poll_interval", "fast_interval", "faults", "security",
 }
 
 
@@ -229,11 +231,20 @@ def from_document(doc: object, base_dir: str = ".") -> Scenario:
     if fast <= 0:
         raise ScenarioError("fast_interval: must be above 0")
     faults = _faults(d.get("faults", []), by_id)
+    security = d.get("security")
+    if security is not None:
+        from engine.sim.security import SecurityError, from_document as security_from
+
+        try:
+            security_from(security)
+        except SecurityError as e:
+            raise ScenarioError(str(e)) from None
     return Scenario(
         name=str(d.get("name", "scenario")), description=str(d.get("description", "")).strip(), seed=seed,
         brokers=brokers, topics=topics, partitions=partitions, targets=targets, kind=kind,
         throttle=throttle, limits=dict(limits), per_broker_cap=per_broker_cap, poll_interval=poll, faults=faults,
         fast_interval=fast,
+        security=security,
     )
 
 

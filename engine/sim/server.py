@@ -19,6 +19,10 @@ one lock around the simulated cluster):
 | POST /v1/faults | {"broker", "action": down/up/slow, "factor"} | {"time"} |
 | GET /v1/state | | time, reassignments in progress, throttles in force, brokers, partitions under min ISR now and ever, lowest ISR headroom |
 | GET /v1/alters | | every alter received: [{"time", "topic", "partition", "replicas"}] in order |
+| POST /v1/acls | {"add": [kafka-acls.sh command, ...], "remove": [...]} | {"acls": number in force} (a scenario with a ``security`` section only) |
+
+The HTTP API itself is not authenticated: the scenario's ``security`` section
+(``engine.sim.security``) secures the Kafka front only.
 
 ``engine.cluster.remote.RemoteCluster`` is the client; ``engine.cluster.wire``
 the JSON forms.
@@ -46,6 +50,11 @@ class SimServer:
         self.cluster = SimulatedCluster.from_scenario(scenario, clock=self.sim_time)
         self.lock = threading.Lock()
         self.alters: list[dict] = []  # every alter target received, in order (the fault-injection suite checks them)
+        self.security = None  # the Kafka front's users and ACLs (engine.sim.security), if the scenario has them
+        if scenario.security is not None:
+            from engine.sim.security import from_document
+
+            self.security = from_document(scenario.security)
         handler = type("Handler", (_Handler,), {"sim": self})
         self.httpd = ThreadingHTTPServer((host, port), handler)
         self.httpd.daemon_threads = True
@@ -167,6 +176,20 @@ class SimServer:
     def _alters(self, _body) -> dict:
         return {"alters": list(self.alters)}
 
+    def _acls(self, body) -> dict:
+        from engine.sim.security import SecurityError, parse_acl_command
+
+        if self.security is None:
+            raise wire.WireError("the scenario has no security section: nothing is authorized, no ACL applies")
+        try:
+            add = [a for c in body.get("add") or [] for a in parse_acl_command(str(c))]
+            remove = [a for c in body.get("remove") or [] for a in parse_acl_command(str(c))]
+        except SecurityError as e:
+            raise wire.WireError(str(e)) from None
+        self.security.authorizer.add(add)
+        self.security.authorizer.remove(remove)
+        return {"acls": len(self.security.authorizer.acls)}
+
 
 _ROUTES: dict[tuple[str, str], Callable[[SimServer, dict], dict]] = {
     ("GET", "/v1/health"): SimServer._health,
@@ -182,6 +205,7 @@ _ROUTES: dict[tuple[str, str], Callable[[SimServer, dict], dict]] = {
     ("POST", "/v1/faults"): SimServer._fault,
     ("GET", "/v1/state"): SimServer._state,
     ("GET", "/v1/alters"): SimServer._alters,
+    ("POST", "/v1/acls"): SimServer._acls,
 }
 
 

@@ -28,7 +28,7 @@ from engine.commands import Cancel, ChangeThrottle, PartitionTarget, Submit
 from engine.embedded import EMBEDDED
 from engine.eventlog import EventWriter
 from engine.partition import PartitionState, TopicPartition
-from engine.topics import Topics, create
+from engine.topics import Topics, create, reader_group
 from spark import audit_job
 from spark import warehouse as wh
 from tests.analytics_log import TimedDriver, one_at_a_time, sized_cluster
@@ -100,7 +100,7 @@ def story(spark, broker, tmp_path_factory):
     create({"bootstrap.servers": broker.bootstrap}, s.prefix)
     topics = Topics.named(s.prefix)
     s.options = audit_job.JobOptions(
-        warehouse=str(s.warehouse), topic=topics.events,
+        warehouse=str(s.warehouse), topic=topics.events, group=reader_group(s.prefix),
         kafka=ClientConfig().with_bootstrap(broker.bootstrap).confluent(**EMBEDDED.consumer),
         max_events_per_batch=120, split_size=50,
     )
