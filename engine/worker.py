@@ -53,7 +53,7 @@ from engine.dead_letter import DeadLetter, decode_or_set_aside
 from engine import snapshot_store
 from engine.decider import Decider, Deposed, Retry
 from engine.envelope import CommandEnvelope, EventEnvelope, now
-from engine.eventlog import EventWriter, Fenced, PublishError, decoder_for
+from engine.eventlog import WRITER_HEADER as WRITER, EventWriter, Fenced, PublishError, decoder_for
 from engine.snapshot_store import SnapshotWriter
 from engine.signing import verify
 from engine.topics import COMMANDS, EVENTS, Topics, decider_transactional_id, engine_group, reader_group
@@ -169,7 +169,7 @@ class KafkaEventLog:
         """Commit a lease record (fenced like an append): proof that no other decider took over."""
         try:
             self.writer.write_other(self.decisions_topic, [(LEASE_KEY, b"", int(time.time() * 1000))],
-                                    headers=[(KIND, b"lease"), ("writer", self.s.worker_id.encode())])
+                                    headers=[(KIND, b"lease"), (WRITER, self.s.worker_id.encode())])
         except Fenced as e:
             raise Deposed(f"another decider took over: {e}") from None
         except PublishError as e:
@@ -267,6 +267,7 @@ class Engine:
         self.claim = True  # the next recovery claims the decider's transactional.id first
         self.deposed: str | None = None  # why this worker stopped deciding while Faust still assigns it
         self.deposed_at = 0.0
+        self.foreign_tick_at = float("-inf")  # when a tick another worker sent was last read (``may_reclaim``)
         self.needs_recovery = True
         self.snapshot_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot")
         self.snapshot_future = None
@@ -322,12 +323,14 @@ class Engine:
 
         @app.timer(self.s.tick_interval)
         async def tick():
-            if self.deposed is not None and self.owns and time.monotonic() - self.deposed_at > self.reclaim_after:
-                log.warning("deposed %.0f s ago but still given the decisions partition (no rebalance came): "
-                            "claiming it again", time.monotonic() - self.deposed_at)
+            if self.may_reclaim(time.monotonic()):
+                log.warning("deposed %.0f s ago but still given the decisions partition (no rebalance came) and no "
+                            "other decider's tick seen for %.0f s: claiming it again",
+                            time.monotonic() - self.deposed_at, time.monotonic() - self.foreign_tick_at)
                 self.deposed, self.active, self.claim, self.needs_recovery = None, True, True, True
             if self.active:
-                await self.decisions.send(key=TICK_KEY, value=b"", headers={KIND: b"tick"})
+                await self.decisions.send(key=TICK_KEY, value=b"",
+                                          headers={KIND: b"tick", WRITER: self.s.worker_id.encode()})
 
         @app.on_partitions_assigned.connect
         async def assigned(sender, assigned, **kwargs):
@@ -405,10 +408,12 @@ class Engine:
     # --- decider ----------------------------------------------------------------------------------
 
     async def decide(self, message) -> None:
-        if not self.active:
-            return  # revoked while this input was on its way: the new owner decides it
         headers = _headers(message)
         kind = headers.get(KIND, b"")
+        if kind == b"tick" and headers.get(WRITER, self.s.worker_id.encode()) != self.s.worker_id.encode():
+            self.foreign_tick_at = time.monotonic()  # another worker decides (or did until just now)
+        if not self.active:
+            return  # revoked while this input was on its way: the new owner decides it
         if kind == b"lease":
             return  # a decider's proof of ownership (KafkaEventLog.renew), not an input
         if kind == b"tick":
@@ -461,6 +466,15 @@ class Engine:
                                                 now()))
                 return
         self.record(envelopes)
+
+    def may_reclaim(self, at: float) -> bool:
+        """A deposed worker that Faust still gives the decisions partition claims it again only when
+        ``reclaim_after`` has passed since it was deposed *and* since the last tick another worker
+        sent: a decider that took over sends ticks to this very partition, which this worker still
+        reads, so while one lives this worker never fences it (no ping-pong between two workers
+        that both believe they own the partition, one of them only until its rebalance comes)."""
+        return (self.deposed is not None and self.owns and at - self.deposed_at > self.reclaim_after
+                and at - self.foreign_tick_at > self.reclaim_after)
 
     @property
     def reclaim_after(self) -> float:

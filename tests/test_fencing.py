@@ -186,3 +186,19 @@ def test_sigstop_past_the_session_timeout_the_standby_takes_over_and_the_old_dec
     assert old_id not in after, "the old decider appended after the takeover"
     assert took_over < 30
     tail.close()
+
+
+def test_a_deposed_worker_reclaims_only_when_no_other_decider_has_ticked_for_as_long():
+    from types import SimpleNamespace
+
+    from engine.worker import Engine
+
+    w = SimpleNamespace(deposed="fenced", owns=True, deposed_at=100.0, foreign_tick_at=float("-inf"), reclaim_after=4.0)
+    assert not Engine.may_reclaim(w, 103.0)  # too soon after it was deposed
+    assert Engine.may_reclaim(w, 105.0)  # nobody else decides: the partition would go undecided
+    w.foreign_tick_at = 103.5  # a successor's tick came in
+    assert not Engine.may_reclaim(w, 105.0)
+    assert not Engine.may_reclaim(w, 107.0)
+    assert Engine.may_reclaim(w, 107.6)  # the successor went silent for reclaim_after
+    assert not Engine.may_reclaim(SimpleNamespace(**{**vars(w), "owns": False}), 200.0)  # Faust moved it away
+    assert not Engine.may_reclaim(SimpleNamespace(**{**vars(w), "deposed": None}), 200.0)  # it decides already
