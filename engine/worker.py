@@ -76,6 +76,7 @@ class Settings:
     signing_keys: Mapping[str, bytes] | None = None
     adaptive: AdaptiveThrottle | None = None
     timeout: float = 30.0
+    verify_interval: float = 10.0  # seconds between read-backs of the throttle configuration
     worker_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
 
 
@@ -356,7 +357,8 @@ class Engine:
         if self.event_log is None:
             self.event_log = KafkaEventLog(self.s)
         executed = self.executor_table.get(EXECUTED)
-        decider = Decider(self.event_log, self.s.cluster, adaptive=self.s.adaptive)
+        decider = Decider(self.event_log, self.s.cluster, adaptive=self.s.adaptive,
+                          verify_interval=self.s.verify_interval)
         while True:
             try:
                 self.last_recovery = await loop.run_in_executor(self.pool, decider.recover, executed)

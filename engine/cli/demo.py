@@ -1,7 +1,9 @@
 """``kreassign demo``: a whole reassignment, from a fresh clone, in a few minutes.
 
-It starts everything on this machine (the embedded broker, a simulated cluster
-as its own process, an engine worker), then:
+It starts everything on this machine (the embedded broker holding the event
+log, a simulated cluster as its own process speaking the Kafka protocol, an
+engine worker reassigning it through its real Kafka adapter, as it would a
+production cluster), then:
 
 1. submits the scenario's reassignment (the default scenario decommissions
    broker 6 of a six-broker, three-rack cluster) and shows its progress live;
@@ -135,7 +137,6 @@ def run(args) -> int:
 def _story(args, scenario, out: Path, logs: Path, procs: Processes, started: float) -> int:
     from rich.console import Console
 
-    from engine.cluster.remote import RemoteCluster
     from engine.embedded import EMBEDDED, EmbeddedBroker, free_port
     from engine.eventlog import Publisher
     from engine.topics import create
@@ -149,16 +150,18 @@ def _story(args, scenario, out: Path, logs: Path, procs: Processes, started: flo
         say(f"embedded broker (tansu, memory storage) at {broker.bootstrap}; topics {prefix}*")
 
         sim, sim_log = procs.start("sim-cluster", KREASSIGN + [
-            "sim-cluster", "--scenario", args.scenario, "--speed", str(args.speed)])
-        line = wait_for("the simulated cluster", lambda: _first_line(sim_log, " at http://"), 30, sim, sim_log)
+            "sim-cluster", "--scenario", args.scenario, "--speed", str(args.speed), "--kafka-port", "0"])
+        line = wait_for("the simulated cluster", lambda: _first_line(sim_log, "Kafka bootstrap "), 30, sim, sim_log)
         sim_url = line.split(" at ", 1)[1].split()[0]
-        say(f"simulated cluster at {sim_url} ({len(scenario.brokers)} brokers, "
-            f"{len(scenario.partitions)} partitions, {args.speed:g}x real time)")
+        cluster = "kafka://" + line.split("Kafka bootstrap ", 1)[1].split()[0]
+        say(f"simulated cluster ({len(scenario.brokers)} brokers, {len(scenario.partitions)} partitions, "
+            f"{args.speed:g}x real time) speaking the Kafka protocol at {cluster[len('kafka://'):]}; "
+            f"faults and clock at {sim_url}")
 
         port = args.web_port or free_port()
         engine, engine_log = procs.start("engine", KREASSIGN + [
             "engine", "--bootstrap-server", broker.bootstrap, "--broker-profile", "embedded", "--prefix", prefix,
-            "--cluster", f"sim+{sim_url}", "--web-port", str(port), "--poll-interval", "0.5"])
+            "--cluster", cluster, "--web-port", str(port), "--poll-interval", "0.5"])
         page = f"http://127.0.0.1:{port}/"
         wait_for("the engine to become active", lambda: (_status(page) or {}).get("active")
                  and not (_status(page) or {}).get("recovering"), 90, engine, engine_log)
@@ -171,7 +174,7 @@ def _story(args, scenario, out: Path, logs: Path, procs: Processes, started: flo
             first = publisher.submit(scenario.targets)
             _follow(console, broker, prefix, first, engine, engine_log)
 
-            snap = RemoteCluster(sim_url).snapshot()
+            snap = _snapshot(cluster)
             proposal = exact_rebalance(snap.assignment(), snap.racks(), [b.id for b in snap.brokers if b.alive])
             if proposal.proposed:
                 from engine.commands import PartitionTarget
@@ -190,7 +193,7 @@ def _story(args, scenario, out: Path, logs: Path, procs: Processes, started: flo
         for rid in [r for r in (first, second) if r]:
             result = subprocess.run(KREASSIGN + [
                 "verify", "--request", rid, "--bootstrap-server", broker.bootstrap, "--broker-profile", "embedded",
-                "--prefix", prefix, "--cluster", f"sim+{sim_url}"], capture_output=True, text=True)
+                "--prefix", prefix, "--cluster", cluster], capture_output=True, text=True)
             lines = result.stdout.strip().splitlines()
             done = sum("is completed" in l for l in lines)
             reverted = sum("was rolled back" in l for l in lines)
@@ -233,6 +236,21 @@ def _story(args, scenario, out: Path, logs: Path, procs: Processes, started: flo
             while True:
                 time.sleep(1)
     return 0
+
+
+def _snapshot(cluster: str):
+    """The simulated cluster as the engine sees it: through the Kafka adapter and the protocol front."""
+    from engine.cluster.connect import open_cluster
+    from engine.cluster.result import Unavailable
+
+    c = open_cluster(cluster, timeout=30)
+    try:
+        snap = c.snapshot()
+    finally:
+        c.close()
+    if isinstance(snap, Unavailable):
+        raise CliError(f"cannot read the simulated cluster at {cluster}: {snap}")
+    return snap
 
 
 def exact_rebalance(assignment, racks, alive):

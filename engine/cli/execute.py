@@ -24,6 +24,9 @@ def add_parser(sub) -> None:
     p.add_argument("--throttle", type=positive_rate, metavar="BYTES_PER_SEC",
                    help="replication throttle for this and later moves (default: keep the current rate)")
     p.add_argument("--request-id", metavar="ID", help="request id to use (default: a new UUID)")
+    p.add_argument("--allow-below-min-insync", action="store_true",
+                   help="accept targets with fewer replicas than the topic's min.insync.replicas "
+                        "(acks=all producers would then fail with NOT_ENOUGH_REPLICAS)")
     add_arguments(p, signing=True)
     p.set_defaults(func=run)
 
@@ -51,6 +54,6 @@ def run(args) -> int:
     problems = local_problems(targets, args.request_id)
     if problems:
         raise CliError(f"{path}: " + "; ".join(problems))
-    request_id = publish(args, lambda p: p.submit(targets, args.throttle, args.request_id))
+    request_id = publish(args, lambda p: p.submit(targets, args.throttle, args.request_id, args.allow_below_min_insync))
     print(request_id)
     return 0
