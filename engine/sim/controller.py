@@ -476,7 +476,7 @@ def set_throttled_replicas(state: SimState, topic: str, side: str, entries: froz
     t = state.throttles
     lists = getattr(t, side)
     lists = lists.set(topic, frozenset(entries)) if entries else (lists.delete(topic) if topic in lists else lists)
-    return state._replace(throttles=t._replace(**{side: lists}), dirty=True)
+    return state._replace(throttles=_relisted(t._replace(**{side: lists})), dirty=True)
 
 
 def set_throttle_rate(state: SimState, broker: int, side: str, rate: int | None) -> SimState:
@@ -485,7 +485,11 @@ def set_throttle_rate(state: SimState, broker: int, side: str, rate: int | None)
     name = f"{side}_rate"
     rates = getattr(t, name)
     rates = rates.set(broker, rate) if rate is not None else (rates.delete(broker) if broker in rates else rates)
-    return state._replace(throttles=t._replace(**{name: rates}), dirty=True)
+    return state._replace(throttles=_relisted(t._replace(**{name: rates})), dirty=True)
+
+
+def _relisted(t: Throttles) -> Throttles:
+    return t._replace(follower_listed=listed_brokers(t.follower, t.follower_rate))
 
 
 def set_min_insync(state: SimState, topic: str, value: int) -> SimState:
