@@ -272,3 +272,19 @@ def test_a_partition_without_leader_holds_up_only_its_own_messages():
 def test_union_length():
     assert union_length([(0, 2), (1, 3), (5, 6)]) == 4
     assert union_length([]) == 0
+
+
+def test_sim_cluster_state_names_the_partitions_that_cannot_complete_acks_all_writes():
+    from engine.sim.server import SimServer
+    sc = scenario([((1, 2), 10 * MB, 0), ((2, 1), 200 * MB, 0)])
+    server = SimServer(sc, speed=0)  # a frozen wall clock: the test moves simulated time itself
+    try:
+        c = server.cluster
+        c.apply_throttles(follower_throttle([(0, 3), (1, 3)], 10 * MB))
+        c.alter_reassignments({T[0]: (1, 3), T[1]: (2, 3)})
+        run_until(c, 5)
+        state = server.handle("GET", "/v1/state", {})
+        assert state["acks_all_blocked"] == ["t-0"] and state["isr_joins_throttled_and_saturated"] == 1
+        assert state["under_replicated"] == 1  # t-1: RS 2, 1, 3 with 3 not yet in sync
+    finally:
+        server.httpd.server_close()
