@@ -161,17 +161,13 @@ class Throttles(NamedTuple):
     follower: immutables.Map = immutables.Map()
     leader_rate: immutables.Map = immutables.Map()  # broker -> bytes/s
     follower_rate: immutables.Map = immutables.Map()
-    follower_listed: frozenset = frozenset()  # brokers named in any follower list ("*" names every rated one)
+    follower_listed: frozenset = frozenset()  # brokers named in a follower list: their follower quota records
 
     def follower_throttled(self, tp: TopicPartition, broker: int) -> bool:
         return broker in self.follower_rate and _listed(self.follower, tp, broker)
 
     def leader_throttled(self, tp: TopicPartition, broker: int) -> bool:
         return broker in self.leader_rate and _listed(self.leader, tp, broker)
-
-    def follower_listed_brokers(self) -> frozenset:
-        """Brokers whose follower quota records: a replica on them is listed."""
-        return self.follower_listed
 
     def is_empty(self) -> bool:
         return not (any(self.leader.values()) or any(self.follower.values())

@@ -127,7 +127,7 @@ def allocate(state: SimState) -> SimState:
     turns and the next event."""
     t = state.time
     brokers, th, partitions, ready = state.brokers, state.throttles, state.partitions, state.ready
-    fq = _quotas(state.follower_quota, th.follower_rate, th.follower_listed_brokers(), t, False)
+    fq = _quotas(state.follower_quota, th.follower_rate, th.follower_listed, t, False)
     lq = _quotas(state.leader_quota, th.leader_rate, set(), t, True)
     f_dry = {b for b, q in fq.items() if q.tokens <= 1e-6 * float(th.follower_rate[b])}
     l_dry = {b for b, q in lq.items() if q.tokens <= 1e-6 * float(th.leader_rate[b])}
@@ -252,7 +252,8 @@ def allocate(state: SimState) -> SimState:
     # keep what is known of quotas no longer rated (their samples live on)
     for b, q in state.follower_quota.items():
         if b not in follower_quota and (q.idle_since is None or t - q.idle_since < QUOTA_WINDOW):
-            follower_quota[b] = q._replace(tokens=0.0, since=t, flow=0.0, idle_since=q.idle_since or t)
+            idle = q.idle_since if q.idle_since is not None else t
+            follower_quota[b] = q._replace(tokens=0.0, since=t, flow=0.0, idle_since=idle)
 
     # which follower quotas copies use up, and how long one round of turns at each takes: every fetcher
     # that copies through it takes a response of up to replica.fetch.max.bytes per partition, at most
