@@ -407,7 +407,9 @@ def _fire(state: SimState) -> SimState:
                 state = controller.set_fetch(state, key, None)
         elif fs.since + REPLICA_LAG_TIME_MAX <= t + tolerance:
             p = state.partitions[tp]
-            state = controller.leave_isr(state, tp, b, p.produce_rate * (t - fs.since))
+            shrunk = controller.leave_isr(state, tp, b, p.produce_rate * (t - fs.since))
+            # (a leader never drops its last in-sync follower below itself: nothing to wait for then)
+            state = shrunk if shrunk is not state else controller.set_fetch(state, key, None)
     for b, since in sorted(state.behind_since.items()):
         if since + REPLICA_LAG_TIME_MAX <= t + tolerance:
             state = _shrink(state, b)
