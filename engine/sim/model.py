@@ -57,7 +57,7 @@ REPLICA_FETCH_RESPONSE_MAX_BYTES = 10_485_760  # replica.fetch.response.max.byte
 REPLICA_FETCH_BACKOFF = 1.0  # replica.fetch.backoff.ms: a fetcher with nothing it may fetch waits this long
 REPLICA_FETCH_WAIT_MAX = 0.5  # replica.fetch.wait.max.ms: a leader holds a fetch without new data this long
 # How long a broker takes to create the log of a new replica (its metadata changes are applied one at a
-# time, in order). Not a Kafka setting: measured, see docs/simulator.md ("Calibration").
+# time, in order). Not a Kafka setting: fitted to a measured run, see docs/simulator.md ("Calibration").
 DEFAULT_REPLICA_CREATION_TIME = 0.1
 
 
