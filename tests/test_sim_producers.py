@@ -111,6 +111,16 @@ def test_removing_the_throttle_entry_ends_the_stall_at_the_fetchers_next_request
     assert start == pytest.approx(1.0, abs=0.01) and end == pytest.approx(3.0, abs=0.01)  # it asks every 1 s
 
 
+def test_releasing_the_follower_throttle_before_the_replica_joins_the_isr_avoids_the_stall():
+    c = two_sources()
+    run_until(c, 0.9)  # T0 has 0.5 MB left
+    c.remove_throttles(follower_throttle([(0, 3)], 10 * MB)._replace(follower_brokers=frozenset()))
+    done = run_until(c, 25)
+    assert done[T[0]] < 1.0  # unthrottled, its last bytes come at network speed
+    assert T[0] not in blocked(c)  # its fetcher knows it is in sync at the new epoch
+    assert c.state.stats.throttled_joins == 1  # T1's alone: it joined listed, its own copy using the quota up
+
+
 def test_a_fetcher_that_still_copies_takes_its_stalled_follower_along_at_its_next_turn():
     c = two_sources(same_leader=True)
     done = run_until(c, 5)
