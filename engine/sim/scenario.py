@@ -22,7 +22,8 @@ it too; in short::
     limits: {max_incoming_moves_per_broker: 3}   # kreassign limits (KIP names accepted)
     per_broker_cap: 5                # Cruise Control's moves per broker (per-broker-cap strategy)
     poll_interval: 1s                # how often the watcher polls the cluster
-    replica_creation_time: 80 ms     # a broker's time to create a new replica's log (default: measured)
+    fast_interval: 100ms             # how often it looks at the steps close to done (kreassign)
+    replica_creation_time: 100 ms    # a broker's time to create a new replica's log (default: fitted)
     probe_rate: 200                  # messages/s of the acks=all probe producer (0: no probe)
     faults: [{at: 10m, broker: 3, action: down}, {at: 15m, broker: 3, action: up}]
 
@@ -80,6 +81,7 @@ from engine.units import UnitError, parse_duration, parse_rate, parse_size
 DEFAULT_NETWORK = 125_000_000  # bytes/s each way: a 1 Gbit/s link
 DEFAULT_PER_BROKER_CAP = 5  # Cruise Control's num.concurrent.partition.movements.per.broker
 DEFAULT_POLL_INTERVAL = 1.0
+DEFAULT_FAST_INTERVAL = 0.1  # the engine's --fast-interval
 DEFAULT_PROBE_RATE = 200.0  # messages/s of the acks=all probe producer (the measured runs' probe)
 KINDS = ("add-broker", "decommission", "rack-migration", "rebalance", "explicit")
 FAULT_ACTIONS = ("down", "up", "slow")
@@ -131,6 +133,7 @@ class Scenario:
     per_broker_cap: int = DEFAULT_PER_BROKER_CAP
     poll_interval: float = DEFAULT_POLL_INTERVAL
     faults: tuple[Fault, ...] = ()
+    fast_interval: float = DEFAULT_FAST_INTERVAL
     replica_creation_time: float = DEFAULT_REPLICA_CREATION_TIME
     probe_rate: float = DEFAULT_PROBE_RATE
 
@@ -188,7 +191,7 @@ def load(path: str) -> Scenario:
 
 _TOP_KEYS = {
     "name", "description", "seed", "network", "brokers", "topics", "reassignment", "throttle",
-    "limits", "per_broker_cap", "poll_interval", "faults", "replica_creation_time", "probe_rate",
+    "limits", "per_broker_cap", "poll_interval", "fast_interval", "faults", "replica_creation_time", "probe_rate",
 }
 
 
@@ -228,6 +231,9 @@ def from_document(doc: object, base_dir: str = ".") -> Scenario:
     poll = _duration(d.get("poll_interval", DEFAULT_POLL_INTERVAL), "poll_interval")
     if poll <= 0:
         raise ScenarioError("poll_interval: must be above 0")
+    fast = _duration(d.get("fast_interval", DEFAULT_FAST_INTERVAL), "fast_interval")
+    if fast <= 0:
+        raise ScenarioError("fast_interval: must be above 0")
     faults = _faults(d.get("faults", []), by_id)
     creation = _duration(d.get("replica_creation_time", DEFAULT_REPLICA_CREATION_TIME), "replica_creation_time")
     if creation < 0:
@@ -239,7 +245,7 @@ def from_document(doc: object, base_dir: str = ".") -> Scenario:
         name=str(d.get("name", "scenario")), description=str(d.get("description", "")).strip(), seed=seed,
         brokers=brokers, topics=topics, partitions=partitions, targets=targets, kind=kind,
         throttle=throttle, limits=dict(limits), per_broker_cap=per_broker_cap, poll_interval=poll, faults=faults,
-        replica_creation_time=creation, probe_rate=float(probe),
+        fast_interval=fast, replica_creation_time=creation, probe_rate=float(probe),
     )
 
 
