@@ -61,3 +61,15 @@ def test_kafkas_tool_on_many_small_partitions_is_near_the_measured_run(many_smal
     assert r.probe.p99 == pytest.approx(24.2, rel=0.25)
     assert r.probe.max == pytest.approx(25.0, rel=0.25)
     assert r.stats.peak_under_replicated == 225
+
+
+@pytest.mark.parametrize("name", ["add-broker-small-cluster-4mbs", "many-small-partitions-new-broker-50mbs"])
+def test_kreassign_releases_every_copy_before_it_joins_the_isr_so_producers_do_not_stall(name):
+    sc = load(name)
+    r = run(sc, "kreassign")
+    assert r.finished and r.at_target and not r.throttles_left and r.throttles_after == 0
+    assert r.stats.throttled_joins == 0  # no replica joined the ISR listed on a saturated broker
+    assert r.stats.peak_under_replicated <= 2
+    assert r.probe.p99 < 0.1
+    if name == "add-broker-small-cluster-4mbs":  # the goal: and within 5 % of bytes / throttle
+        assert r.makespan <= 1.05 * sc.moved_bytes() / sc.throttle

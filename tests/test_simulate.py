@@ -161,3 +161,22 @@ def test_what_producers_feel_is_consistent(kind, seed, partitions, throttle, str
         assert r.stats.throttled_joins == 0
     if p.max > 0:  # a message waited: some partition could not complete writes while it was sent
         assert intervals
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    kind=st.sampled_from(["add-broker", "decommission", "rack-migration", "rebalance"]),
+    seed=st.integers(0, 10_000),
+    partitions=st.integers(3, 25),
+    throttle=st.sampled_from(["4 MB/s", "10 MB/s", "50 MB/s"]),
+    median=st.sampled_from(["5 MB", "50 MB", "500 MB"]),
+)
+def test_no_replica_joins_the_isr_throttled_on_a_saturated_broker_under_kreassign(kind, seed, partitions, throttle,
+                                                                                    median):
+    """On the virtual clock: a replica that joins the ISR while listed as throttled on a broker whose follower
+    quota copies use up restarts fetching at the new leader epoch not known to be in sync, and stalls acks=all
+    (tests/test_sim_producers.py); kreassign releases every copy before it joins."""
+    sc = generated(kind, seed=seed, partitions=partitions, throttle=throttle, median=median)
+    r = run(sc, "kreassign")
+    assert r.finished and r.at_target
+    assert r.stats.throttled_joins == 0
