@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from engine.sim import scenario as S
+from engine.sim.bound import lower_bound
 from engine.sim.strategies import run
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "ops" / "scenarios"
@@ -36,6 +37,8 @@ def test_the_scenarios_are_the_measured_ones():
     assert len(sc.targets) == 24 - 6 and sc.moved_bytes() == 18 * 16 * 2**20  # 18 replicas to broker 4
     assert sum(1 for t in sc.targets if t.replicas[0] == 4) == 6
     assert sc.moved_bytes() / sc.throttle == pytest.approx(75.5, abs=0.05)
+    bound = lower_bound(sc)  # the busiest receiver's bytes / throttle is the measured runs' bound
+    assert bound.bytes_over_throttle == pytest.approx(75.5, abs=0.05) and bound.seconds == pytest.approx(74.5, abs=0.05)
     sc2 = load("many-small-partitions-new-broker-50mbs")
     assert sc2.moved_bytes() == 225 * 2**20 and sum(1 for t in sc2.targets if t.replicas[0] == 4) == 75
     assert sc2.moved_bytes() / sc2.throttle == pytest.approx(4.7, abs=0.05)

@@ -44,6 +44,7 @@ class Bound:
     inbound: dict[int, float]  # broker -> seconds its inbound needs at least
     outbound: float  # seconds the whole cluster's sending needs at least
     bytes_to_copy: int
+    bytes_over_throttle: float = 0.0  # the busiest receiver's bytes / throttle: the measured runs' "bound"
 
 
 def lower_bound(scenario: Scenario) -> Bound:
@@ -72,4 +73,5 @@ def lower_bound(scenario: Scenario) -> Bound:
     for b, s in sorted(inbound.items()):
         if s > seconds:
             seconds, binding = s, f"broker {b} inbound"
-    return Bound(seconds, binding if total else "nothing to copy", inbound, outbound, total)
+    over = max(gains.values(), default=0) / throttle if throttle < INF else 0.0
+    return Bound(seconds, binding if total else "nothing to copy", inbound, outbound, total, over)

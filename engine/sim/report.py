@@ -59,6 +59,7 @@ def document(scenario: Scenario, bound: Bound, results: list[RunResult]) -> dict
         "throttle_bytes_per_second": scenario.throttle,
         "probe_messages_per_second": scenario.probe_rate,
         "lower_bound": {"seconds": round(bound.seconds, 3), "binding": bound.binding},
+        "bytes_over_throttle_seconds": round(bound.bytes_over_throttle, 3),
         "results": [measures(r, bound) for r in results],
     }
 
@@ -96,7 +97,9 @@ def text(scenario: Scenario, bound: Bound, results: list[RunResult]) -> str:
     lines = [
         f"scenario {scenario.name}: {doc['brokers']} brokers, {doc['partitions']} partitions, "
         f"{doc['partitions_moved']} to move, {format_size(bound.bytes_to_copy)} to copy, throttle {throttle}",
-        f"lower bound {format_duration(bound.seconds)} ({bound.binding})",
+        f"lower bound {format_duration(bound.seconds)} ({bound.binding})"
+        + (f"; bytes / throttle into the busiest broker {format_duration(bound.bytes_over_throttle)} (a quota's "
+           "burst and kreassign's released tails can beat it)" if bound.bytes_over_throttle else ""),
         probe,
         "",
     ]
