@@ -101,8 +101,10 @@ def put(state: SimState, tp: TopicPartition, new: SimPartition, behind: float = 
             lags = lags.delete((tp, b))
         producing = new.produce_rate if new.leader is not None and state.alive(new.leader) else 0.0
         for b in now_out - was_out:
-            start = float(new.size) if old is not None and b not in old_replicas else behind
-            lags = lags.set((tp, b), Lag(start, state.time, producing))  # until it copies
+            if old is not None and b not in old_replicas:  # a new replica copies the retained log, its size
+                lags = lags.set((tp, b), Lag(float(new.size), state.time))
+            else:  # fell out of the ISR: behind by what is produced until it copies
+                lags = lags.set((tp, b), Lag(behind, state.time, producing))
     hosted = state.hosted
     before = set(old.replicas) if old else set()
     after = set(new.replicas)
