@@ -164,8 +164,8 @@ def test_what_producers_feel_is_consistent(kind, seed, partitions, throttle, str
 
 
 # derandomized: the core releases a copy at its next look once it is close to done, within a budget of
-# unthrottled bytes per broker, so a join while throttled stays possible when that budget is spent (1 of
-# 9,029 steps of ops/scenarios/add-broker.yaml); these 40 cases must stay free of it
+# unthrottled bytes per broker, so a join while throttled stays possible when that budget is spent or a
+# copy ends between two looks; these 40 cases must stay free of it
 @settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(
     kind=st.sampled_from(["add-broker", "decommission", "rack-migration", "rebalance"]),
