@@ -4,7 +4,9 @@ Virtual time, no Kafka: the ``kreassign`` strategy is the engine's own core
 loop (``engine.sim.strategies``); ``--compare`` runs the Kafka tool's
 all-at-once execution and Cruise Control's per-broker cap beside it. The
 report gives the makespan against the physical lower bound
-(``engine.sim.bound``), per-broker peaks and ISR safety.
+(``engine.sim.bound``), per-broker peaks, ISR safety and what producers feel
+(an acks=all probe producer's latency, the seconds writes could not complete:
+``engine.sim.probe``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from engine.sim.strategies import STRATEGIES, SimulationError, run as run_strate
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("simulate", help="run a scenario on the simulated cluster and report makespan and safety")
+    p = sub.add_parser("simulate", help="run a scenario on the simulated cluster and report makespan, safety and what producers feel")
     p.add_argument("--scenario", required=True, metavar="FILE", help="scenario file (YAML or JSON)")
     p.add_argument("--strategy", choices=STRATEGIES, default="kreassign", help="how to run the reassignment")
     p.add_argument("--compare", action="store_true", help="run all three strategies side by side")

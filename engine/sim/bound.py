@@ -8,11 +8,15 @@ and a new replica must receive at least the partition's size. So:
 * inbound, per broker b: the bytes of every replica b gains (in FTR, not in
   CR), divided by the fastest b can receive copies: its inbound capacity minus
   the produce traffic of the partitions it keeps throughout (in CR and FTR; 0
-  if the scenario injects faults, which can drop that traffic), capped by the
-  follower throttle;
+  if the scenario injects faults, which can drop that traffic); and through
+  the follower throttle, those bytes at its rate less what a follower quota
+  lets through at once when it starts recording (one sample window,
+  ``QUOTA_WINDOW_SIZE`` x rate: Kafka's quota can be beaten by that much);
 * outbound, the cluster as a whole: all those bytes divided by what every
-  live broker together can send to copies (outbound capacity, capped by the
-  leader throttle). Per broker it would not be a bound: leaders move.
+  live broker together can send to copies (outbound capacity); and through
+  the leader throttles, at their rates less what each leader quota lets
+  through at once (its whole window, ``QUOTA_WINDOW`` x rate: it records every
+  follower fetch). Per broker it would not be a bound: leaders move.
 
 The bound is the larger. Copies that also carry what is produced meanwhile,
 steps a strategy runs one after another, and idle time only add to the
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engine.sim.model import QUOTA_WINDOW, QUOTA_WINDOW_SIZE
 from engine.sim.scenario import Scenario
 
 INF = float("inf")
@@ -39,6 +44,7 @@ class Bound:
     inbound: dict[int, float]  # broker -> seconds its inbound needs at least
     outbound: float  # seconds the whole cluster's sending needs at least
     bytes_to_copy: int
+    bytes_over_throttle: float = 0.0  # the busiest receiver's bytes / throttle: the measured runs' "bound"
 
 
 def lower_bound(scenario: Scenario) -> Bound:
@@ -57,13 +63,15 @@ def lower_bound(scenario: Scenario) -> Bound:
                 kept_produce[b] = kept_produce.get(b, 0.0) + p.produce_rate
     inbound = {}
     for b, n in gains.items():
-        rate = min(throttle, brokers[b].network_in - kept_produce.get(b, 0.0))
-        inbound[b] = n / rate if rate > 0 else INF
+        net = brokers[b].network_in - kept_produce.get(b, 0.0)
+        inbound[b] = max(n / net if net > 0 else INF, n / throttle - QUOTA_WINDOW_SIZE)
     total = sum(gains.values())
-    send = sum(min(throttle, b.network_out) for b in scenario.brokers if b.alive)
-    outbound = total / send if total else 0.0
+    live = [b for b in scenario.brokers if b.alive]
+    send = sum(b.network_out for b in live)
+    outbound = max(total / send, total / (throttle * len(live)) - QUOTA_WINDOW) if total else 0.0
     seconds, binding = outbound, "all brokers' outbound"
     for b, s in sorted(inbound.items()):
         if s > seconds:
             seconds, binding = s, f"broker {b} inbound"
-    return Bound(seconds, binding if total else "nothing to copy", inbound, outbound, total)
+    over = max(gains.values(), default=0) / throttle if throttle < INF else 0.0
+    return Bound(seconds, binding if total else "nothing to copy", inbound, outbound, total, over)

@@ -21,6 +21,16 @@ Every function is pure: ``(state, ...) -> state`` or ``(state, result)``.
 * A broker going down leaves every ISR (the last in-sync replica stays listed,
   without leader, as KRaft does) and its copies stall; coming back it leads
   the partitions it was the last in-sync replica of and catches up the rest.
+* Leader epoch (KRaft's ``PartitionChangeBuilder``): it is bumped when the
+  leader changes or the replica set loses a member (Phase B, a cancel's
+  revert), not when replicas are only added or the ISR changes. On a bump
+  every follower restarts its fetcher at the new epoch
+  (``ReplicaManager.applyLocalFollowersDelta``), which its broker does only
+  once it has applied every earlier metadata change; until then the leader
+  refuses its fetches (FENCED_LEADER_EPOCH) and, if it is in the ISR, cannot
+  complete acks=all writes (``SimState.fetch``, ``engine.sim.physics``).
+* A broker applies metadata changes one at a time, in order; creating the log
+  of a new replica takes ``SimState.creation_time`` (``meta_free``, ``ready``).
 * Throttles are broker and topic configs (KIP-73); ``engine.sim.physics``
   applies them.
 """
@@ -33,7 +43,10 @@ import immutables
 
 from engine.cluster.result import OK, Ok, Refused, Result
 from engine.partition import Replicas, TopicPartition
-from engine.sim.model import Lag, SimBroker, SimPartition, SimState, Stats, Throttles
+from engine.sim.model import (
+    REPLICA_FETCH_BACKOFF, REPLICA_FETCH_WAIT_MAX, FetchState, Lag, SimBroker, SimPartition, SimState, Stats, Throttles,
+    listed_brokers,
+)
 from engine.sim.scenario import Scenario
 from engine.throttles import ThrottleSet
 
@@ -42,7 +55,8 @@ def initial(scenario: Scenario) -> SimState:
     brokers = immutables.Map({
         b.id: SimBroker(b.id, b.rack, float(b.network_in), float(b.network_out), b.alive) for b in scenario.brokers
     })
-    state = SimState(0.0, brokers, immutables.Map(scenario.topics), immutables.Map())
+    state = SimState(0.0, brokers, immutables.Map(scenario.topics), immutables.Map(),
+                     creation_time=scenario.replica_creation_time)
     alive = {b.id for b in scenario.brokers if b.alive}
     for tp in sorted(scenario.partitions):
         spec = scenario.partitions[tp]
@@ -85,9 +99,12 @@ def put(state: SimState, tp: TopicPartition, new: SimPartition, behind: float = 
         old_replicas = set(old.replicas) if old else set()
         for b in was_out - now_out:
             lags = lags.delete((tp, b))
+        producing = new.produce_rate if new.leader is not None and state.alive(new.leader) else 0.0
         for b in now_out - was_out:
-            start = float(new.size) if old is not None and b not in old_replicas else behind
-            lags = lags.set((tp, b), Lag(start, state.time))
+            if old is not None and b not in old_replicas:  # a new replica copies the retained log, its size
+                lags = lags.set((tp, b), Lag(float(new.size), state.time))
+            else:  # fell out of the ISR: behind by what is produced until it copies
+                lags = lags.set((tp, b), Lag(behind, state.time, producing))
     hosted = state.hosted
     before = set(old.replicas) if old else set()
     after = set(new.replicas)
@@ -115,7 +132,129 @@ def put(state: SimState, tp: TopicPartition, new: SimPartition, behind: float = 
     )
     if old is None or old.isr != new.isr:
         state = _record_isr(state, tp, new)
-    return state
+    if old is not None:
+        before = _pulling(state, tp, old)
+        state = _metadata(state, tp, old, new)
+        state = _repull(state, before, _pulling(state, tp, new))
+    else:
+        state = _repull(state, (), _pulling(state, tp, new))
+    if old is None or old.leader != new.leader:
+        s = state.stats
+        state = state._replace(stats=s._replace(leader_log=((state.time, tp, new.leader), s.leader_log)))
+    if old is None or (len(old.isr), len(old.replicas)) != (len(new.isr), len(new.replicas)):
+        was = old is not None and len(old.isr) < len(old.replicas)
+        now = len(new.isr) < len(new.replicas)
+        if was != now:
+            s = state.stats
+            count = s.under_replicated + (1 if now else -1)
+            state = state._replace(stats=s._replace(
+                under_replicated=count, peak_under_replicated=max(s.peak_under_replicated, count)))
+    return update_blocked(state, tp)
+
+
+def epoch_bumped(old: SimPartition, new: SimPartition) -> bool:
+    """KRaft bumps the leader epoch when the leader changes or the replica set loses a member."""
+    return old.leader != new.leader or not set(old.replicas) <= set(new.replicas)
+
+
+def _metadata(state: SimState, tp: TopicPartition, old: SimPartition, new: SimPartition) -> SimState:
+    """The brokers' side of a partition change: new replicas wait for their log to be created, and after
+    an epoch bump every follower waits for its broker to apply it (fenced meanwhile)."""
+    t = state.time
+    fetch, ready, free = state.fetch, state.ready, state.meta_free
+    for b in old.replicas:  # replicas that left, or are no longer followers in the ISR
+        key = (tp, b)
+        if key in fetch and (b not in new.isr or b == new.leader):
+            fetch = fetch.delete(key)
+        if key in ready and (b not in new.replicas or b in new.isr):
+            ready = ready.delete(key)
+    for b in new.replicas:
+        if b not in old.replicas:
+            done = max(t, free.get(b, t)) + state.creation_time
+            free = free.set(b, done)
+            if done > t:
+                ready = ready.set((tp, b), done)
+    if epoch_bumped(old, new) and new.leader is not None:
+        for b in new.replicas:
+            if b == new.leader or not state.alive(b):
+                continue
+            applied = max(t, free.get(b, t))
+            key = (tp, b)
+            if b in new.isr:
+                prior = fetch.get(key)
+                since = prior.since if prior is not None else t
+                if applied > t:
+                    fetch = fetch.set(key, FetchState("fenced", since, applied))
+                elif state.throttles.follower_throttled(tp, b):  # applied at once: throttled, lag unknown
+                    own = (b, new.leader) in _pulling(state, tp, old)  # itself, counted until now
+                    fetch = fetch.set(key, fresh(state, tp, b, since, new.leader, int(own)))
+                elif prior is not None:
+                    fetch = fetch.delete(key)
+            elif applied > ready.get(key, t):
+                ready = ready.set(key, applied)
+    return state._replace(fetch=fetch, ready=ready, meta_free=free, dirty=True)
+
+
+def fresh(state: SimState, tp: TopicPartition, broker: int, since: float, leader: int, own: int = 0) -> FetchState:
+    """A follower whose fetcher just restarted at a new epoch and is throttled: it asks the follower
+    quota now and, refused, again when its other partitions' fetch from that leader returns (the leader
+    holds it replica.fetch.wait.max.ms: the writes to that leader wait for this very follower), or after
+    replica.fetch.backoff.ms if it fetches nothing else from that leader."""
+    others = state.pulls.get((broker, leader), 0) - own
+    retry = REPLICA_FETCH_WAIT_MAX if others > 0 else REPLICA_FETCH_BACKOFF
+    return FetchState("fresh", since, float("inf"), state.time, retry)
+
+
+def blocked_now(state: SimState, tp: TopicPartition, p: SimPartition) -> bool:
+    """Can the leader not complete an acks=all write now? No leader, fewer in-sync replicas than
+    min.insync.replicas (NOT_ENOUGH_REPLICAS), or a follower in the ISR that does not fetch."""
+    leader = p.leader
+    if leader is None or not state.alive(leader):
+        return True
+    if in_sync_count(p, state.brokers) < state.min_insync(tp):
+        return True
+    return any((tp, b) in state.fetch for b in p.isr if b != leader)
+
+
+def update_blocked(state: SimState, tp: TopicPartition) -> SimState:
+    p = state.partitions[tp]
+    now = blocked_now(state, tp, p)
+    s = state.stats
+    if now == (tp in s.blocked):
+        return state
+    if now:
+        return state._replace(stats=s._replace(blocked=s.blocked.set(tp, state.time)))
+    start = s.blocked[tp]
+    log = s.blocked_log if start >= state.time else ((tp, start, state.time), s.blocked_log)
+    return state._replace(stats=s._replace(blocked=s.blocked.delete(tp), blocked_log=log))
+
+
+def set_fetch(state: SimState, key: tuple, fs: FetchState | None) -> SimState:
+    """Change an in-sync follower's fetch state and what producers feel of it."""
+    tp = key[0]
+    p = state.partitions[tp]
+    before = _pulling(state, tp, p)
+    fetch = state.fetch.set(key, fs) if fs is not None else state.fetch.delete(key)
+    state = state._replace(fetch=fetch, turns_dirty=True)
+    return update_blocked(_repull(state, before, _pulling(state, tp, p)), tp)
+
+
+def _pulling(state: SimState, tp: TopicPartition, p: SimPartition) -> tuple:
+    """(follower, leader) of every in-sync follower of ``p`` that fetches normally."""
+    leader = p.leader
+    if leader is None:
+        return ()
+    return tuple((b, leader) for b in p.isr if b != leader and (tp, b) not in state.fetch)
+
+
+def _repull(state: SimState, before: tuple, after: tuple) -> SimState:
+    if before == after:
+        return state
+    pulls = state.pulls
+    for key, d in [(k, -1) for k in before] + [(k, 1) for k in after]:
+        n = pulls.get(key, 0) + d
+        pulls = pulls.set(key, n) if n else pulls.delete(key)
+    return state._replace(pulls=pulls)
 
 
 def _record_isr(state: SimState, tp: TopicPartition, p: SimPartition) -> SimState:
@@ -144,7 +283,7 @@ def _retraffic(state: SimState, tps: Iterable[TopicPartition]) -> SimState:
             isr_out[b] = isr_out.get(b, 0.0) + o
     state = state._replace(isr_in=immutables.Map(isr_in), isr_out=immutables.Map(isr_out), dirty=True)
     for tp in tps:
-        state = _record_isr(state, tp, state.partitions[tp])
+        state = update_blocked(_record_isr(state, tp, state.partitions[tp]), tp)
     return state
 
 
@@ -245,6 +384,9 @@ def elect_unclean(state: SimState, tp: TopicPartition) -> tuple[SimState, Result
 def join_isr(state: SimState, tp: TopicPartition, broker: int) -> SimState:
     """A replica caught up: the leader adds it to the ISR (AlterPartition), which may complete Phase B."""
     p = state.partitions[tp]
+    if state.throttles.follower_throttled(tp, broker) and broker in state.saturated:
+        s = state.stats
+        state = state._replace(stats=s._replace(throttled_joins=s.throttled_joins + 1))
     return put(state, tp, _settle(p._replace(isr=p.isr | {broker}), state))
 
 
@@ -307,7 +449,8 @@ def apply_throttles(state: SimState, delta: ThrottleSet) -> SimState:
             leader_rate = leader_rate.set(b, delta.rate)
         for b in delta.follower_brokers:
             follower_rate = follower_rate.set(b, delta.rate)
-    return state._replace(throttles=Throttles(leader, follower, leader_rate, follower_rate), dirty=True)
+    return state._replace(throttles=Throttles(
+        leader, follower, leader_rate, follower_rate, listed_brokers(follower, follower_rate)), dirty=True)
 
 
 def remove_throttles(state: SimState, delta: ThrottleSet) -> SimState:
@@ -325,7 +468,8 @@ def remove_throttles(state: SimState, delta: ThrottleSet) -> SimState:
     for b in delta.follower_brokers:
         if b in follower_rate:
             follower_rate = follower_rate.delete(b)
-    return state._replace(throttles=Throttles(leader, follower, leader_rate, follower_rate), dirty=True)
+    return state._replace(throttles=Throttles(
+        leader, follower, leader_rate, follower_rate, listed_brokers(follower, follower_rate)), dirty=True)
 
 
 def set_throttled_replicas(state: SimState, topic: str, side: str, entries: frozenset) -> SimState:
@@ -334,7 +478,7 @@ def set_throttled_replicas(state: SimState, topic: str, side: str, entries: froz
     t = state.throttles
     lists = getattr(t, side)
     lists = lists.set(topic, frozenset(entries)) if entries else (lists.delete(topic) if topic in lists else lists)
-    return state._replace(throttles=t._replace(**{side: lists}), dirty=True)
+    return state._replace(throttles=_relisted(t._replace(**{side: lists})), dirty=True)
 
 
 def set_throttle_rate(state: SimState, broker: int, side: str, rate: int | None) -> SimState:
@@ -343,7 +487,11 @@ def set_throttle_rate(state: SimState, broker: int, side: str, rate: int | None)
     name = f"{side}_rate"
     rates = getattr(t, name)
     rates = rates.set(broker, rate) if rate is not None else (rates.delete(broker) if broker in rates else rates)
-    return state._replace(throttles=t._replace(**{name: rates}), dirty=True)
+    return state._replace(throttles=_relisted(t._replace(**{name: rates})), dirty=True)
+
+
+def _relisted(t: Throttles) -> Throttles:
+    return t._replace(follower_listed=listed_brokers(t.follower, t.follower_rate))
 
 
 def set_min_insync(state: SimState, topic: str, value: int) -> SimState:
@@ -362,7 +510,11 @@ def _entries(delta: ThrottleSet) -> dict[str, tuple[set, set]]:
 
 
 def close_stats(state: SimState) -> Stats:
-    """The statistics with open under-min intervals counted up to now."""
+    """The statistics with open under-min and blocked intervals closed now."""
     s = state.stats
     open_seconds = sum(state.time - since for since in s.under_min.values())
-    return s._replace(under_min_seconds=s.under_min_seconds + open_seconds)
+    log = s.blocked_log
+    for tp, since in sorted(s.blocked.items()):
+        if since < state.time:
+            log = ((tp, since, state.time), log)
+    return s._replace(under_min_seconds=s.under_min_seconds + open_seconds, blocked_log=log)

@@ -12,6 +12,20 @@ two events every rate is constant, so a lag is kept as (bytes at ``since``,
 ``drift`` in bytes/s) and read at any time with ``Lag.at``: advancing the clock
 costs nothing until something happens.
 
+What producers feel (docs/simulator.md has the sources):
+
+* ``fetch``: followers in the ISR that do not fetch right now. After a leader
+  epoch bump a follower is ``fenced`` until its broker has applied the change
+  (the leader refuses fetches at the old epoch), then, if it is listed in its
+  broker's ``follower.replication.throttled.replicas`` and that broker has a
+  rate, ``fresh``: its fetcher does not know it is in sync, so the follower
+  quota applies to it and it waits for a turn. Either way the leader cannot
+  complete acks=all writes for the partition.
+* ``ready``: a new replica, or a copy whose epoch changed, fetches only from
+  this time on (its broker applies metadata changes in order: ``meta_free``).
+* ``quotas``: every broker's leader and follower quota as token buckets (the
+  fluid form of Kafka's sampled rate).
+
 Derived values kept with the state so the physics never scans every
 partition: ``hosted`` (broker -> partitions with a replica on it), the
 in-sync traffic each broker carries (``isr_in``/``isr_out``: produce into
@@ -31,6 +45,20 @@ from engine.throttles import ThrottledReplica, ThrottleSet
 
 REPLICA_LAG_TIME_MAX = 30.0  # replica.lag.time.max.ms: a follower behind this long leaves the ISR
 JOIN_EPSILON = 1.0  # bytes: a replica this close to its leader has caught up
+# Kafka's replication quota (ReplicationQuotaManager): a SimpleRate over replication.quota.window.num
+# samples of replication.quota.window.size.seconds each; the rate is measured from the oldest kept sample,
+# over at least one sample window.
+QUOTA_WINDOW_NUM = 11
+QUOTA_WINDOW_SIZE = 1.0
+QUOTA_WINDOW = QUOTA_WINDOW_NUM * QUOTA_WINDOW_SIZE  # seconds of history a recording quota remembers
+# The follower's fetch (ReplicaFetcherThread, num.replica.fetchers = 1: one fetcher per source broker)
+REPLICA_FETCH_MAX_BYTES = 1_048_576  # replica.fetch.max.bytes: per partition per response
+REPLICA_FETCH_RESPONSE_MAX_BYTES = 10_485_760  # replica.fetch.response.max.bytes: per response
+REPLICA_FETCH_BACKOFF = 1.0  # replica.fetch.backoff.ms: a fetcher with nothing it may fetch waits this long
+REPLICA_FETCH_WAIT_MAX = 0.5  # replica.fetch.wait.max.ms: a leader holds a fetch without new data this long
+# How long a broker takes to create the log of a new replica (its metadata changes are applied one at a
+# time, in order). Not a Kafka setting: fitted to a measured run, see docs/simulator.md ("Calibration").
+DEFAULT_REPLICA_CREATION_TIME = 0.1
 
 
 class SimBroker(NamedTuple):
@@ -82,6 +110,50 @@ class Lag(NamedTuple):
         return max(0.0, self.bytes + self.drift * (t - self.since))
 
 
+class Quota(NamedTuple):
+    """One broker's leader or follower replication quota, as a token bucket.
+
+    Kafka lets replication through while the rate it measured over its kept
+    samples is under the quota; a quota that has recorded for a whole window
+    with little traffic therefore lets up to ``QUOTA_WINDOW`` x rate through at
+    once, and one that just started recording one sample window's worth. So:
+    ``tokens`` bytes may pass above the rate (measured at ``since``; they change
+    by rate - ``flow`` per second, never below 0 nor above rate x the window
+    the quota has recorded, at most ``QUOTA_WINDOW``). ``started``: when it
+    began recording (a leader quota records every follower fetch, so it is
+    always full); ``idle_since``: when it stopped (no listed replica left), or
+    None while it records. After ``QUOTA_WINDOW`` idle its samples are gone.
+    """
+
+    tokens: float
+    since: float
+    flow: float = 0.0  # bytes/s it records under the current allocation
+    started: float = float("-inf")
+    idle_since: float | None = None
+
+    def window(self, t: float) -> float:
+        return min(QUOTA_WINDOW, max(QUOTA_WINDOW_SIZE, t - self.started))
+
+    def at(self, t: float, rate: float) -> float:
+        """Tokens at ``t`` under the current flow."""
+        grown = self.tokens + (rate - self.flow) * (t - self.since)
+        return max(0.0, min(rate * self.window(t), grown))
+
+
+class FetchState(NamedTuple):
+    """A follower in the ISR that is not fetching: ``fenced`` (its broker has not applied the leader
+    epoch change yet; ``until`` is when it will) or ``fresh`` (lag unknown to its fetcher, throttled:
+    ``until`` is its next turn at the follower quota, inf while it starves). ``since``: when it last
+    fetched (the leader drops it from the ISR replica.lag.time.max.ms later). A fresh follower's fetcher
+    first asks at ``asked`` and, refused, again every ``retry`` seconds."""
+
+    kind: str
+    since: float
+    until: float
+    asked: float = 0.0
+    retry: float = REPLICA_FETCH_BACKOFF
+
+
 class Throttles(NamedTuple):
     """KIP-73 configuration as the brokers hold it."""
 
@@ -89,6 +161,7 @@ class Throttles(NamedTuple):
     follower: immutables.Map = immutables.Map()
     leader_rate: immutables.Map = immutables.Map()  # broker -> bytes/s
     follower_rate: immutables.Map = immutables.Map()
+    follower_listed: frozenset = frozenset()  # brokers named in a follower list: their follower quota records
 
     def follower_throttled(self, tp: TopicPartition, broker: int) -> bool:
         return broker in self.follower_rate and _listed(self.follower, tp, broker)
@@ -118,6 +191,16 @@ class Throttles(NamedTuple):
                            max(rates) if rates else None)
 
 
+def listed_brokers(follower: immutables.Map, rated: Collection[int]) -> frozenset:
+    out: set = set()
+    for entries in follower.values():
+        for e in entries:
+            if e == "*":
+                return frozenset(rated)
+            out.add(e[1])
+    return frozenset(out)
+
+
 def _listed(lists: immutables.Map, tp: TopicPartition, broker: int) -> bool:
     entries = lists.get(tp.topic)
     return bool(entries) and ((tp.partition, broker) in entries or "*" in entries)
@@ -137,6 +220,22 @@ class Stats(NamedTuple):
     bytes_copied: float = 0.0
     peak_traffic_in: immutables.Map = immutables.Map()  # broker -> highest total inbound bytes/s
     peak_traffic_out: immutables.Map = immutables.Map()
+    under_replicated: int = 0  # partitions whose ISR is smaller than their replica set, now
+    peak_under_replicated: int = 0
+    blocked: immutables.Map = immutables.Map()  # tp -> since when it cannot complete acks=all writes
+    blocked_log: tuple = ()  # closed intervals, newest first, as a linked list: ((tp, start, end), rest)
+    leader_log: tuple = ()  # leader changes, newest first, linked: ((time, tp, leader), rest)
+    throttled_joins: int = 0  # replicas that joined the ISR listed as throttled while their broker's quota was saturated
+
+
+def linked(log: tuple) -> list:
+    """The entries of a linked log (``Stats.blocked_log``, ``leader_log``), oldest first."""
+    out = []
+    while log:
+        entry, log = log
+        out.append(entry)
+    out.reverse()
+    return out
 
 
 class SimState(NamedTuple):
@@ -151,9 +250,23 @@ class SimState(NamedTuple):
     isr_out: immutables.Map = immutables.Map()  # broker -> bytes/s of in-sync traffic it sends
     behind_since: immutables.Map = immutables.Map()  # broker -> since when its network cannot carry its ISR traffic
     dirty: bool = True  # something changed since bandwidth was last allocated
-    next_event: float = float("inf")  # earliest join or ISR shrink under the current allocation
+    next_event: float = float("inf")  # earliest event under the current allocation
+    copy_next: float = float("inf")  # earliest event of the copies, quotas and slow brokers (the allocation's)
+    turns_dirty: bool = False  # only followers' fetch states changed: recompute their turns, not the allocation
+    joining: tuple = ()  # the copies that catch up first under the current allocation, (tp, broker)
     copy_rate: float = 0.0  # bytes/s copied, all copies together, under the current allocation
     stats: Stats = Stats()
+    fetch: immutables.Map = immutables.Map()  # (tp, broker) -> FetchState, for in-sync followers not fetching
+    ready: immutables.Map = immutables.Map()  # (tp, broker) -> time a copy may fetch from (log created, epoch applied)
+    meta_free: immutables.Map = immutables.Map()  # broker -> when it has applied every metadata change so far
+    leader_quota: immutables.Map = immutables.Map()  # broker -> Quota
+    follower_quota: immutables.Map = immutables.Map()  # broker -> Quota
+    busy_until: immutables.Map = immutables.Map()  # broker -> its follower quota stays refused until (last turns' debt)
+    saturated: frozenset = frozenset()  # brokers whose follower quota copies use up, under the current allocation
+    rounds: immutables.Map = immutables.Map()  # broker -> seconds one round of turns at its follower quota takes
+    pulls: immutables.Map = immutables.Map()  # (follower broker, leader) -> in-sync replicas it fetches normally
+    fetchers: frozenset = frozenset()  # (receiver, leader) of fetchers with copies through the follower quota
+    creation_time: float = DEFAULT_REPLICA_CREATION_TIME  # seconds a broker takes to create a new replica's log
 
     def min_insync(self, tp: TopicPartition) -> int:
         info: TopicInfo | None = self.topics.get(tp.topic)

@@ -10,8 +10,13 @@ from engine.sim.strategies import RunResult
 from engine.units import format_duration, format_rate, format_size
 
 
+def latency(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"
+
+
 def measures(result: RunResult, bound: Bound) -> dict:
     s = result.stats
+    p = result.probe
     return {
         "strategy": result.strategy,
         "finished": result.finished,
@@ -28,6 +33,17 @@ def measures(result: RunResult, bound: Bound) -> dict:
         "under_min_isr_partition_seconds": round(s.under_min_seconds, 3),
         "partitions_under_min_isr": len(s.under_min_partitions),
         "bytes_copied": round(s.bytes_copied),
+        "peak_under_replicated_partitions": s.peak_under_replicated,
+        "probe": None if p is None else {
+            "messages": round(p.messages),
+            "p50_ms": round(p.p50 * 1000, 1),
+            "p99_ms": round(p.p99 * 1000, 1),
+            "max_ms": round(p.max * 1000, 1),
+        },
+        "acks_all_blocked_seconds": None if p is None else round(p.blocked_seconds, 3),
+        "acks_all_blocked_partition_seconds": None if p is None else round(p.blocked_partition_seconds, 3),
+        "isr_joins_throttled_and_saturated": s.throttled_joins,
+        "throttle_entries_left_when_done": result.throttles_after,
         "at_target": result.at_target,
         "throttles_left": result.throttles_left,
     }
@@ -41,7 +57,9 @@ def document(scenario: Scenario, bound: Bound, results: list[RunResult]) -> dict
         "partitions_moved": len(scenario.targets),
         "bytes_to_copy": bound.bytes_to_copy,
         "throttle_bytes_per_second": scenario.throttle,
+        "probe_messages_per_second": scenario.probe_rate,
         "lower_bound": {"seconds": round(bound.seconds, 3), "binding": bound.binding},
+        "bytes_over_throttle_seconds": round(bound.bytes_over_throttle, 3),
         "results": [measures(r, bound) for r in results],
     }
 
@@ -58,6 +76,14 @@ _ROWS = (
     ("lowest ISR headroom", lambda m: str(m["lowest_isr_headroom"])),
     ("time under min ISR (partition-s)", lambda m: f"{m['under_min_isr_partition_seconds']:.0f}"),
     ("partitions ever under min ISR", lambda m: str(m["partitions_under_min_isr"])),
+    ("peak under-replicated partitions", lambda m: str(m["peak_under_replicated_partitions"])),
+    ("acks=all probe latency p50", lambda m: latency(m["probe"]["p50_ms"] / 1000) if m["probe"] else "-"),
+    ("acks=all probe latency p99", lambda m: latency(m["probe"]["p99_ms"] / 1000) if m["probe"] else "-"),
+    ("acks=all probe latency max", lambda m: latency(m["probe"]["max_ms"] / 1000) if m["probe"] else "-"),
+    ("acks=all blocked, any partition", lambda m: f"{m['acks_all_blocked_seconds']:.1f} s"
+                                                  if m["acks_all_blocked_seconds"] is not None else "-"),
+    ("ISR joins throttled and saturated", lambda m: str(m["isr_joins_throttled_and_saturated"])),
+    ("throttle entries left when done", lambda m: str(m["throttle_entries_left_when_done"])),
     ("ends at target, throttles cleared", lambda m: f"{'yes' if m['at_target'] else 'NO'}, "
                                                     f"{'NO' if m['throttles_left'] else 'yes'}"),
 )
@@ -66,10 +92,15 @@ _ROWS = (
 def text(scenario: Scenario, bound: Bound, results: list[RunResult]) -> str:
     doc = document(scenario, bound, results)
     throttle = "none" if scenario.throttle is None else format_rate(scenario.throttle)
+    probe = (f"acks=all probe: {scenario.probe_rate:g} messages/s round robin over every partition, "
+             "latency added by the move (messages sent during it)") if scenario.probe_rate else "no probe producer"
     lines = [
         f"scenario {scenario.name}: {doc['brokers']} brokers, {doc['partitions']} partitions, "
         f"{doc['partitions_moved']} to move, {format_size(bound.bytes_to_copy)} to copy, throttle {throttle}",
-        f"lower bound {format_duration(bound.seconds)} ({bound.binding})",
+        f"lower bound {format_duration(bound.seconds)} ({bound.binding})"
+        + (f"; bytes / throttle into the busiest broker {format_duration(bound.bytes_over_throttle)} (a quota's "
+           "burst and kreassign's released tails can beat it)" if bound.bytes_over_throttle else ""),
+        probe,
         "",
     ]
     rows = [m for m in doc["results"]]

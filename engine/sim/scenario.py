@@ -23,6 +23,8 @@ it too; in short::
     per_broker_cap: 5                # Cruise Control's moves per broker (per-broker-cap strategy)
     poll_interval: 1s                # how often the watcher polls the cluster
     fast_interval: 100ms             # how often it looks at the steps close to done (kreassign)
+    replica_creation_time: 100 ms    # a broker's time to create a new replica's log (default: fitted)
+    probe_rate: 200                  # messages/s of the acks=all probe producer (0: no probe)
     faults: [{at: 10m, broker: 3, action: down}, {at: 15m, broker: 3, action: up}]
     security: {users: {engine: secret}, acls: [...]}   # the Kafka front's SASL/PLAIN and ACLs (engine.sim.security)
 
@@ -73,6 +75,7 @@ from engine.cluster.snapshot import ClusterSnapshot
 from engine.commands import PartitionTarget
 from engine.limits import resolve_changes
 from engine.partition import Broker, PartitionState, Replicas, TopicInfo, TopicPartition, in_sync
+from engine.sim.model import DEFAULT_REPLICA_CREATION_TIME
 from engine.throttles import DEFAULT_THROTTLE_RATE
 from engine.units import UnitError, parse_duration, parse_rate, parse_size
 
@@ -80,6 +83,7 @@ DEFAULT_NETWORK = 125_000_000  # bytes/s each way: a 1 Gbit/s link
 DEFAULT_PER_BROKER_CAP = 5  # Cruise Control's num.concurrent.partition.movements.per.broker
 DEFAULT_POLL_INTERVAL = 1.0
 DEFAULT_FAST_INTERVAL = 0.1  # the engine's --fast-interval
+DEFAULT_PROBE_RATE = 200.0  # messages/s of the acks=all probe producer (the measured runs' probe)
 KINDS = ("add-broker", "decommission", "rack-migration", "rebalance", "explicit")
 FAULT_ACTIONS = ("down", "up", "slow")
 # the kinds whose targets come from the balancer, and its mode for each
@@ -132,6 +136,8 @@ class Scenario:
     faults: tuple[Fault, ...] = ()
     fast_interval: float = DEFAULT_FAST_INTERVAL
     security: Mapping | None = None  # the document of engine.sim.security (checked when loaded)
+    replica_creation_time: float = DEFAULT_REPLICA_CREATION_TIME
+    probe_rate: float = DEFAULT_PROBE_RATE
 
     def current(self) -> dict[TopicPartition, Replicas]:
         return {tp: p.replicas for tp, p in self.partitions.items()}
@@ -187,7 +193,8 @@ def load(path: str) -> Scenario:
 
 _TOP_KEYS = {
     "name", "description", "seed", "network", "brokers", "topics", "reassignment", "throttle",
-    "limits", "per_broker_cap", "poll_interval", "fast_interval", "faults", "security",
+    "limits", "per_broker_cap", "poll_interval", "fast_interval", "faults", "security", "replica_creation_time",
+    "probe_rate",
 }
 
 
@@ -239,11 +246,17 @@ def from_document(doc: object, base_dir: str = ".") -> Scenario:
             security_from(security)
         except SecurityError as e:
             raise ScenarioError(str(e)) from None
+    creation = _duration(d.get("replica_creation_time", DEFAULT_REPLICA_CREATION_TIME), "replica_creation_time")
+    if creation < 0:
+        raise ScenarioError("replica_creation_time: must be 0 or more")
+    probe = d.get("probe_rate", DEFAULT_PROBE_RATE)
+    if isinstance(probe, bool) or not isinstance(probe, (int, float)) or probe < 0:
+        raise ScenarioError(f"probe_rate: expected messages per second (0 or more), got {probe!r}")
     return Scenario(
         name=str(d.get("name", "scenario")), description=str(d.get("description", "")).strip(), seed=seed,
         brokers=brokers, topics=topics, partitions=partitions, targets=targets, kind=kind,
         throttle=throttle, limits=dict(limits), per_broker_cap=per_broker_cap, poll_interval=poll, faults=faults,
-        fast_interval=fast,
+        fast_interval=fast, replica_creation_time=creation, probe_rate=float(probe),
         security=security,
     )
 

@@ -171,6 +171,9 @@ class SimServer:
             "under_min_isr": sorted(str(tp) for tp in s.stats.under_min),
             "under_min_isr_ever": sorted(str(tp) for tp in s.stats.under_min_partitions),
             "min_isr_headroom": s.stats.min_headroom,
+            "under_replicated": s.stats.under_replicated,
+            "acks_all_blocked": sorted(str(tp) for tp in s.stats.blocked),
+            "isr_joins_throttled_and_saturated": s.stats.throttled_joins,
         }
 
     def _alters(self, _body) -> dict:

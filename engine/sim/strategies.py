@@ -7,8 +7,9 @@
   and the steps close to done every ``fast_interval``. No Kafka involved.
 * ``all-at-once``: what ``kafka-reassign-partitions.sh --execute --throttle``
   does: throttle every moving replica (leader side: its current replicas,
-  follower side: the new ones), alter every partition to its final target at
-  once, and remove the throttles when everything is done.
+  follower side: the new ones) and alter every partition to its final target
+  at once. The tool itself never removes a throttle: that is ``--verify``,
+  run here once the move is done and the cluster has settled.
 * ``per-broker-cap``: Cruise Control's executor model: whole targets (one
   AlterPartitionReassignments to the final replicas), at most
   ``per_broker_cap`` moves in progress on any broker (a move occupies every
@@ -17,7 +18,10 @@
 
 Every strategy uses the scenario's throttle rate and faults, polls the
 cluster every ``poll_interval`` and counts the makespan up to the poll that
-sees everything done. Throttle sets are the core's (``engine.throttles``).
+sees everything done. The cluster then runs on until every partition can
+complete acks=all writes again (at most ``SETTLE_LIMIT``), so that what a
+producer felt of the move is counted whole (``engine.sim.probe``). Throttle
+sets are the core's (``engine.throttles``).
 """
 
 from __future__ import annotations
@@ -33,7 +37,8 @@ from engine.executor import Executor
 from engine.partition import TopicPartition
 from engine.sim import controller
 from engine.sim.cluster import SimulatedCluster
-from engine.sim.model import Stats
+from engine.sim.model import Stats, linked
+from engine.sim.probe import ProbeResult, probe
 from engine.sim.scenario import Scenario
 from engine.state import COMPLETED, EMPTY
 from engine.step import Step
@@ -41,6 +46,7 @@ from engine.throttles import DEFAULT_THROTTLE_RATE, EMPTY as NO_THROTTLES, Throt
 
 STRATEGIES = ("kreassign", "all-at-once", "per-broker-cap")
 REQUEST_ID = "simulate"
+SETTLE_LIMIT = 600.0  # seconds the cluster may run on after the move for producers to recover
 
 
 class SimulationError(RuntimeError):
@@ -57,6 +63,8 @@ class RunResult:
     at_target: bool  # every partition ends exactly at its target replicas
     throttles_left: bool  # throttle configuration still set at the end
     events: int = 0  # kreassign: events logged
+    probe: ProbeResult | None = None  # what an acks=all producer felt of the move
+    throttles_after: int = 0  # throttled replica entries still listed when the strategy was done
 
 
 class _Clock:
@@ -69,13 +77,26 @@ class _Clock:
     def wait(self, dt: float) -> None:
         self.cluster.advance(dt)
 
-    def result(self, strategy: str, finished: bool, moves: int, events: int = 0) -> RunResult:
+    def result(self, strategy: str, finished: bool, moves: int, events: int = 0, verify: bool = False) -> RunResult:
+        """The run's result: the makespan is now; then the cluster settles (and, with ``verify``, the
+        Kafka tool's --verify removes every throttle it set)."""
+        makespan = self.cluster.time
+        left = self.cluster.state.throttles.as_set()
+        entries = len(left.leader) + len(left.follower)
+        settle_end = makespan + SETTLE_LIMIT
+        while self.cluster.state.stats.blocked and self.cluster.time < settle_end:
+            self.wait(min(self.scenario.poll_interval, settle_end - self.cluster.time))
+        if verify and not left.is_empty():
+            self.cluster.remove_throttles(left)
         s = self.cluster.state
         target = self.scenario.target_assignment()
         at_target = all(s.partitions[tp].replicas == r and not s.partitions[tp].reassigning for tp, r in target.items())
+        stats = controller.close_stats(s)
+        felt = probe(list(s.partitions.keys()), self.scenario.probe_rate, makespan,
+                     linked(stats.blocked_log), linked(stats.leader_log))
         return RunResult(
-            strategy, finished, s.time, controller.close_stats(s), moves, at_target,
-            not s.throttles.is_empty(), events,
+            strategy, finished, makespan, stats, moves, at_target, not s.throttles.is_empty(), events,
+            felt, entries,
         )
 
 
@@ -180,9 +201,7 @@ def _all_at_once(scenario: Scenario, limit: float) -> RunResult:
             seen = cluster.state.partitions
             obs = cluster.observe(list(steps))
             finished = not any(p.reassignment_in_progress for p in obs.partitions.values())
-    if finished and not throttles.is_empty():
-        cluster.remove_throttles(throttles)  # --verify
-    return clock.result("all-at-once", finished, len(steps))
+    return clock.result("all-at-once", finished, len(steps), verify=finished)
 
 
 def _per_broker_cap(scenario: Scenario, limit: float) -> RunResult:
