@@ -302,6 +302,53 @@ def read_topic(
         consumer.close()
 
 
+def end_offset(config: ClientConfig, topic: str, *, profile: BrokerProfile = KAFKA, partition: int = 0,
+               timeout: float = DEFAULT_TIMEOUT) -> int:
+    """The partition's listed end (high watermark): every message at or after it is newer than this
+    call. (The embedded broker lists less than the end, which is still a safe place to start from.)"""
+    consumer = Consumer(config.confluent(**{"group.id": "kreassign-reader", "enable.auto.commit": False,
+                                            **profile.consumer}))
+    try:
+        _topic_metadata(consumer, topic, timeout, config.bootstrap, ReadError)
+        _low, high = consumer.get_watermark_offsets(KafkaTopicPartition(topic, partition), timeout=timeout)
+        return max(high, 0)
+    except KafkaException as e:
+        raise ReadError(f"{topic}: {e.args[0].str()}") from None
+    finally:
+        consumer.close()
+
+
+def follow(config: ClientConfig, topic: str, decode: Callable[[bytes | None], Any],
+           set_aside: Callable[[DeadLetter], None], *, start_offset: int, profile: BrokerProfile = KAFKA,
+           partition: int = 0) -> Iterator[Message | None]:
+    """One partition's messages from ``start_offset`` on, decoded, as they arrive, for as long as the
+    caller iterates; ``None`` whenever the partition's end is reached and nothing newer came within a
+    short poll (the caller decides how long to wait)."""
+    consumer = Consumer(config.confluent(**{
+        "group.id": "kreassign-reader", "enable.auto.commit": False, "enable.partition.eof": True,
+        **profile.consumer,
+    }))
+    try:
+        consumer.assign([KafkaTopicPartition(topic, partition, start_offset)])
+        while True:
+            messages = consumer.consume(100, 0.1)
+            if not messages:
+                yield None
+                continue
+            for m in messages:
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        yield None
+                        continue
+                    raise ReadError(f"{topic}/{partition}: {err.str()}")
+                value = decode_or_set_aside(decode, topic, partition, m.offset(), m.key(), m.value(), set_aside)
+                if value is not None:
+                    yield Message(partition, m.offset(), m.key(), value)
+    finally:
+        consumer.close()
+
+
 def decoder_for(python_type: type, registry: Any = None, topic: str = "") -> Callable[[bytes | None], Any]:
     """The decode function for a topic's messages (Schema Registry framing too when a registry is given)."""
     return _encoder(python_type, registry, topic).decode

@@ -47,15 +47,15 @@ def _fail(letter):
     raise AssertionError(letter)
 
 
-def test_execute_publishes_the_reassignment_and_prints_the_request_id(capsys, broker, topics, prefix):
+def test_execute_no_wait_publishes_the_reassignment_and_prints_the_request_id(capsys, broker, topics, prefix):
     code, out, err = kreassign(capsys, broker, prefix, "execute", "--reassignment-json-file", str(TARGET),
-                               "--throttle", "1000000")
+                               "--throttle", "1000000", "--no-wait")
     assert code == 0 and err == ""
     request_id = out.strip()
     [submit] = commands(broker, topics.commands)
     assert submit == Submit(request_id, reassignment_json.parse(TARGET.read_text()), 1_000_000, submit.command_id)
     code, out, _ = kreassign(capsys, broker, prefix, "execute", "--reassignment-json-file", str(TARGET),
-                             "--request-id", "mine")
+                             "--request-id", "mine", "--no-wait")
     assert (code, out) == (0, "mine\n")
 
 
@@ -101,7 +101,7 @@ def test_control_commands_and_cancel(capsys, broker, topics, prefix, tmp_path):
         ["pause"],
         ["resume"],
     ):
-        code, out, err = kreassign(capsys, broker, prefix, *argv)
+        code, out, err = kreassign(capsys, broker, prefix, *argv, "--no-wait")
         assert (code, err) == (0, ""), argv
         ids.append(out.strip())
     read = commands(broker, topics.commands)  # per partition: order holds per key, not across keys

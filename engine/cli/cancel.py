@@ -2,7 +2,10 @@
 
 ``--partitions`` takes Kafka's reassignment JSON (a file, or the JSON text
 itself): ``{"partitions": [{"topic": "t", "partition": 0}, ...]}``; replica
-lists may be present (the same file as ``execute``) and are ignored.
+lists may be present (the same file as ``execute``) and are ignored. Prints the
+engine's verdict: what was cancelled, which copies in flight are being aborted,
+what was skipped and why (KIP-236), or why the cancel was rejected
+(``engine.cli.verdicts``).
 """
 
 from __future__ import annotations
@@ -10,7 +13,9 @@ from __future__ import annotations
 import json
 
 from engine.cli import CliError, read_text
-from engine.cli.connection import add_arguments, publish
+from engine.cli import verdicts
+from engine.cli.connection import add_arguments
+from engine.commands import Cancel
 from engine.partition import TopicPartition
 
 
@@ -21,6 +26,7 @@ def add_parser(sub) -> None:
                    help="only these partitions: a reassignment JSON file, or the JSON itself")
     p.add_argument("--rollback", action="store_true", help="move the partitions back to their original replicas")
     add_arguments(p, signing=True)
+    verdicts.add_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -55,5 +61,4 @@ def run(args) -> int:
         inline = args.partitions.lstrip().startswith(("{", "["))
         text = args.partitions if inline else read_text(args.partitions)
         partitions = parse_partitions(text, "--partitions" if inline else args.partitions)
-    print(publish(args, lambda p: p.cancel(args.request, partitions, args.rollback)))
-    return 0
+    return verdicts.send(args, Cancel(args.request, partitions, args.rollback), "cancel")
