@@ -42,6 +42,7 @@ from typing import Callable, Iterable, Iterator, Protocol
 
 from engine import events as ev
 from engine.adaptive import AdaptiveThrottle, Sample
+from engine.attention import attention
 from engine.cluster import Cluster
 from engine.cluster.result import Unavailable
 from engine.commands import Input, Submit, Tick
@@ -132,7 +133,8 @@ class Decider:
         def track(before, envelope) -> None:
             nonlocal progress
             progress = progress.after(before, envelope.payload, envelope.recorded_at)
-            recent.append(envelope)
+            if type(envelope.payload) not in QUIET:
+                recent.append(envelope)
 
         state, applied, duplicates, _next, _last = fold_log(tap(self.log.read()), on_event=track)
         if not found:  # the marker is not in the log (lost, or another log): every removal counts
@@ -210,7 +212,7 @@ class Decider:
                 self.progress = self.progress.after(before, envelope.payload, envelope.recorded_at)
                 before = apply(before, envelope.payload)
             self.state = state
-            self.recent.extend(envelopes)
+            self.recent.extend(e for e in envelopes if type(e.payload) not in QUIET)
             appended.extend(envelopes)
             self.last_event = envelopes[-1].id
             self._track(events)
@@ -294,6 +296,7 @@ class Decider:
         ]
         doc["progress"] = report(s, self.progress, datetime.now(timezone.utc))["requests"]
         doc["recent_events"] = [_event_line(e) for e in reversed(self.recent)]
+        doc["attention"] = attention(s, self.progress.rejected_at, blocked=self.blocked)
         doc["partitions_remaining"] = self.remaining()
         doc["bytes_remaining"] = bytes_remaining(s, self.sizes) if self.sizes else None
         doc["blocked"] = self.blocked
@@ -307,6 +310,11 @@ class Decider:
 
 
 RECENT = 50
+QUIET = frozenset({ev.BrokersObserved, ev.TopicObserved, ev.PartitionObserved, ev.ThrottlesApplied,
+                   ev.ThrottlesRemoved, ev.PartitionReady})
+"""Events left out of the status page's recent events: every tick can append some (observations,
+a step's throttles set and removed), and they would push everything else out. Throttles in force,
+waits and the latest observations are shown from the state instead."""
 
 
 def _event_line(envelope: EventEnvelope) -> dict:

@@ -76,6 +76,7 @@ class Settings:
     signing_keys: Mapping[str, bytes] | None = None
     adaptive: AdaptiveThrottle | None = None
     timeout: float = 30.0
+    time_scale: float = 1.0  # the cluster's clock against the wall clock (a simulated cluster): a label for /status
     worker_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
 
 
@@ -404,7 +405,7 @@ class Engine:
     # --- status -------------------------------------------------------------------------------------
 
     async def status(self) -> dict:
-        base = {"worker": self.s.worker_id, "active": self.active}
+        base = {"worker": self.s.worker_id, "active": self.active, "time_scale": self.s.time_scale}
         d = self.decider
         if not self.active or d is None or self.needs_recovery:
             return {**base, "recovering": self.active}
@@ -437,7 +438,10 @@ def run_worker(engine: Engine, loglevel: str = "warning") -> None:
     """Run until SIGINT/SIGTERM (Faust's worker handles both and stops cleanly)."""
     logging.getLogger("kreassign").setLevel(logging.INFO)
     try:
-        faust.Worker(engine.app, loglevel=loglevel, redirect_stdouts=False, quiet=True).execute_from_commandline()
+        worker = faust.Worker(engine.app, loglevel=loglevel, redirect_stdouts=False, quiet=True)
+        if not sys.stdout.isatty():
+            worker.spinner = None  # its cursor codes would land in a log file
+        worker.execute_from_commandline()
     finally:
         engine.close()
 

@@ -80,17 +80,22 @@ def test_commands_wait_for_the_engines_verdict_and_print_it(broker, topics, tmp_
     assert (code, err) == (0, ""), err
     assert out.startswith("accepted: cancel of request r1 (1 named partitions, with rollback to the original replicas)")
 
-    # the rejections stay: replay lists them, /metrics counts them
+    # the rejections stay: replay and status list them, /metrics counts them
     code, out, _ = run(capsys, broker, prefix, "replay", "--format", "json")
     doc_ = json.loads(out)
     assert doc_["rejected"] == {"cancel": 1, "pause": 1, "submit": 1}
     assert [r["command"] for r in doc_["rejections"]] == ["cancel", "submit", "pause"]
     assert doc_["rejections"][0]["reasons"] == ["unknown request 'does-not-exist'"]
+    code, out, _ = run(capsys, broker, prefix, "status")
+    assert code == 0 and out.startswith("needs attention:")
+    assert "! cancel of request does-not-exist rejected: unknown request 'does-not-exist'" in out
+    assert "! pause rejected: already paused" in out and "submit of request" in out
     with urllib.request.urlopen(worker.web + "/metrics") as answer:
         metrics = answer.read().decode()
     assert 'kreassign_commands_rejected_total{command="cancel"} 1.0' in metrics
     assert 'kreassign_commands_rejected_total{command="submit"} 1.0' in metrics
     assert 'kreassign_commands_rejected_total{command="limits"} 0.0' in metrics
+    assert "\x1b" not in worker.output()  # no terminal codes (Faust's spinner) in the engine's log
 
 
 def test_no_engine_no_verdict_exit_status_3_and_the_command_stays_published(broker, topics, capsys):
@@ -101,3 +106,19 @@ def test_no_engine_no_verdict_exit_status_3_and_the_command_stays_published(brok
     assert f"--prefix {prefix}" in err
     code, out, err = run(capsys, broker, prefix, "resume", "--no-wait")
     assert (code, err) == (0, "") and len(out.strip()) == 36  # the command id
+
+
+def test_a_web_port_in_use_is_one_line_naming_the_option(capsys, tmp_path):
+    import socket
+
+    from engine.embedded import free_port
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code = main(["engine", "--bootstrap-server", f"127.0.0.1:{free_port()}", "--cluster", "sim:nothing.yaml",
+                     "--web-port", str(port)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert f"port {port} is in use on 127.0.0.1: pass --web-port with another port" in err

@@ -31,6 +31,10 @@ def add_parser(sub) -> None:
                    help='accept only commands signed with one of these keys: a JSON file {"key id": "secret"}')
     g.add_argument("--adaptive-throttle", metavar="MIN:MAX",
                    help="adapt the throttle rate within MIN:MAX bytes/s to what copies achieve (e.g. 10MB/s:200MB/s)")
+    g.add_argument("--time-scale", type=positive_seconds, metavar="X",
+                   help="the cluster's clock runs X times the wall clock (a simulated cluster): /status and the "
+                        "status page show rates in cluster time, labelled (default: a sim+http cluster's own "
+                        "speed, else 1)")
     g.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"],
                    help="Faust's log level (default warning)")
     p.set_defaults(func=run)
@@ -45,6 +49,7 @@ def run(args) -> int:
     from engine.topics import TopicsError, create, layout_problems
     from engine.worker import Engine, Settings, run_worker
 
+    check_port(args.web_bind, args.web_port)
     config = client_config(args)
     try:
         keys = load_keys(args.signing_keys) if args.signing_keys else None
@@ -54,10 +59,42 @@ def run(args) -> int:
         cluster = open_cluster(args.cluster, args.bootstrap_server, args.command_config, args.timeout)
     except (SigningError, BoundsError, TopicsError, ConnectError) as e:
         raise CliError(str(e)) from None
+    time_scale = args.time_scale or cluster_speed(cluster)
     engine = Engine(Settings(
         config=config, cluster=cluster, prefix=args.prefix, profile=broker_profile(args), registry=registry(args),
         web_port=args.web_port, web_bind=args.web_bind, poll_interval=args.poll_interval, signing_keys=keys,
-        adaptive=adaptive, timeout=args.timeout,
+        adaptive=adaptive, timeout=args.timeout, time_scale=time_scale,
     ))
     run_worker(engine, args.log_level)
     return 0
+
+
+def cluster_speed(cluster) -> float:
+    """A running sim-cluster's speed (its ``/v1/health``); 1 for any other cluster, whose clock is
+    the wall clock (a Kafka cluster has no other)."""
+    health = getattr(cluster, "health", None)
+    if health is None:
+        return 1.0
+    answer = health()
+    speed = answer.get("speed") if isinstance(answer, dict) else None
+    return float(speed) if isinstance(speed, (int, float)) and speed > 0 else 1.0
+
+
+def check_port(bind: str, port: int) -> None:
+    """Fail with one line if the web server could not listen there (before Faust starts, which would
+    say it with a long traceback). Port 0 means any free port."""
+    import errno
+    import socket
+
+    if port == 0:
+        return
+    try:
+        family = socket.AF_INET6 if ":" in bind else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the web server does
+            s.bind((bind, port))
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            raise CliError(f"port {port} is in use on {bind}: pass --web-port with another port "
+                           "(each worker on a host needs its own)") from None
+        raise CliError(f"cannot listen on {bind}:{port} (--web-bind, --web-port): {e.strerror}") from None

@@ -1,0 +1,104 @@
+"""What needs an operator's attention now, as a list of entries (a pure function of the state).
+
+Waits, refusals and rejections are the answers operators look for first, and
+a list of recent events scrolls them away within seconds. ``attention`` turns
+the state into a short list that holds them for as long as they are true
+(and the latest rejections for good): ``kreassign status``, ``/status`` and
+the status page show it first, in this order:
+
+| kind | severity | when |
+| --- | --- | --- |
+| ``blocked`` | error | the engine cannot act on or observe the cluster (the decider says why) |
+| ``waiting`` | warning | partitions that cannot take their next step, one entry per reason |
+| ``paused`` | warning | the engine starts no new step |
+| ``skipped`` | warning | partitions a cancel left alone (KIP-236's rules), one entry per reason |
+| ``rejected`` | error | the latest rejected commands, each with every reason and its time |
+
+Every entry has the same shape, so a renderer needs no knowledge of kinds::
+
+    {"kind": str, "severity": "error" | "warning", "title": str, "lines": [str],
+     "count": int, "at": ISO time or None, "partitions": [str], "reason": str or None}
+
+New kinds (e.g. an action the cluster refused, with its attempt and the time
+of its retry) are added here, from the state, in the same shape; the renderers
+show them as they are.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime
+from typing import Iterable
+
+from engine.state import State
+
+SHOWN_PARTITIONS = 12  # partitions named per entry; the rest are counted
+SHOWN_REJECTIONS = 5
+
+
+def attention(state: State, rejected_at: dict | None = None, only: str | None = None,
+              blocked: str | None = None) -> list[dict]:
+    """The entries, most urgent first (see the module doc). ``only``: one request's partitions
+    (and its rejections); ``blocked``: the decider's reason for holding actions back, if any."""
+    rejected_at = rejected_at or {}
+    members = None
+    if only is not None:
+        r = state.requests.get(only)
+        members = set(r.members.keys()) if r is not None else set()
+    out: list[dict] = []
+    if blocked:
+        out.append(_entry("blocked", "error", f"the engine is held back: {blocked}"))
+    by_reason: dict[str, list] = defaultdict(list)
+    for tp, reason in state.waiting.items():
+        if members is None or tp in members:
+            by_reason[reason].append(tp)
+    for reason, tps in sorted(by_reason.items(), key=lambda x: (-len(x[1]), x[0])):
+        requests = sorted({state.partitions[tp].request_id for tp in tps})
+        out.append(_entry(
+            "waiting", "warning", f"{_n(len(tps), 'partition')} waiting: {reason}",
+            [_named(tps), f"request{'s' if len(requests) > 1 else ''} {', '.join(requests)}"],
+            count=len(tps), partitions=tps, reason=reason,
+        ))
+    if state.paused:
+        out.append(_entry("paused", "warning",
+                          f"paused: no new step starts until kreassign resume ({len(state.steps)} steps in flight finish)"))
+    skipped: dict[str, list] = defaultdict(list)
+    for tp, entry in state.partitions.items():
+        if entry.note and (members is None or tp in members):
+            skipped[entry.note].append(tp)
+    for reason, tps in sorted(skipped.items(), key=lambda x: (-len(x[1]), x[0])):
+        out.append(_entry("skipped", "warning", f"{_n(len(tps), 'partition')} not cancelled: {reason}",
+                          [_named(tps)], count=len(tps), partitions=tps, reason=reason))
+    rejections = [e for e in state.rejections if only is None or e.request_id == only]
+    shown = rejections[-SHOWN_REJECTIONS:]
+    total = sum(state.rejected.values()) if only is None else len(rejections)
+    for e in reversed(shown):
+        at = rejected_at.get(e.command_id)
+        what = e.command + (f" of request {e.request_id}" if e.request_id else "")
+        n = len(e.reasons)
+        title = f"{what} rejected: {e.reasons[0]}" if n == 1 else f"{what} rejected ({n} reasons)"
+        lines = ([] if n == 1 else list(e.reasons[:SHOWN_PARTITIONS])
+                 + ([f"and {n - SHOWN_PARTITIONS} more reasons"] if n > SHOWN_PARTITIONS else []))
+        lines.append(f"command {e.command_id}" if e.command_id else "command without an id")
+        if e is shown[0] and total > len(shown):
+            lines.append(f"{total - len(shown)} earlier rejections: kreassign replay --format json lists "
+                         f"the latest {len(state.rejections)}")
+        out.append(_entry("rejected", "error", title, lines,
+                          at=at.isoformat() if isinstance(at, datetime) else None, reason="; ".join(e.reasons)))
+    return out
+
+
+def _entry(kind: str, severity: str, title: str, lines: Iterable[str] = (), *, count: int = 1,
+           at: str | None = None, partitions: Iterable = (), reason: str | None = None) -> dict:
+    return {"kind": kind, "severity": severity, "title": title, "lines": list(lines), "count": count, "at": at,
+            "partitions": [str(tp) for tp in sorted(partitions)][:1000], "reason": reason}
+
+
+def _named(tps) -> str:
+    names = [str(tp) for tp in sorted(tps)]
+    more = len(names) - SHOWN_PARTITIONS
+    return "partitions " + ", ".join(names[:SHOWN_PARTITIONS]) + (f" and {more} more" if more > 0 else "")
+
+
+def _n(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
