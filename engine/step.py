@@ -9,9 +9,8 @@ Rules (docs/algorithm.md has the traces):
 1. *Leader first.* If the final preferred leader FTR[0] is not yet a replica,
    the step adds it and nothing else, so it can take over leadership early and
    unload the old leader. It drops nothing that is in sync; it may drop up to
-   ``min(R, |NR|)`` excess replicas that are out of the ISR (they carry no
-   data anyone is waiting for, and a step whose target keeps an offline replica
-   could never complete).
+   ``min(R, |NR|)`` live excess replicas that are out of the ISR (they carry no
+   data anyone is waiting for).
 2. *Otherwise* DR = the first R excess replicas (CR - FTR), out-of-ISR ones
    first, then CR order; NR = as many of FTR - CR (FTR order) as bring the size
    back to |FTR|, never more than R.
@@ -20,9 +19,16 @@ Rules (docs/algorithm.md has the traces):
    it, so acks=all producers can continue once they catch up.
 4. TR orders the FTR members it holds in FTR order, then the remaining old
    replicas in CR order. The last step therefore equals FTR exactly.
-5. The replica count never drops below ``min(|CR|, |FTR|)``: if fewer new
-   replicas can be added than planned (targets offline), fewer are dropped.
-6. A partition that cannot make progress now is ``Waiting`` with the reason:
+5. *Floor.* Live replicas are dropped only while at least ``min(|CR|, |FTR|)``
+   live ones remain (a dead replica counts as a slot to refill before a live one
+   goes): if fewer new replicas can be added than planned (targets offline),
+   fewer are dropped.
+6. *Dead replicas.* Excess replicas on dead brokers that are out of the ISR
+   are dropped by every step, beyond R and outside the floor: they hold nothing,
+   and a step whose target kept one could never complete (Kafka completes a
+   step only when all of TR is in the ISR). Replacing a failed broker is the
+   most urgent reassignment an operator runs.
+7. A partition that cannot make progress now is ``Waiting`` with the reason:
    partition offline, target brokers offline, or a replica the step must keep
    is offline (Kafka completes a step only when all of TR is in the ISR).
 """
@@ -96,9 +102,14 @@ def plan_step(
         return live is None or b in live
 
     candidates = [b for b in ftr if b not in cr_set]  # FTR - CR, FTR order
-    excess_out = [b for b in cr if b not in ftr_set and b not in isr]
+    # Dead replicas out of the ISR carry nothing anyone waits for: a step drops every one of them
+    # that FTR does not keep, on top of R, and they never count towards the floor (rule 5).
+    dead = [b for b in cr if b not in ftr_set and b not in isr and not alive(b)]
+    dead_set = set(dead)
+    excess_out = [b for b in cr if b not in ftr_set and b not in isr and b not in dead_set]
     excess_in = [b for b in cr if b not in ftr_set and b in isr]
     in_sync_now = sum(1 for b in cr if b in isr)
+    live_cr = len(cr) - len(dead)
 
     if ftr[0] not in cr_set:  # rule 1: the new preferred leader first
         if not alive(ftr[0]):
@@ -107,17 +118,16 @@ def plan_step(
         catch_up = min_insync_replicas - in_sync_now - 1
         if catch_up > 0:
             nr += [b for b in candidates[1:] if alive(b)][:catch_up]
-        dr = excess_out[: min(r, len(nr))]
+        dr = dead + excess_out[: min(r, len(nr))]
     else:  # rule 2
-        dr = (excess_out + excess_in)[:r]
-        need = min(max(len(ftr) - (len(cr) - len(dr)), 0), r)
+        live_dr = (excess_out + excess_in)[:r]
+        need = min(max(len(ftr) - (live_cr - len(live_dr)), 0), r)
         need = max(need, min_insync_replicas - in_sync_now)  # rule 3
         live_candidates = [b for b in candidates if alive(b)]
         nr = live_candidates[:need]
-        floor = min(len(cr), len(ftr))  # rule 5
-        allowed_drops = max(len(cr) + len(nr) - floor, 0)
-        if len(dr) > allowed_drops:
-            dr = dr[:allowed_drops]
+        floor = min(len(cr), len(ftr))  # rule 5: live replicas left, dead ones counted as slots to refill
+        allowed_drops = max(live_cr + len(nr) - floor, 0)
+        dr = dead + live_dr[:allowed_drops]
         if not nr and not dr:
             offline = [b for b in candidates if not alive(b)]
             return Waiting(f"target brokers {_fmt(offline)} are offline")
@@ -152,7 +162,9 @@ def plan_all(
     a direct walk that equals iterating ``plan_step`` (tested) at a fraction of
     the cost.
     """
-    if isr is None and leader is None and len(cr) >= min_insync_replicas:
+    if isr is None and leader is None and min_insync_replicas <= min(len(cr), len(ftr)):
+        # Every step of a healthy walk keeps at least min(|CR|, |FTR|) replicas in sync, so the
+        # min.insync catch-up (rule 3) can never apply: the direct walk equals iterating plan_step.
         return _plan_all_healthy(cr, ftr, max_replicas_per_step)
     steps: list[Step] = []
     isr = set(cr) if isr is None else isr

@@ -61,15 +61,25 @@ class Admin:
             out[t] = done(SimpleNamespace(partitions=parts))
         return out
 
+    @staticmethod
+    def _one_broker_per_call(resources):
+        """librdkafka refuses a call with several BROKER resources before sending anything."""
+        if sum(1 for r in resources if r.restype.name == "BROKER") > 1:
+            raise KafkaException(KafkaError(KafkaError._CONFLICT, "Only one ConfigResource of type BROKER is allowed per call"))
+
     def describe_configs(self, resources, request_timeout):
+        self._one_broker_per_call(resources)
         return {r: done({"min.insync.replicas": SimpleNamespace(value="2")}) for r in resources}
 
     def incremental_alter_configs(self, resources, request_timeout):
+        self._one_broker_per_call(resources)
         self.calls.append(resources)
         return {r: done(error=self.config_errors.get(r.name)) if r.name in self.config_errors else done(None)
                 for r in resources}
 
-    def elect_leaders(self, election_type, partitions, request_timeout, operation_timeout):
+    def elect_leaders(self, election_type, partitions, *args, **kwargs):
+        if args or kwargs:  # confluent-kafka 2.16's binding: "function takes at most 4 arguments (5 given)"
+            raise TypeError("function takes at most 4 arguments (5 given)")
         self.calls.append(("elect", election_type, partitions))
         if isinstance(self.elect_answer, Exception):
             return done(error=self.elect_answer)
@@ -181,14 +191,18 @@ def test_throttles_append_subtract_set_delete():
     delta = ThrottleSet(frozenset({ThrottledReplica("t", 0, 1), ThrottledReplica("t", 0, 2)}),
                         frozenset({ThrottledReplica("t", 0, 3)}), frozenset({1, 2}), frozenset({3}), 50_000_000)
     assert cluster.apply_throttles(delta) == Ok()
-    sent = {(r.restype.name if hasattr(r.restype, "name") else str(r.restype), r.name):
-            [(e.name, e.value, e.incremental_operation.name) for e in r.incremental_configs] for r in admin.calls[-1]}
+    calls = admin.calls[-4:]  # topics together, then one call per broker
+    assert [[(r.restype.name, r.name) for r in call] for call in calls] == [
+        [("TOPIC", "t")], [("BROKER", "1")], [("BROKER", "2")], [("BROKER", "3")]]
+    sent = {(r.restype.name, r.name): [(e.name, e.value, e.incremental_operation.name) for e in r.incremental_configs]
+            for call in calls for r in call}
     assert sent[("TOPIC", "t")] == [("leader.replication.throttled.replicas", "0:1,0:2", "APPEND"),
                                     ("follower.replication.throttled.replicas", "0:3", "APPEND")]
     assert sent[("BROKER", "1")] == [("leader.replication.throttled.rate", "50000000", "SET")]
     assert sent[("BROKER", "3")] == [("follower.replication.throttled.rate", "50000000", "SET")]
     assert cluster.remove_throttles(delta) == Ok()
-    sent = {r.name: [(e.name, e.incremental_operation.name) for e in r.incremental_configs] for r in admin.calls[-1]}
+    sent = {r.name: [(e.name, e.incremental_operation.name) for e in r.incremental_configs]
+            for call in admin.calls[-4:] for r in call}
     assert sent["t"] == [("leader.replication.throttled.replicas", "SUBTRACT"),
                          ("follower.replication.throttled.replicas", "SUBTRACT")]
     assert sent["1"] == [("leader.replication.throttled.rate", "DELETE")]
@@ -196,7 +210,20 @@ def test_throttles_append_subtract_set_delete():
     assert cluster.remove_throttles(delta) == Ok()  # a deleted topic has nothing left to remove
     assert cluster.apply_throttles(delta).code == "UNKNOWN_TOPIC_OR_PARTITION"
     admin.config_errors = {"1": KafkaException(KafkaError(KafkaError._TRANSPORT, "down"))}
-    assert isinstance(cluster.apply_throttles(delta), Unavailable)
+    failed = cluster.apply_throttles(delta)
+    assert isinstance(failed, Unavailable) and failed.message.startswith("BROKER 1: _TRANSPORT")
+    assert [r.name for r in admin.calls[-1]] == ["3"]  # the brokers after the failing one are still asked
+
+
+def test_client_side_refusals_are_refused_not_unavailable():
+    """A call the client library refuses before sending anything can never succeed by waiting."""
+    conflict = KafkaException(KafkaError(KafkaError._CONFLICT, "Only one ConfigResource of type BROKER is allowed per call"))
+    from engine.cluster.kafka import _confluent_result
+
+    assert _confluent_result(conflict) == Refused("_CONFLICT", "Only one ConfigResource of type BROKER is allowed per call")
+    assert _confluent_result(TypeError("function takes at most 4 arguments (5 given)")).code == "CLIENT_ERROR"
+    assert isinstance(_confluent_result(KafkaException(KafkaError(KafkaError._TRANSPORT, "x"))), Unavailable)
+    assert isinstance(_confluent_result(TimeoutError()), Unavailable)
 
 
 def test_error_codes():
@@ -205,3 +232,5 @@ def test_error_codes():
     assert isinstance(result_of_code(3, "UNKNOWN", "", True), Refused)  # retriable per the library, final here
     assert isinstance(result_of_code(41, "NOT_CONTROLLER", "", True), Unavailable)
     assert isinstance(result_of_code(-185, "_TIMED_OUT", "", False), Unavailable)
+    assert result_of_code(-173, "_CONFLICT", "m", False) == Refused("_CONFLICT", "m")
+    assert result_of_code(29, "TOPIC_AUTHORIZATION_FAILED", "", False).code == "TOPIC_AUTHORIZATION_FAILED"

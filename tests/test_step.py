@@ -99,6 +99,37 @@ def test_dead_excess_replica_is_dropped_before_live_ones():
     assert step == Step((0, 1, 2), (0, 3, 1), (3,), (2,), 0, False)
 
 
+def test_replacing_dead_brokers_drops_every_dead_replica_whatever_r():
+    # Brokers 1 and 2 died (out of the ISR): the new leader is added, both dead replicas go at once.
+    for r in (1, 2, 3):
+        step = plan_step((0, 1, 2), (3, 4, 5), {0}, 0, 1, r, live={0, 3, 4, 5})
+        assert step == Step((0, 1, 2), (3, 0), (3,), (1, 2), 0, True), r
+    # then the partition grows back to |FTR| and converges
+    assert trs(walk((0, 1, 2), (3, 4, 5), {0}, 1, live={0, 3, 4, 5})) == [(3, 0), (3, 4), (3, 4, 5)]
+
+
+def test_a_dead_replica_is_a_slot_to_refill_before_a_live_one_goes():
+    step = plan_step((0, 1, 2), (0, 3, 4), {0, 1}, 0, 1, 1, live={0, 1, 3, 4})
+    assert step == Step((0, 1, 2), (0, 3, 1), (3,), (2,), 0, False)
+    # the target broker is offline too: the dead replica still goes, nothing else
+    assert plan_step((0, 1, 2), (0, 1, 3), {0, 1}, 0, 1, 1, live={0, 1}).tr == (0, 1)
+
+
+def walk(cr, ftr, isr, r, live, min_isr=1, limit=50):
+    """plan_step repeated, each step completing with its live replicas in sync and TR[0] leading."""
+    steps, leader = [], next(b for b in cr if b in isr)
+    for _ in range(limit):
+        result = plan_step(cr, ftr, isr, leader, min_isr, r, live=live)
+        if result is DONE:
+            return steps
+        assert isinstance(result, Step), result
+        steps.append(result)
+        cr = result.tr
+        isr = {b for b in cr if b in live}
+        leader = cr[0] if cr[0] in isr else next(b for b in cr if b in isr)
+    raise AssertionError("did not converge")
+
+
 def test_step_that_must_keep_an_offline_replica_waits():
     # broker 2 is dead but stays in the target: Kafka could never complete the step
     result = plan_step((0, 1, 2), (0, 2, 3), {0, 1}, 0, 1, 1, live={0, 1, 3})
@@ -176,15 +207,37 @@ def test_offline_brokers_never_enter_a_step(case, data):
 
 
 @settings(max_examples=1000, deadline=None)
-@given(reassignments())
-def test_healthy_fast_path_equals_iterating_plan_step(case):
+@given(reassignments(), st.integers(min_value=1, max_value=7))
+def test_healthy_fast_path_equals_iterating_plan_step_at_every_min_insync(case, min_isr):
     cr, ftr, r = case
     slow, c, leader = [], cr, cr[0]
     while True:
-        result = plan_step(c, ftr, set(c), leader, 1, r)
+        result = plan_step(c, ftr, set(c), leader, min_isr, r)
         if result is DONE:
             break
         slow.append(result)
         c, leader = result.tr, result.tr[0]
-    assert plan_all(cr, ftr, 1, r) == slow
-    assert plan_all(cr, ftr, 1, r, isr=set(cr), leader=cr[0]) == slow  # the general loop
+    assert plan_all(cr, ftr, min_isr, r) == slow
+    assert plan_all(cr, ftr, min_isr, r, isr=set(cr), leader=cr[0]) == slow  # the general loop
+
+
+def test_plan_agrees_with_the_engine_below_min_insync():
+    # (1,6,9,3,2) -> (6,5), min.insync 4: once fewer than 4 are in sync the catch-up rule applies
+    assert trs(plan_all((1, 6, 9, 3, 2), (6, 5), 4, 1))[-2:] == [(6, 5, 2), (6, 5)]
+
+
+@settings(max_examples=1000, deadline=None)
+@given(reassignments(), st.data())
+def test_dead_replicas_never_block_a_partition_whose_targets_are_alive(case, data):
+    cr, ftr, r = case
+    dead = set(data.draw(st.lists(st.sampled_from(cr), unique=True, max_size=len(cr) - 1)))
+    dead -= set(ftr)  # the targets are alive; some replicas to remove are dead
+    alive_cr = [b for b in cr if b not in dead]
+    live = (set(range(12)) - dead)
+    isr = set(data.draw(st.lists(st.sampled_from(alive_cr), min_size=1, unique=True)))
+    steps = walk(cr, ftr, isr, r, live)
+    final = steps[-1].tr if steps else cr
+    assert final == ftr
+    for s in steps:
+        assert len([b for b in s.dr if b in live]) <= r  # dead drops come on top of R
+        assert all(b in live for b in s.tr)  # and every dead replica leaves with the first step

@@ -29,6 +29,7 @@ reported with ``alive=False``.
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any, Callable, Collection, Iterable, Mapping
 
@@ -38,6 +39,8 @@ from engine.cluster.snapshot import ClusterSnapshot
 from engine.commands import Observation
 from engine.partition import Broker, PartitionState, Replicas, TopicInfo, TopicPartition
 from engine.throttles import ThrottleSet, parse_config_entries
+
+log = logging.getLogger("kreassign.cluster.kafka")
 
 LEADER_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
@@ -49,14 +52,41 @@ CODE_NAMES = {
     3: "UNKNOWN_TOPIC_OR_PARTITION",
     7: "REQUEST_TIMED_OUT",
     8: "BROKER_NOT_AVAILABLE",
+    29: "TOPIC_AUTHORIZATION_FAILED",
+    30: "GROUP_AUTHORIZATION_FAILED",
+    31: "CLUSTER_AUTHORIZATION_FAILED",
+    35: "UNSUPPORTED_VERSION",
     39: "INVALID_REPLICA_ASSIGNMENT",
+    40: "INVALID_CONFIG",
     41: "NOT_CONTROLLER",
+    42: "INVALID_REQUEST",
+    58: "SASL_AUTHENTICATION_FAILED",
+    60: "REASSIGNMENT_IN_PROGRESS",
     80: "PREFERRED_LEADER_NOT_AVAILABLE",
     84: "ELECTION_NOT_NEEDED",
     85: "NO_REASSIGNMENT_IN_PROGRESS",
 }
 NO_OP_CODES = {84, 85}  # the action's effect is already there
 PERMANENT_CODES = {3, 39, 80}  # refused whatever the libraries say about retrying
+# librdkafka's local (negative) codes that say "the cluster could not be reached or did not answer in
+# time". Every other local code is the client refusing the call before anything was sent (a defect of
+# the call, like _CONFLICT "Only one ConfigResource of type BROKER is allowed per call", or settings that
+# cannot work, like _AUTHENTICATION or _SSL): a refusal the engine reports, never a silent "try later".
+TRANSIENT_LOCAL_CODES = {
+    -195,  # _TRANSPORT
+    -193,  # _RESOLVE
+    -192,  # _MSG_TIMED_OUT
+    -187,  # _ALL_BROKERS_DOWN
+    -185,  # _TIMED_OUT
+    -182,  # _NODE_UPDATE
+    -180,  # _WAIT_COORD
+    -178,  # _IN_PROGRESS
+    -177,  # _PREV_IN_PROGRESS
+    -166,  # _TIMED_OUT_QUEUE
+    -163,  # _INTR
+    -153,  # _RETRY
+}
+CLIENT_ERROR = "CLIENT_ERROR"  # the client library raised (TypeError, ValueError ...): a defect of the call
 
 
 class KafkaClusterError(ValueError):
@@ -64,25 +94,34 @@ class KafkaClusterError(ValueError):
 
 
 def result_of_code(code: int, name: str, message: str, retriable: bool) -> Result:
-    """One Kafka error code as a result."""
+    """One Kafka error code (or a librdkafka local code, negative) as a result."""
     if code == 0:
         return OK
     name = CODE_NAMES.get(code, name)
     if code in NO_OP_CODES:
         return Ok(name.lower().replace("_", " "))
-    if code in PERMANENT_CODES or not (retriable or code < 0):
+    if code < 0:
+        if code in TRANSIENT_LOCAL_CODES:
+            return Unavailable(f"{name}: {message}" if message else name)
+        return Refused(name, message)
+    if code in PERMANENT_CODES or not retriable:
         return Refused(name, message)
     return Unavailable(f"{name}: {message}" if message else name)
 
 
 def _confluent_result(err: Any) -> Result:
-    """A confluent-kafka ``KafkaError`` (or ``KafkaException`` wrapping one) as a result."""
+    """A confluent-kafka ``KafkaError`` (or ``KafkaException`` wrapping one) as a result.
+
+    Anything else the binding raises (``TypeError``, ``ValueError``: the call itself is wrong) is
+    a ``Refused`` with code ``CLIENT_ERROR``: retrying it can never succeed, and it must be seen."""
     if err is None:
         return OK
-    if not hasattr(err, "code") and getattr(err, "args", None):
+    if not hasattr(err, "code") and getattr(err, "args", None) and hasattr(err.args[0], "code"):
         err = err.args[0]
     if not hasattr(err, "code"):
-        return Unavailable(f"{type(err).__name__}: {err}")
+        if isinstance(err, (TimeoutError, OSError)):
+            return Unavailable(f"{type(err).__name__}: {err}" if str(err) else type(err).__name__)
+        return Refused(CLIENT_ERROR, f"{type(err).__name__}: {err}")
     return result_of_code(err.code(), err.name(), err.str(), err.retriable())
 
 
@@ -217,14 +256,9 @@ class KafkaCluster:
                 )
         if existing:
             resources = [ConfigResource(ResourceType.TOPIC, t) for t in existing]
-            try:
-                futures = self._admin.describe_configs(resources, request_timeout=self.timeout)
-            except Exception as e:  # noqa: BLE001
-                return _confluent_result(e)
-            for resource, future in futures.items():
-                configs, err = self._wait(future)
+            for resource, (configs, err) in self._describe_configs(resources).items():
                 if err is not None:
-                    return err
+                    return _about(resource, err)
                 entry = configs.get("min.insync.replicas")
                 if entry is not None and entry.value is not None:
                     infos[resource.name] = infos[resource.name]._replace(min_insync_replicas=int(entry.value))
@@ -302,7 +336,8 @@ class KafkaCluster:
         for b in brokers:
             try:
                 answers = kp.describe_log_dirs(topic_partitions=topics, brokers=[b])
-            except Exception:  # noqa: BLE001 - that broker's sizes stay unknown
+            except Exception as e:  # noqa: BLE001 - that broker's sizes stay unknown
+                log.warning("no partition sizes from broker %s (DescribeLogDirs): %s", b, _kafka_python_result(e))
                 continue
             for answer in answers:
                 for log_dir in answer.get("log_dirs", ()):
@@ -352,10 +387,10 @@ class KafkaCluster:
         if not tps:
             return {}
         try:
+            # No timeout keywords: confluent-kafka 2.16's binding raises TypeError for request_timeout /
+            # operation_timeout although its docstring lists them; _wait bounds the wait instead.
             future = self._admin.elect_leaders(
-                ElectionType.PREFERRED, [ConfluentTopicPartition(tp.topic, tp.partition) for tp in tps],
-                request_timeout=self.timeout, operation_timeout=self.timeout,
-            )
+                ElectionType.PREFERRED, [ConfluentTopicPartition(tp.topic, tp.partition) for tp in tps])
         except Exception as e:  # noqa: BLE001
             failure = _confluent_result(e)
             return {tp: failure for tp in tps}
@@ -373,35 +408,58 @@ class KafkaCluster:
         return self._throttles(throttles, remove=True)
 
     def _throttles(self, delta: ThrottleSet, remove: bool) -> Result:
+        """One call for every topic resource, then one call per broker (librdkafka allows a single BROKER
+        ``ConfigResource`` per call and sends it to that broker). Every call is made even if one fails
+        (each is idempotent); the result is the first failure, naming its resource."""
         from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
         lists_op = AlterConfigOpType.SUBTRACT if remove else AlterConfigOpType.APPEND
-        resources = []
+        topics = []
         for topic, (leader, follower) in sorted(delta.by_topic().items()):
             entries = [ConfigEntry(name, ",".join(values), incremental_operation=lists_op)
                        for name, values in ((LEADER_REPLICAS, leader), (FOLLOWER_REPLICAS, follower)) if values]
-            resources.append(ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries))
+            topics.append(ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries))
+        brokers = []
         if remove or delta.rate is not None:
             for b in sorted(delta.leader_brokers | delta.follower_brokers):
                 entries = []
-                for name, brokers in ((LEADER_RATE, delta.leader_brokers), (FOLLOWER_RATE, delta.follower_brokers)):
-                    if b in brokers:
+                for name, side in ((LEADER_RATE, delta.leader_brokers), (FOLLOWER_RATE, delta.follower_brokers)):
+                    if b in side:
                         entries.append(ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE) if remove
                                        else ConfigEntry(name, str(delta.rate), incremental_operation=AlterConfigOpType.SET))
-                resources.append(ConfigResource(ResourceType.BROKER, str(b), incremental_configs=entries))
-        if not resources:
-            return OK
+                brokers.append(ConfigResource(ResourceType.BROKER, str(b), incremental_configs=entries))
+        results = []
+        for call in ([topics] if topics else []) + [[r] for r in brokers]:
+            for resource, result in self._alter_configs(call).items():
+                if remove and isinstance(result, Refused) and result.code == "UNKNOWN_TOPIC_OR_PARTITION":
+                    result = OK  # a deleted topic has no throttle left to remove
+                results.append(_about(resource, result))
+        return first_failure(results)
+
+    def _alter_configs(self, resources: list) -> dict[Any, Result]:
         try:
             futures = self._admin.incremental_alter_configs(resources, request_timeout=self.timeout)
         except Exception as e:  # noqa: BLE001
-            return _confluent_result(e)
-        results = []
-        for resource, future in futures.items():
-            _value, err = self._wait(future)
-            if remove and isinstance(err, Refused) and err.code == "UNKNOWN_TOPIC_OR_PARTITION":
-                err = None  # a deleted topic has no throttle left to remove
-            results.append(err or OK)
-        return first_failure(results)
+            failure = _confluent_result(e)
+            return {r: failure for r in resources}
+        return {resource: self._wait(future)[1] or OK for resource, future in futures.items()}
+
+    def _describe_configs(self, resources: list) -> dict[Any, tuple[Any, Result | None]]:
+        """Configs of each resource: topics in one call, each broker in its own (librdkafka's limit)."""
+        from confluent_kafka.admin import ResourceType
+
+        topics = [r for r in resources if r.restype == ResourceType.TOPIC]
+        calls = ([topics] if topics else []) + [[r] for r in resources if r.restype != ResourceType.TOPIC]
+        out: dict[Any, tuple[Any, Result | None]] = {}
+        for call in calls:
+            try:
+                futures = self._admin.describe_configs(call, request_timeout=self.timeout)
+            except Exception as e:  # noqa: BLE001
+                failure = _confluent_result(e)
+                out.update({r: (None, failure) for r in call})
+                continue
+            out.update({resource: self._wait(future) for resource, future in futures.items()})
+        return out
 
     def throttles(self, topics: Collection[str], brokers: Collection[int]) -> ThrottleSet | Unavailable:
         """Throttle configs in force (describe_configs on the topics and brokers); wildcards left out."""
@@ -411,17 +469,12 @@ class KafkaCluster:
         resources += [ConfigResource(ResourceType.BROKER, str(b)) for b in sorted(set(brokers))]
         if not resources:
             return ThrottleSet()
-        try:
-            futures = self._admin.describe_configs(resources, request_timeout=self.timeout)
-        except Exception as e:  # noqa: BLE001
-            return _unavailable(_confluent_result(e))
         leader, follower, leader_b, follower_b, rates = set(), set(), set(), set(), []
-        for resource, future in futures.items():
-            configs, err = self._wait(future)
+        for resource, (configs, err) in self._describe_configs(resources).items():
             if isinstance(err, Refused) and err.code == "UNKNOWN_TOPIC_OR_PARTITION":
                 continue
             if err is not None:
-                return _unavailable(err)
+                return _unavailable(_about(resource, err))
 
             def value(name):
                 entry = configs.get(name)
@@ -446,6 +499,17 @@ class KafkaCluster:
             except Exception:  # noqa: BLE001
                 pass
             self._kp = None
+
+
+def _about(resource: Any, result: Result) -> Result:
+    """``result`` with the config resource it concerns named in its message."""
+    kind = getattr(resource.restype, "name", str(resource.restype))
+    where = f"{kind} {resource.name}"
+    if isinstance(result, Refused):
+        return Refused(result.code, f"{where}: {result.message}" if result.message else where)
+    if isinstance(result, Unavailable):
+        return Unavailable(f"{where}: {result.message}")
+    return result
 
 
 def _unavailable(r: Result) -> Unavailable:
