@@ -38,7 +38,7 @@ from confluent_kafka.admin import AdminClient
 from engine import commands as cmd
 from engine import events as ev
 from engine.broker_profile import KAFKA, BrokerProfile
-from engine.client_config import ClientConfig
+from engine.client_config import ClientConfig, last_failure, logged
 from engine.codec import codec_for
 from engine.dead_letter import DeadLetter, decode_or_set_aside
 from engine.envelope import CommandEnvelope, EventEnvelope, command_key, event_key, millis, new_id, now
@@ -78,8 +78,8 @@ class _Writer:
         self.timeout = timeout
         bootstrap = config.bootstrap or "(no bootstrap server)"
         if check:
-            _topic_metadata(AdminClient(config.confluent()), topic, timeout, bootstrap, PublishError)
-        self.producer = Producer(config.confluent(**{
+            _topic_metadata(AdminClient(logged(config.confluent())), topic, timeout, bootstrap, PublishError)
+        self.producer = Producer(logged(config.confluent(**{
             "enable.idempotence": True,
             "acks": "all",
             "compression.type": "lz4",
@@ -87,7 +87,7 @@ class _Writer:
             "message.max.bytes": MAX_MESSAGE_BYTES,
             "message.timeout.ms": int(timeout * 1000),
             **profile.producer,
-        }))
+        })))
         self.bootstrap = bootstrap
 
     def close(self) -> None:
@@ -132,7 +132,10 @@ def _topic_metadata(client: Any, topic: str, timeout: float, bootstrap: str | No
     try:
         metadata = client.list_topics(timeout=timeout)
     except KafkaException as e:
-        raise error(f"cannot reach the cluster at {bootstrap}: {e.args[0].str()}") from None
+        client.poll(0)  # serves the client's log lines: the cause, when librdkafka logged one
+        cause = last_failure()
+        raise error(f"cannot reach the cluster at {bootstrap}: {e.args[0].str()}"
+                    + (f" ({cause})" if cause else "")) from None
     if topic not in metadata.topics:
         raise error(f"topic {topic} does not exist on {bootstrap} (run: kreassign topics create)")
     return metadata.topics[topic]
@@ -253,12 +256,12 @@ def read_topic(
     ``start_offset``) to the end (or to ``until_offset``, exclusive), decoded; in
     offset order within a partition.
     ``expect_partitions``: fail unless the topic has exactly that many partitions."""
-    consumer = Consumer(config.confluent(**{
+    consumer = Consumer(logged(config.confluent(**{
         "group.id": "kreassign-reader",  # never joined, never committed: partitions are assigned
         "enable.auto.commit": False,
         "enable.partition.eof": True,
         **profile.consumer,
-    }))
+    })))
     try:
         metadata = _topic_metadata(consumer, topic, idle_timeout, config.bootstrap, ReadError)
         partitions = sorted(metadata.partitions)
@@ -306,8 +309,8 @@ def end_offset(config: ClientConfig, topic: str, *, profile: BrokerProfile = KAF
                timeout: float = DEFAULT_TIMEOUT) -> int:
     """The partition's listed end (high watermark): every message at or after it is newer than this
     call. (The embedded broker lists less than the end, which is still a safe place to start from.)"""
-    consumer = Consumer(config.confluent(**{"group.id": "kreassign-reader", "enable.auto.commit": False,
-                                            **profile.consumer}))
+    consumer = Consumer(logged(config.confluent(**{"group.id": "kreassign-reader", "enable.auto.commit": False,
+                                                   **profile.consumer})))
     try:
         _topic_metadata(consumer, topic, timeout, config.bootstrap, ReadError)
         _low, high = consumer.get_watermark_offsets(KafkaTopicPartition(topic, partition), timeout=timeout)
@@ -324,10 +327,10 @@ def follow(config: ClientConfig, topic: str, decode: Callable[[bytes | None], An
     """One partition's messages from ``start_offset`` on, decoded, as they arrive, for as long as the
     caller iterates; ``None`` whenever the partition's end is reached and nothing newer came within a
     short poll (the caller decides how long to wait)."""
-    consumer = Consumer(config.confluent(**{
+    consumer = Consumer(logged(config.confluent(**{
         "group.id": "kreassign-reader", "enable.auto.commit": False, "enable.partition.eof": True,
         **profile.consumer,
-    }))
+    })))
     try:
         consumer.assign([KafkaTopicPartition(topic, partition, start_offset)])
         while True:

@@ -98,7 +98,9 @@ def create(
 
     ``replication_factor`` -1 takes the broker's ``default.replication.factor``.
     """
-    admin = AdminClient(dict(admin_config))
+    from engine.client_config import logged
+
+    admin = AdminClient(logged(admin_config))
     specs = {prefix + s.suffix: s for s in LAYOUT}
     futures = admin.create_topics(
         [NewTopic(name, s.partitions, replication_factor, config=dict(s.config)) for name, s in specs.items()],

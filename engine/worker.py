@@ -437,6 +437,9 @@ def _headers(message) -> dict[str, bytes]:
 def run_worker(engine: Engine, loglevel: str = "warning") -> None:
     """Run until SIGINT/SIGTERM (Faust's worker handles both and stops cleanly)."""
     logging.getLogger("kreassign").setLevel(logging.INFO)
+    from engine.client_config import LIBRDKAFKA
+
+    LIBRDKAFKA.propagate = True  # the engine's own clients' log lines belong in its log
     try:
         worker = faust.Worker(engine.app, loglevel=loglevel, redirect_stdouts=False, quiet=True)
         if not sys.stdout.isatty():

@@ -46,6 +46,8 @@ def run(args) -> int:
     from engine.signing import SigningError, load_keys
     from confluent_kafka.admin import AdminClient
 
+    from engine.client_config import logged
+
     from engine.topics import TopicsError, create, layout_problems
     from engine.worker import Engine, Settings, run_worker
 
@@ -54,7 +56,7 @@ def run(args) -> int:
     try:
         keys = load_keys(args.signing_keys) if args.signing_keys else None
         adaptive = parse_bounds(args.adaptive_throttle) if args.adaptive_throttle else None
-        if layout_problems(AdminClient(config.confluent()), args.prefix, args.timeout):
+        if layout_problems(AdminClient(logged(config.confluent())), args.prefix, args.timeout):
             create(config.confluent(), args.prefix, timeout=args.timeout)  # names what is wrong if it cannot
         cluster = open_cluster(args.cluster, args.bootstrap_server, args.command_config, args.timeout)
     except (SigningError, BoundsError, TopicsError, ConnectError) as e:

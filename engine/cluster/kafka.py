@@ -33,7 +33,7 @@ import logging
 import threading
 from typing import Any, Callable, Collection, Iterable, Mapping
 
-from engine.client_config import ClientConfig
+from engine.client_config import ClientConfig, logged
 from engine.cluster.result import OK, Ok, Refused, Result, Unavailable, first_failure
 from engine.cluster.snapshot import ClusterSnapshot
 from engine.commands import Observation
@@ -155,7 +155,8 @@ class KafkaCluster:
             from confluent_kafka.admin import AdminClient
 
             try:
-                admin = AdminClient(config.confluent(**{"client.id": config.properties.get("client.id", "kreassign")}))
+                client_id = config.properties.get("client.id", "kreassign")
+                admin = AdminClient(logged(config.confluent(**{"client.id": client_id})))
             except (KafkaException, ValueError, TypeError) as e:
                 raise KafkaClusterError(f"confluent-kafka client settings: {e}") from None
         self._admin = admin
