@@ -138,7 +138,7 @@ def _requests(sql, lower_bounds, scale) -> list[dict]:
         whole = r["completed_at"] is not None and not (r["rolled_back"] or r["cancelled"])
         note = ("running" if r["completed_at"] is None
                 else "no bound given" if bound is None
-                else "cancelled in part: the bound of its whole target does not bound it" if not whole else "")
+                else "cancelled in part: its bound does not apply" if not whole else "")
         out.append({
             "request": r["request_id"], "partitions": r["partitions"], "completed": r["completed"],
             "rolled_back": r["rolled_back"], "cancelled": r["cancelled"], "steps_completed": r["steps_completed"],
@@ -334,9 +334,10 @@ def draw_makespan(doc: dict, path: Path) -> None:
             elif r["note"]:
                 ax.annotate(r["note"], (r["makespan_s"] / per, i), xytext=(4, 0), textcoords="offset points",
                             va="center", fontsize="x-small", color="0.4")
+        ax.set_xlim(0, max(max(r["makespan_s"], r["lower_bound_s"] or 0) for r in reqs) / per * 1.6)
         ax.set_xlabel(f"{unit}{_clock(doc)}")
         ax.set_title("Makespan per request (accepted to completed) against its lower bound")
-        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        ax.legend(fontsize="small", loc="upper right")
         return True
 
     _figure(path, draw, height=max(1.6, 0.6 * len(reqs) + 1.2))

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from engine.cli.demo import DEFAULT_SCENARIO, exact_rebalance
+from engine.cli.demo import DEFAULT_SCENARIO, POLL_INTERVAL, exact_rebalance
 from engine.sim.scenario import from_document
 
 TINY = {
@@ -119,7 +119,7 @@ def test_the_demo_runs_the_story_and_stops_everything(tmp_path):
     # the clock and the bound reach the report
     assert "its clock runs 5x the wall clock" in text and "lower bound" in text
     report = json.loads((out / "report" / "report.json").read_text())
-    assert report["time_scale"] == 5 and report["poll_interval_s"] == 0.5
+    assert report["time_scale"] == 5 and report["poll_interval_s"] == POLL_INTERVAL
     first = report["requests"][0]
     assert first["lower_bound_s"] > 0 and first["makespan_over_bound"] >= 1.0  # a bound is never above the makespan
     assert "Simulated cluster at 5x the wall clock" in (out / "report" / "index.html").read_text()

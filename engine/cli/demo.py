@@ -59,7 +59,9 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
-POLL_INTERVAL = 0.5  # the engine's, in wall-clock seconds
+POLL_INTERVAL = 0.2
+"""The engine's, in wall-clock seconds: at the default speed (30x) that is 6 s of cluster time, the
+resolution of every duration the engine observes (at 0.5 s, copies of 6 s all showed as 15 s)."""
 
 
 class Processes:

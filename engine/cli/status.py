@@ -84,12 +84,13 @@ class Follower:
 
 SEGMENTS = (  # (count key, word, style, bar character): the bar's segments, in this order
     ("completed", "completed", "green", "█"),
-    ("rolled_back", "rolled back", "yellow", "█"),
-    ("cancelled", "cancelled", "bright_black", "█"),
-    ("in_flight", "in flight", "blue", "▓"),
-    ("waiting", "waiting", "red", "▒"),
+    ("rolled_back", "rolled back", "yellow", "▓"),
+    ("cancelled", "cancelled", "bright_black", "▒"),
+    ("in_flight", "in flight", "blue", "▞"),
+    ("waiting", "waiting", "red", "!"),
     ("queued", "queued", "white", "░"),
 )
+"""Colours for a terminal and a character each for where there are none (a log file, NO_COLOR)."""
 BAR = 40
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow"}
 
@@ -109,10 +110,6 @@ def segments(r: dict, width: int = BAR) -> list[tuple[str, int]]:
         i = max(range(len(cells)), key=lambda j: cells[j][1])
         cells[i] = (cells[i][0], cells[i][1] + width - sum(c for _k, c in cells))
     return cells
-
-
-def clock_note(scale: float) -> str:
-    return "" if scale == 1 else f" (cluster time: the cluster runs {scale:g}x the wall clock)"
 
 
 def render(doc: dict, time_scale: float = 1.0):
@@ -160,8 +157,8 @@ def render(doc: dict, time_scale: float = 1.0):
     ))
     parts.append(Text("limits: " + ", ".join(f"{k}={v}" for k, v in doc["limits"].items())))
     if scaled:
-        parts.append(Text(f"rates and the throttle are in cluster time{clock_note(time_scale)}; "
-                          "ETAs and ages on the wall clock", style="italic"))
+        parts.append(Text(f"rates and the throttle are in cluster time (the cluster runs {time_scale:g}x the wall "
+                          "clock); ETAs on the wall clock", style="italic"))
     return Group(*parts)
 
 
