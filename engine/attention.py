@@ -26,6 +26,7 @@ show them as they are.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from datetime import datetime
 from typing import Iterable
@@ -52,16 +53,23 @@ def attention(state: State, rejected_at: dict | None = None, only: str | None = 
     for tp, reason in state.waiting.items():
         if members is None or tp in members:
             by_reason[reason].append(tp)
-    for reason, tps in sorted(by_reason.items(), key=lambda x: (-len(x[1]), x[0])):
+    for shape, reasons in _by_shape(by_reason):
+        tps = [tp for r in reasons for tp in by_reason[r]]
         requests = sorted({state.partitions[tp].request_id for tp in tps})
+        if len(reasons) == 1:
+            lines = [_named(tps)]
+        else:  # the same wait for different brokers: one entry, a line per broker
+            lines = [f"{_numbers(r)}: {_named(by_reason[r])}"
+                     for r in sorted(reasons, key=lambda r: (-len(by_reason[r]), r))]
         out.append(_entry(
-            "waiting", "warning", f"{_n(len(tps), 'partition')} waiting: {reason}",
-            [_named(tps), f"request{'s' if len(requests) > 1 else ''} {', '.join(requests)}"],
-            count=len(tps), partitions=tps, reason=reason,
+            "waiting", "warning", f"{_n(len(tps), 'partition')} waiting: {shape if len(reasons) > 1 else reasons[0]}",
+            lines + [f"request{'s' if len(requests) > 1 else ''} {', '.join(requests)}"],
+            count=len(tps), partitions=tps, reason=shape if len(reasons) > 1 else reasons[0],
         ))
     if state.paused:
-        out.append(_entry("paused", "warning",
-                          f"paused: no new step starts until kreassign resume ({len(state.steps)} steps in flight finish)"))
+        n = len(state.steps)
+        out.append(_entry("paused", "warning", "paused: no new step starts until kreassign resume"
+                          + (f" ({_n(n, 'step')} in flight finish{'es' if n == 1 else ''})" if n else "")))
     skipped: dict[str, list] = defaultdict(list)
     for tp, entry in state.partitions.items():
         if entry.note and (members is None or tp in members):
@@ -86,6 +94,26 @@ def attention(state: State, rejected_at: dict | None = None, only: str | None = 
         out.append(_entry("rejected", "error", title, lines,
                           at=at.isoformat() if isinstance(at, datetime) else None, reason="; ".join(e.reasons)))
     return out
+
+
+def _by_shape(by_reason: dict[str, list]) -> list[tuple[str, list[str]]]:
+    """Reasons grouped by their shape (numbers as N: "waiting for broker N to become leader"), the
+    groups with the most partitions first."""
+    shapes: dict[str, list[str]] = defaultdict(list)
+    for reason in by_reason:
+        shapes[_NUMBER.sub("N", reason)].append(reason)
+    size = {shape: sum(len(by_reason[r]) for r in reasons) for shape, reasons in shapes.items()}
+    return sorted(shapes.items(), key=lambda x: (-size[x[0]], x[0]))
+
+
+_NUMBER = re.compile(r"\b\d+\b")
+
+
+def _numbers(reason: str) -> str:
+    """What tells a reason from others of its shape: each number with the word before it ("broker 3")."""
+    words = reason.split()
+    return ", ".join(" ".join(words[max(i - 1, 0):i + 1])
+                     for i, w in enumerate(words) if _NUMBER.fullmatch(w.strip(",;:()")))
 
 
 def _entry(kind: str, severity: str, title: str, lines: Iterable[str] = (), *, count: int = 1,

@@ -278,3 +278,23 @@ def test_a_simulated_clock_labels_rates_in_cluster_time():
 
     assert f"rate {format_rate(wall / 30)} (all brokers, cluster time)" in text
     assert "the cluster runs 30x the wall clock" in text and "wall clock" in text
+
+
+def test_the_same_wait_for_different_brokers_is_one_entry_with_a_line_per_broker():
+    from engine.attention import attention
+    from engine.state import fold as fold_state
+
+    state = fold_state([ev.RequestAccepted("r", 4, "d")] + [
+        ev.PartitionQueued("r", tp(i), (0, 1, 2), (3, 1, 2)) for i in range(4)
+    ] + [
+        ev.PartitionWaiting("r", tp(0), "waiting for broker 3 to become leader (preferred leader election)"),
+        ev.PartitionWaiting("r", tp(1), "waiting for broker 3 to become leader (preferred leader election)"),
+        ev.PartitionWaiting("r", tp(2), "waiting for broker 5 to become leader (preferred leader election)"),
+        ev.PartitionWaiting("r", tp(3), "target broker 9 is offline"),
+    ])
+    entries = attention(state)
+    assert [(e["kind"], e["count"]) for e in entries] == [("waiting", 3), ("waiting", 1)]
+    assert entries[0]["title"] == "3 partitions waiting: waiting for broker N to become leader (preferred leader election)"
+    assert entries[0]["lines"] == ["broker 3: partitions t-0, t-1", "broker 5: partitions t-2", "request r"]
+    assert entries[1]["title"] == "1 partition waiting: target broker 9 is offline"
+    assert entries[1]["partitions"] == ["t-3"]
