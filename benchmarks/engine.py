@@ -1,6 +1,6 @@
 """The running engine (a Faust worker) on the embedded broker: events per second, recovery after a kill.
 
-    python -m benchmarks.engine throughput --partitions 3000
+    python -m benchmarks.engine throughput --partitions 3000 [--via http|kafka]
     python -m benchmarks.engine recovery --partitions 100000
     python -m benchmarks.engine kills --kills 100
 
@@ -61,7 +61,9 @@ def _scenario(partitions: int, brokers: int, size: str = "20 MB") -> dict:
     }
 
 
-def throughput(partitions: int) -> None:
+def throughput(partitions: int, via: str = "http") -> None:
+    """``via``: how the engine reaches the sim-cluster: ``http`` (RemoteCluster) or ``kafka`` (its real
+    Kafka adapter through the sim's Kafka protocol front)."""
     with EmbeddedBroker() as b, tempfile.TemporaryDirectory() as tmp:
         prefix = "bench."
         create({"bootstrap.servers": b.bootstrap}, prefix)
@@ -69,7 +71,7 @@ def throughput(partitions: int) -> None:
         doc = _scenario(int(partitions * 4 / 3), 4)
         sc = S.from_document(doc)
         sim = SimCluster(doc, speed=200, tmp_path=Path(tmp))
-        worker = Worker(b, prefix, f"sim+{sim.url}", poll=0.2)
+        worker = Worker(b, prefix, sim.kafka if via == "kafka" else f"sim+{sim.url}", poll=0.2)
         try:
             worker.wait_active()
             tail = EventTail(b, topics.events)
@@ -82,7 +84,8 @@ def throughput(partitions: int) -> None:
                 wait_for(lambda: tail.payloads(ev.RequestCompleted), 1800, "the request to complete", interval=0.2)
                 seconds = time.monotonic() - t0
                 n = len(tail.events) - start_events
-                print(json.dumps({"benchmark": "engine reassignment", "partitions": len(sc.targets), "events": n,
+                print(json.dumps({"benchmark": "engine reassignment", "via": via, "partitions": len(sc.targets),
+                                  "events": n,
                                   "seconds": round(seconds, 1), "events_per_second": round(n / seconds)}), flush=True)
                 # the command path alone: commands the core rejects (resume while running)
                 before = len(tail.payloads(ev.CommandRejected))
@@ -201,6 +204,8 @@ def main() -> None:
     sub = ap.add_subparsers(dest="what", required=True)
     t = sub.add_parser("throughput")
     t.add_argument("--partitions", type=int, default=3000)
+    t.add_argument("--via", choices=["http", "kafka"], default="http",
+                   help="the engine's cluster: the sim-cluster over HTTP, or over the Kafka protocol (real adapter)")
     r = sub.add_parser("recovery")
     r.add_argument("--partitions", type=int, default=100_000)
     k = sub.add_parser("kills")
@@ -208,7 +213,7 @@ def main() -> None:
     k.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     if args.what == "throughput":
-        throughput(args.partitions)
+        throughput(args.partitions, args.via)
     elif args.what == "recovery":
         recovery(args.partitions)
     else:

@@ -9,6 +9,7 @@ the two from ``typing.get_type_hints``:
 Python hint                    Avro
 =============================  ===========================================
 ``str`` / ``int`` / ``bool``   ``string`` / ``long`` / ``boolean``
+``float``                      ``double``
 ``bytes``                      ``bytes``
 ``datetime``                   ``long`` with logicalType ``timestamp-millis``
 ``X | None``                   ``["null", X]``
@@ -68,7 +69,7 @@ def _identity(x: Any) -> Any:
     return x
 
 
-_SCALARS = (str, int, bool, bytes, datetime, type(None))
+_SCALARS = (str, int, float, bool, bytes, datetime, type(None))
 
 
 @cache

@@ -1,24 +1,36 @@
-"""KIP-236 cancellation rules.
+"""KIP-236 cancellation rules, as KRaft's controller applies them.
 
 Cancelling a partition drops its pending steps. A step in flight is aborted:
-Kafka reverts it to the step's own original replicas (its CR). Partitions that
-already finished stay where they are unless a rollback is asked for; a rollback
-re-plans incrementally back to the request's original replicas (ORS), recorded
-at submission, under the same limits as any other step.
+Kafka reverts it (``AlterPartitionReassignments`` with a null target) to the
+step's own original replicas (its CR).
 
-KIP-236 skips a cancellation, with a reason, when:
+Skip rules (a ``CancelSkipped`` event with the reason):
 
-1. the original replicas are unknown (nothing to roll back to);
-2. none of the original replicas is in the ISR while some new replica is online:
-   reverting would take the partition offline. If the new replicas are all
-   offline too, the partition is offline anyway and the cancellation proceeds.
+1. The original replicas are unknown: nothing to roll back to.
+2. The abort of a step in flight would leave no replica in sync: KRaft computes
+   the revert as RS - AR with ISR - AR (its ``PartitionReassignmentRevert``) and
+   refuses it with INVALID_REPLICA_ASSIGNMENT when that ISR is empty (an
+   unclean leader election; kreassign never asks for one). KIP-236's text lets
+   the revert proceed when the new replicas are all offline too; KRaft does not,
+   and Kafka's behaviour is the spec. The step then goes on, and the cancel
+   applies once it completes.
 
-Where each rule applies. Rule 2 guards Kafka's own revert, which sets the
-replicas straight back to the originals: in kreassign that is the abort of a
-step in flight (back to the step's CR, dropping its NR). A rollback beyond that
-is incremental like any other reassignment: each step completes only when its
-whole target is in the ISR, so it never takes a partition offline and only
-rule 1 can stop it (``rollback_skip_reason``).
+Where a cancel leaves a partition:
+
+* ``cancel`` (no rollback), like Kafka's ``--cancel``, touches only what is in
+  progress: the step in flight is aborted and nothing new starts. A partition
+  that holds more replicas than its original replicas (ORS) at that point (a
+  KIP-435 step had added a replica before dropping one) is *settled*: one
+  metadata-only step drops the replicas this request added, newest first,
+  until it holds |ORS| again (``settle_target``). Nothing is copied, so a
+  cancelled partition never keeps a surplus replica or a half-done step; the
+  final ``PartitionCancelled`` says where it stays.
+* ``cancel --rollback`` re-plans incrementally back to ORS (recorded at
+  submission) under the same limits and throttles as any step, for partitions
+  that had not finished. Partitions that had completed stay at their target
+  unless the cancel says ``include_completed`` (``--include-completed``).
+  An incremental rollback never takes a partition offline (each step completes
+  only with its whole target in sync), so only rule 1 applies to it.
 """
 
 from __future__ import annotations
@@ -28,30 +40,39 @@ from typing import AbstractSet
 from engine.partition import Replicas
 
 
-def skip_reason(
-    original: Replicas | None,
-    new: Replicas,
-    isr: AbstractSet[int],
-    live: AbstractSet[int] | None,
-) -> str | None:
-    """Why reverting to ``original`` must be skipped, or ``None`` if it is safe.
+def skip_reason(original: Replicas | None, isr: AbstractSet[int]) -> str | None:
+    """Why reverting a reassignment in progress to ``original`` must be skipped, or ``None``.
 
-    ``new`` are the replicas the reassignment added (those a revert removes);
-    ``live`` the live brokers (``None``: all alive).
-    """
+    ``original`` is what the revert goes back to (RS - AR); KRaft refuses it when none of
+    it is in the ISR."""
     if original is None:
         return "original replicas unknown: nothing to roll back to"
     if any(b in isr for b in original):
         return None
-    online_new = [b for b in new if live is None or b in live]
-    if online_new:
-        return (
-            f"original replicas {list(original)} are all out of the ISR while new replicas "
-            f"{online_new} are online: reverting would take the partition offline"
-        )
-    return None  # everything is offline anyway: proceed, as KIP-236 does
+    return (
+        f"none of the replicas {list(original)} it would revert to is in the ISR {sorted(isr)}: "
+        f"Kafka refuses such a revert (it would need an unclean leader election); the step goes on "
+        f"and the cancel applies when it completes"
+    )
 
 
 def rollback_skip_reason(original: Replicas | None) -> str | None:
     """Why an (incremental) rollback to ``original`` cannot be done, or ``None``."""
-    return skip_reason(original, (), frozenset(), frozenset())
+    if original is None:
+        return "original replicas unknown: nothing to roll back to"
+    return None
+
+
+def settle_target(cr: Replicas, original: Replicas | None) -> Replicas:
+    """Where a cancelled (not rolled back) partition stops: CR less the replicas that are not
+    original, newest (last in CR) first, while it holds more than |ORS| (in ORS's order if that
+    leaves exactly ORS). CR itself when it holds |ORS| or fewer, or when ORS is unknown."""
+    if original is None or len(cr) <= len(original):
+        return cr
+    keep = list(cr)
+    for b in reversed(cr):
+        if len(keep) <= len(original):
+            break
+        if b not in original:
+            keep.remove(b)
+    return tuple(original) if set(keep) == set(original) else tuple(keep)

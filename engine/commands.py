@@ -1,17 +1,22 @@
 """Inputs to ``decide``: operator commands, cluster observations, executor reports, ticks.
 
 Commands come from operators and services (the commands topic, the CLI).
-Observations and reports come from the engine's own shells (the ISR watcher,
-the executor). None of them changes state by itself: ``decide`` turns each into
+Observations and action outcomes come from the engine's own shells (the ISR
+watcher, the executor). None of them changes state by itself: ``decide`` turns each into
 events, and only events change state.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from engine.partition import Broker, PartitionState, Replicas, TopicInfo, TopicPartition
+
+if TYPE_CHECKING:  # values of engine.cluster, which itself imports this module
+    from engine.cluster.actions import Action
+    from engine.cluster.result import Result
+    from engine.throttles import ThrottleSet
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +44,7 @@ class Submit:
     partitions: tuple[PartitionTarget, ...]
     throttle_rate: int | None = None  # bytes/s for this and later moves; None: keep current
     command_id: str = ""
+    allow_below_min_insync: bool = False  # accept targets with fewer replicas than min.insync.replicas
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +55,7 @@ class Cancel:
     partitions: tuple[TopicPartition, ...] | None = None  # None: the whole request
     rollback: bool = False
     command_id: str = ""
+    include_completed: bool = False  # with rollback: move completed partitions back too
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,27 +91,53 @@ class Observation:
     """What a watcher saw on the cluster. Any part may be absent.
 
     ``topics`` maps a topic to its info, or to ``None`` if it does not exist.
-    Only what differs from the state becomes an event.
+    Only what differs from the state becomes an event. ``now`` is the shell's
+    clock (seconds) when it looked; ``None`` when the caller keeps no clock.
     """
 
     brokers: tuple[Broker, ...] | None = None
     topics: Mapping[str, TopicInfo | None] = field(default_factory=dict)
     partitions: Mapping[TopicPartition, PartitionState] = field(default_factory=dict)
+    now: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
-class StepStartReport:
-    """The executor's result of starting a step on the cluster."""
+class ObservationFailed:
+    """The watcher could not observe the cluster (``reason``): nothing is known of it now."""
 
-    request_id: str
-    tp: TopicPartition
-    step: int
-    error: str | None = None  # None: the cluster accepted the step
+    reason: str
+    now: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ActionOutcome:
+    """What the cluster said to one action the log asked for (``engine.cluster.actions``):
+    ``Ok``, ``Refused`` (Kafka's error) or ``Unavailable`` (``engine.cluster.result``).
+
+    Every outcome is an input of the core, like an observation: the rule each action
+    concerns decides what happens next (retry when, wait, or give up and say so)."""
+
+    action: "Action"
+    result: "Result"
+    now: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ThrottlesObserved:
+    """KIP-73 configuration read back from the cluster, for these topics and brokers."""
+
+    throttles: "ThrottleSet"
+    topics: frozenset[str] = frozenset()
+    brokers: frozenset[int] = frozenset()
+    now: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Tick:
-    """Reconcile and schedule: complete what is done, start what may start."""
+    """Reconcile and schedule: complete what is done, retry what is due, start what may start.
+    ``now`` is the shell's clock (seconds); ``None``: no clock, every retry is due."""
+
+    now: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,4 +157,6 @@ class AdaptThrottle:
     reason: str
 
 
-Input = Command | Observation | StepStartReport | Tick | Unverified | AdaptThrottle
+Input = (
+    Command | Observation | ObservationFailed | ActionOutcome | ThrottlesObserved | Tick | Unverified | AdaptThrottle
+)

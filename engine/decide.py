@@ -1,21 +1,31 @@
 """``decide(state, input) -> events``: every decision kreassign makes.
 
 Inputs are commands (submit, cancel, limits, throttle, pause, resume),
-observations of the cluster, the executor's reports and ticks. ``decide`` is
-pure: it reads the state and returns the events to append; ``engine.state.apply``
-folds them. ``handle`` returns the folded state as well, which is by
-construction ``fold(events, state)``.
+observations of the cluster, the outcome of every action the executor carried
+out, and ticks. ``decide`` is pure: it reads the state and returns the events
+to append; ``engine.state.apply`` folds them. ``handle`` returns the folded
+state as well, which is by construction ``fold(events, state)``. Time is an
+input too: observations, outcomes and ticks carry the shell's clock (``now``).
 
-A ``Tick`` reconciles and schedules: it completes steps the last observations
-show done, settles partitions whose next step must be planned, removes
+Outcomes (``ActionOutcome``): ``Ok`` is what the log expected; a refusal or an
+unavailable cluster is handled by the rule the action concerns (a refused step
+fails and is planned again after a backoff, an unanswered one is retried, a
+refused abort lets the step go on, a failed throttle change is recorded as not
+in force and retried, a failed election is retried and finally given up), and
+every failure is an ``ActionFailed`` event with the reason and the time of the
+retry (``engine.retry`` holds the policy). One failing action never holds up
+the others, nor the observation of the cluster.
+
+A ``Tick`` reconciles and schedules: it reconciles every step in flight with
+what the cluster last reported (done, not started, reverted, changed), retries
+what is due, settles partitions whose next step must be planned, removes
 throttles no step needs, and starts the next batch (throttles first, then the
 steps). Because every tick re-derives what to do from the state alone, a batch
 of events cut short by a crash heals on the next tick.
 
 Contract with the shells (the engine's executor and watcher): the executor
-carries out the log's actions in log order, and an observation is taken after
-the actions logged before it were carried out. Then a step is judged complete
-or aborted only on what the cluster did after it was asked.
+carries out the log's actions in log order and reports each outcome, and an
+observation is taken after the actions logged before it were carried out.
 """
 
 from __future__ import annotations
@@ -25,10 +35,13 @@ import json
 from typing import Callable
 
 from engine import events as ev
-from engine.cancellation import rollback_skip_reason, skip_reason
+from engine import retry
+from engine.cancellation import rollback_skip_reason, settle_target, skip_reason
+from engine.cluster.actions import ApplyThrottles, CancelStep, ElectLeader, RemoveThrottles, StartStep
+from engine.cluster.result import Ok, Refused
 from engine.commands import (
-    AdaptThrottle, Cancel, ChangeLimits, ChangeThrottle, Input, Observation, Pause, Resume, StepStartReport, Submit,
-    Tick, Unverified,
+    ActionOutcome, AdaptThrottle, Cancel, ChangeLimits, ChangeThrottle, Input, Observation, ObservationFailed, Pause,
+    Resume, Submit, ThrottlesObserved, Tick, Unverified,
 )
 from engine.limits import resolve_changes
 from engine.partition import TopicPartition
@@ -37,20 +50,25 @@ from engine.state import (
     ABORTING, ACTIVE, CANCELLED, COMPLETED, IN_FLIGHT, REVERTED, TERMINAL, State, apply,
 )
 from engine.step import Done, PlanResult, Step, Waiting, plan_step
-from engine.throttles import needed, reconcile
+from engine.throttles import ThrottleSet, in_force, minus, needed, reconcile
 from engine.validation import submission_problems
+
+REVERT_GRACE = 5.0
+"""Seconds after the cluster accepted a step before "back at CR, nothing in progress" counts as
+reverted (cancelled by another tool, or dropped): the brokers' metadata may lag the controller."""
 
 
 class _Decision:
     """Events emitted so far, and the state they fold to."""
 
-    __slots__ = ("state", "events", "touched", "steps_changed")
+    __slots__ = ("state", "events", "touched", "steps_changed", "now")
 
-    def __init__(self, state: State):
+    def __init__(self, state: State, now: float | None = None):
         self.state = state
         self.events: list[ev.Event] = []
         self.touched: set[str] = set()
         self.steps_changed = False  # throttles need a look only if steps or the rate changed
+        self.now = now  # the shell's clock, from the input (None: no clock)
 
     def emit(self, event: ev.Event) -> None:
         self.events.append(event)
@@ -72,7 +90,7 @@ def decide(state: State, inp: Input) -> list[ev.Event]:
 
 
 def handle(state: State, inp: Input) -> tuple[State, list[ev.Event]]:
-    d = _Decision(state)
+    d = _Decision(state, getattr(inp, "now", None))
     _HANDLERS[type(inp)](d, inp)
     tick = isinstance(inp, Tick)
     if tick or d.steps_changed:
@@ -84,26 +102,46 @@ def handle(state: State, inp: Input) -> tuple[State, list[ev.Event]]:
 # --- planning one partition ----------------------------------------------------------
 
 
-def plan(s: State, tp: TopicPartition) -> PlanResult:
+def plan(s: State, tp: TopicPartition, now: float | None = None) -> PlanResult:
     """The partition's next step towards its goal, from the latest observation."""
     entry = s.partitions[tp]
-    goal = entry.goal
-    if goal is None:
-        return Waiting("original replicas unknown")
     obs = s.observed.get(tp)
     if obs is None:
         return Waiting("partition not observed yet")
-    elected = s.elections.get(tp)
-    if elected is not None and elected in obs.isr and (s.live_brokers() is None or elected in s.live_brokers()):
-        return Waiting(f"waiting for broker {elected} to become leader (preferred leader election)")
+    if entry.retry_at is not None and not retry.due(entry.retry_at, now):
+        return Waiting(s.waiting.get(tp) or "the cluster refused its last step: retrying after a backoff")
+    if entry.cancelled and not entry.rolling_back:
+        goal = settle_target(obs.replicas, entry.original)
+    else:
+        goal = entry.goal
+    if goal is None:
+        return Waiting("original replicas unknown")
+    el = s.elections.get(tp)
+    live = s.live_brokers()
+    if el is not None and el.leader in obs.isr and (live is None or el.leader in live):
+        detail = f"; attempt {el.attempt} failed: {el.error}" if el.error else ""
+        return Waiting(f"waiting for broker {el.leader} to become leader (preferred leader election{detail})")
     if obs.reassignment_in_progress:
         return Waiting(
             f"a reassignment not started by kreassign is in progress "
             f"(adding {list(obs.adding)}, removing {list(obs.removing)})"
         )
+    lim = s.limits
     return plan_step(
-        obs.replicas, goal, obs.isr, obs.leader,
-        s.min_insync(tp.topic), s.limits.max_replicas_per_step, s.live_brokers(),
+        obs.replicas, goal, obs.isr, obs.leader, s.min_insync(tp.topic), lim.max_replicas_per_step, live,
+        # a step's copies all come out of one leader and count against the cluster-wide additions:
+        # no step may need more than either allows, not even the min.insync catch-up
+        max_new=min(lim.max_outgoing_moves_per_broker, lim.max_replica_additions_in_flight),
+    )
+
+
+def timers_pending(s: State) -> bool:
+    """Whether a later tick may decide something with no new observation: a retry or an election
+    check is scheduled. (Otherwise ``decide`` of a tick is a function of the state alone.)"""
+    return bool(
+        s.elections or not s.throttle_failed.is_empty()
+        or any(f.retry for f in s.steps.values())
+        or any(s.partitions[tp].retry_at is not None for tp in s.waiting.keys())
     )
 
 
@@ -121,30 +159,44 @@ def _resolve(d: _Decision, tp: TopicPartition, result: PlanResult) -> None:
         d.emit(ev.PartitionWaiting(entry.request_id, tp, result.reason))
     elif entry.rolling_back:
         d.emit(ev.PartitionReverted(entry.request_id, tp))
+    elif entry.cancelled:
+        here = d.state.observed[tp].replicas
+        d.emit(ev.PartitionCancelled(entry.request_id, tp, False, final=True, reason=_left_at(entry, here)))
     else:
         d.emit(ev.PartitionCompleted(entry.request_id, tp, d.state.observed[tp].replicas))
+
+
+def _left_at(entry, here) -> str:
+    if entry.original is not None and tuple(here) == tuple(entry.original):
+        return f"cancelled: back at its original replicas {list(here)}"
+    if tuple(here) == tuple(entry.target):
+        return f"cancelled after it had reached its target {list(here)}"
+    return (f"cancelled at {list(here)} (original {list(entry.original or ())}, target {list(entry.target)}); "
+            f"cancel with --rollback to return to the original replicas")
 
 
 def _settle(d: _Decision, first: tuple[TopicPartition, ...] = ()) -> None:
     """Plan every partition that needs a planning decision (``first`` in order)."""
     for tp in first:
         if tp in d.state.pending:
-            _resolve(d, tp, plan(d.state, tp))
+            _resolve(d, tp, plan(d.state, tp, d.now))
     if d.state.pending:
         for tp in sorted(d.state.pending.keys()):
-            _resolve(d, tp, plan(d.state, tp))
+            _resolve(d, tp, plan(d.state, tp, d.now))
 
 
 def _reconsider(d: _Decision, tp: TopicPartition) -> None:
     """Re-plan a waiting partition; record a change only."""
-    result = plan(d.state, tp)
+    result = plan(d.state, tp, d.now)
     if isinstance(result, Waiting) and d.state.waiting.get(tp) == result.reason:
         return
     _resolve(d, tp, result)
 
 
 def _check_step(d: _Decision, tp: TopicPartition) -> None:
-    """Complete (or finish aborting) a step in flight if the cluster shows it done."""
+    """Reconcile a step in flight with what the cluster last reported: done, started (its
+    answer was lost), not started (its retry is pending), reverted or changed outside
+    kreassign (it fails and the partition is planned again), or aborted."""
     f = d.state.steps[tp]
     obs = d.state.observed.get(tp)
     if obs is None:
@@ -159,13 +211,25 @@ def _check_step(d: _Decision, tp: TopicPartition) -> None:
         if not busy and (reverted or obs.replicas == step.tr):
             d.emit(ev.StepAborted(f.request_id, tp, f.number, obs.replicas))
         return
-    if not busy and obs.replicas == step.tr and obs.isr.issuperset(step.tr):
-        d.emit(ev.StepCompleted(f.request_id, tp, f.number, obs.leader != step.tr[0]))
-    elif f.started and not busy and obs.replicas not in (step.cr, step.tr):
-        d.emit(ev.StepFailed(
-            f.request_id, tp, f.number,
-            f"replicas changed outside kreassign to {list(obs.replicas)} during step {f.number}",
-        ))
+    if not busy and obs.replicas == step.tr:
+        # Kafka finished it (a TR replica may have left the ISR since: Kafka's verdict counts)
+        d.emit(ev.StepCompleted(f.request_id, tp, f.number, obs.leader != step.tr[0], d.now))
+        return
+    ours = busy and set(obs.replicas) == set(step.tr) | set(step.cr) and set(obs.adding) == set(step.nr)
+    if ours:
+        if not f.started:  # the alter took effect although its answer never came
+            d.emit(ev.StepStarted(f.request_id, tp, f.number, d.now))
+        return
+    if busy or not f.started:
+        return  # another tool's reassignment in progress (the step waits), or not started yet
+    if set(obs.replicas) == set(step.cr):
+        if f.started_at is not None and d.now is not None and d.now - f.started_at < REVERT_GRACE:
+            return
+        reason = (f"step {f.number} was reverted outside kreassign (cancelled by another tool, or dropped by "
+                  f"the controller): the partition is back at {list(obs.replicas)}")
+    else:
+        reason = f"replicas changed outside kreassign to {list(obs.replicas)} during step {f.number}"
+    d.emit(ev.StepFailed(f.request_id, tp, f.number, reason))
 
 
 # --- handlers -------------------------------------------------------------------------------
@@ -235,14 +299,20 @@ def _cancel(d: _Decision, cmd: Cancel) -> None:
                       else "the list of partitions to cancel is empty")
             d.emit(ev.CommandRejected("cancel", (reason,), cmd.request_id, cmd.command_id))
             return
+    if cmd.include_completed and not cmd.rollback:
+        d.emit(ev.CommandRejected("cancel", ("include_completed only applies to a rollback",), cmd.request_id,
+                                  cmd.command_id))
+        return
     targets = sorted(set(cmd.partitions) if cmd.partitions is not None else r.members.keys())
-    d.emit(ev.CancelRequested(cmd.request_id, cmd.partitions, cmd.rollback, cmd.command_id))
+    d.emit(ev.CancelRequested(cmd.request_id, cmd.partitions, cmd.rollback, cmd.command_id, cmd.include_completed))
     for tp in targets:
-        _cancel_partition(d, cmd.request_id, tp, cmd.rollback, named=cmd.partitions is not None)
+        _cancel_partition(d, cmd.request_id, tp, cmd.rollback, cmd.include_completed, named=cmd.partitions is not None)
     _settle(d)
 
 
-def _cancel_partition(d: _Decision, rid: str, tp: TopicPartition, rollback: bool, named: bool) -> None:
+def _cancel_partition(d: _Decision, rid: str, tp: TopicPartition, rollback: bool, include_completed: bool,
+                      named: bool) -> None:
+    """KIP-236 for one partition (``engine.cancellation`` has the rules and where a cancel leaves it)."""
     s = d.state
     entry = s.partitions[tp]
     if entry.request_id != rid:
@@ -250,32 +320,28 @@ def _cancel_partition(d: _Decision, rid: str, tp: TopicPartition, rollback: bool
             d.emit(ev.CancelSkipped(rid, tp, f"request '{entry.request_id}' has taken this partition over"))
         return
     status = entry.status
-    if (
-        status == REVERTED
-        or (rollback and entry.rolling_back)
-        or (status in (CANCELLED, ABORTING) and not rollback)
-    ):
+    if status == REVERTED or (rollback and entry.rolling_back) or (entry.cancelled and not rollback):
         return
-    if status == COMPLETED and not rollback:
+    if status == COMPLETED and not (rollback and include_completed):
         if named:
-            d.emit(ev.CancelSkipped(rid, tp, "already completed; cancel with rollback to move it back"))
+            d.emit(ev.CancelSkipped(rid, tp, "already completed: a cancel touches only what is in progress "
+                                             "(cancel --rollback --include-completed moves it back)"))
         return
-    obs = s.observed.get(tp)
-    live = s.live_brokers()
-    isr = obs.isr if obs is not None else frozenset()
-    f = s.steps.get(tp)
     if rollback:
         reason = rollback_skip_reason(entry.original)
         if reason is not None:
             d.emit(ev.CancelSkipped(rid, tp, reason))
             return
+    f = s.steps.get(tp)
     if status == ABORTING:
         d.emit(ev.PartitionCancelled(rid, tp, rollback, f.number))
         return
     if status == IN_FLIGHT:
-        reason = skip_reason(f.step.cr, f.step.nr, isr, live)  # an abort reverts the step to its CR
+        obs = s.observed.get(tp)
+        reason = skip_reason(f.step.cr, obs.isr if obs is not None else frozenset())  # an abort reverts to CR
         if reason is not None:
-            d.emit(ev.CancelSkipped(rid, tp, reason))
+            d.emit(ev.CancelSkipped(rid, tp, f"cannot abort step {f.number}: {reason}"))
+            d.emit(ev.PartitionCancelled(rid, tp, rollback, None))  # applies once the step completes
             return
         d.emit(ev.PartitionCancelled(rid, tp, rollback, f.number))
         return
@@ -329,6 +395,8 @@ def _adapt(d: _Decision, a: AdaptThrottle) -> None:
 
 
 def _observe(d: _Decision, o: Observation) -> None:
+    if d.state.cluster_error is not None:
+        d.emit(ev.ClusterUnreachable(None))
     if o.brokers is not None:
         brokers = {b.id: b for b in o.brokers}
         if dict(d.state.brokers.items()) != brokers:
@@ -337,10 +405,14 @@ def _observe(d: _Decision, o: Observation) -> None:
             if d.state.live_brokers() != live_before:
                 for tp in sorted(d.state.waiting.keys()):
                     _reconsider(d, tp)
+                _reassert_rates(d, (d.state.live_brokers() or frozenset()) - (live_before or frozenset()))
+    gone: list[str] = []
     for topic in sorted(o.topics):
         info = o.topics[topic]
         if d.state.topics.get(topic) != info:
             d.emit(ev.TopicObserved(topic, info))
+            if info is None:
+                gone.append(topic)
     for tp in sorted(o.partitions):
         ps = o.partitions[tp]
         known = d.state.observed.get(tp)
@@ -352,31 +424,162 @@ def _observe(d: _Decision, o: Observation) -> None:
             _check_step(d, tp)
         elif tp in d.state.waiting:
             _reconsider(d, tp)
+    for topic in gone:
+        _topic_deleted(d, topic)
     _settle(d)
 
 
-def _report(d: _Decision, r: StepStartReport) -> None:
-    f = d.state.steps.get(r.tp)
-    if f is None or f.request_id != r.request_id or f.number != r.step:
-        return  # a report about a step that is no longer in flight
-    if r.error is None:
+def _topic_deleted(d: _Decision, topic: str) -> None:
+    """Every unfinished partition of a deleted topic ends as cancelled, saying why (rare: a scan)."""
+    reason = f"topic {topic} was deleted"
+    for tp, entry in sorted(d.state.partitions.items()):
+        if tp.topic != topic or entry.status in TERMINAL:
+            continue
+        f = d.state.steps.get(tp)
+        if f is not None:
+            d.emit(ev.StepFailed(entry.request_id, tp, f.number, reason))
+        d.emit(ev.PartitionCancelled(entry.request_id, tp, False, final=True, reason=reason))
+
+
+def _observation_failed(d: _Decision, o: ObservationFailed) -> None:
+    if d.state.cluster_error != o.reason:
+        d.emit(ev.ClusterUnreachable(o.reason))
+
+
+# --- what the cluster said to each action --------------------------------------------------------
+
+
+def _outcome(d: _Decision, o: ActionOutcome) -> None:
+    _OUTCOMES[type(o.action)](d, o.action, o.result, o.now)
+
+
+def _unavailable_code(result) -> tuple[str, str]:
+    if isinstance(result, Refused):
+        return result.code, result.message
+    return "UNAVAILABLE", str(result)
+
+
+def _start_outcome(d: _Decision, a: StartStep, result, now) -> None:
+    f = d.state.steps.get(a.tp)
+    if f is None or f.request_id != a.request_id or f.number != a.number or f.aborting:
+        return  # about a step no longer in flight (or being aborted)
+    if isinstance(result, Ok):
         if not f.started:
-            d.emit(ev.StepStarted(r.request_id, r.tp, r.step))
+            d.emit(ev.StepStarted(a.request_id, a.tp, a.number, now))
+    elif isinstance(result, Refused):
+        entry = d.state.partitions[a.tp]
+        d.emit(ev.StepFailed(a.request_id, a.tp, a.number, f"the cluster refused step {a.number}: {result}",
+                             retry.retry_at(now, entry.failures + 1)))
+    else:  # the cluster could not be asked: the outcome is unknown; the watcher may still see it started
+        d.emit(ev.ActionFailed("start_step", "UNAVAILABLE", str(result), f.attempt, retry.retry_at(now, f.attempt),
+                               request_id=a.request_id, tp=a.tp, number=a.number))
+
+
+def _cancel_outcome(d: _Decision, a: CancelStep, result, now) -> None:
+    f = d.state.steps.get(a.tp)
+    if f is None or f.request_id != a.request_id or f.number != a.number or not f.aborting:
+        return
+    if isinstance(result, Ok):
+        if f.error is not None:
+            d.emit(ev.ActionSucceeded("cancel_step", f.attempt, a.request_id, a.tp, a.number))
+        return  # the watcher sees the revert
+    code, message = _unavailable_code(result)
+    if isinstance(result, Refused):  # Kafka will not revert it: the step goes on, the cancel applies after
+        d.emit(ev.ActionFailed("cancel_step", code, f"the cluster refused to abort step {a.number} ({message}); "
+                               f"the step goes on and the cancel applies when it completes", f.attempt,
+                               final=True, request_id=a.request_id, tp=a.tp, number=a.number))
+        return
+    d.emit(ev.ActionFailed("cancel_step", code, message, f.attempt, retry.retry_at(now, f.attempt),
+                           request_id=a.request_id, tp=a.tp, number=a.number))
+
+
+def _elect_outcome(d: _Decision, a: ElectLeader, result, now) -> None:
+    el = d.state.elections.get(a.tp)
+    if el is None or isinstance(result, Ok):
+        return  # the watcher sees the new leader (or, after ELECTION_GRACE, that it did not happen)
+    _election_failed(d, a.tp, el, *_unavailable_code(result), now)
+
+
+def _election_failed(d: _Decision, tp: TopicPartition, el, code: str, message: str, now) -> None:
+    if el.attempt >= retry.ELECTION_ATTEMPTS:
+        d.emit(ev.ActionFailed(
+            "elect_leader", code, f"broker {el.leader} did not become leader after {el.attempt} elections "
+            f"({message}); the partition goes on without it", el.attempt, final=True, tp=tp))
     else:
-        d.emit(ev.StepFailed(r.request_id, r.tp, r.step, r.error))
+        d.emit(ev.ActionFailed("elect_leader", code, message, el.attempt, retry.retry_at(now, el.attempt), tp=tp))
+    if tp in d.state.waiting:
+        _reconsider(d, tp)
+
+
+def _throttles_outcome(d: _Decision, a, result, now) -> None:
+    action = "apply_throttles" if isinstance(a, ApplyThrottles) else "remove_throttles"
+    s = d.state
+    if isinstance(result, Ok):
+        if s.throttle_error is not None and s.throttle_failed.is_empty():
+            d.emit(ev.ActionSucceeded(action, s.throttle_attempt, throttles=a.throttles))
+        return
+    code, message = _unavailable_code(result)
+    # One round of changes fails as a whole: the first failing piece sets the retry time.
+    pending = s.throttle_retry_at is not None and now is not None and now < s.throttle_retry_at
+    attempt = s.throttle_attempt if pending else s.throttle_attempt + 1
+    at = s.throttle_retry_at if pending else retry.retry_at(now, attempt)
+    d.emit(ev.ActionFailed(action, code, message, attempt, at, throttles=a.throttles))
+    d.steps_changed = True
+
+
+_OUTCOMES: dict[type, Callable] = {
+    StartStep: _start_outcome,
+    CancelStep: _cancel_outcome,
+    ElectLeader: _elect_outcome,
+    ApplyThrottles: _throttles_outcome,
+    RemoveThrottles: _throttles_outcome,
+}
+
+
+def _throttles_observed(d: _Decision, o: ThrottlesObserved) -> None:
+    """Compare the throttle configuration read back with what the log says is in force."""
+    s = d.state
+    force, read = s.throttles, o.throttles
+    pending = minus(force, s.throttle_failed)  # pieces being retried are known not to match
+    missing = ThrottleSet(
+        frozenset(e for e in pending.leader if e.topic in o.topics and e not in read.leader),
+        frozenset(e for e in pending.follower if e.topic in o.topics and e not in read.follower),
+        frozenset(b for b in pending.leader_brokers if b in o.brokers and b not in read.leader_brokers),
+        frozenset(b for b in pending.follower_brokers if b in o.brokers and b not in read.follower_brokers),
+    )
+    want = needed(((tp, f.step) for tp, f in s.steps.items()), s.throttle_rate)
+    ours = s.partitions
+    unexpected = ThrottleSet(
+        frozenset(e for e in read.leader if e not in want.leader and e not in force.leader
+                  and TopicPartition(e.topic, e.partition) in ours),
+        frozenset(e for e in read.follower if e not in want.follower and e not in force.follower
+                  and TopicPartition(e.topic, e.partition) in ours),
+    )
+    if missing.is_empty() and unexpected.is_empty():
+        return
+    d.emit(ev.ThrottlesDrifted(missing, unexpected))
+    _reconcile_throttles(d)
+
+
+# --- ticks -------------------------------------------------------------------------------------
 
 
 def _tick(d: _Decision, _t: Tick) -> None:
     for tp in sorted(d.state.steps.keys()):
         _check_step(d, tp)
+    _retry_steps(d)
+    _check_elections(d)
     _settle(d)
     _reconcile_throttles(d)
     if d.state.paused:
         return
     s = d.state
     starts: list[Start] = []
-    for decision in next_batch(s.ready, s.in_flight, s.limits, lambda tp: plan(s, tp)):
+    rank = (lambda rid: s.requests[rid].rank) if s.requests else (lambda rid: 0)
+    for decision in next_batch(s.ready, s.in_flight, s.limits, lambda tp: plan(s, tp, d.now), rank):
         if isinstance(decision, Start):
+            if _held_by_throttles(d.state, decision.tp, decision.step):
+                continue  # its throttles failed and their retry is not due: it stays ready
             starts.append(decision)
         elif isinstance(decision, Requeue):
             d.emit(ev.PartitionReady(s.partitions[decision.tp].request_id, decision.tp, decision.step))
@@ -396,14 +599,77 @@ def _tick(d: _Decision, _t: Tick) -> None:
         d.emit(ev.StepPlanned(entry.request_id, x.tp, entry.steps_planned + 1, x.step))
 
 
+def _retry_steps(d: _Decision) -> None:
+    """Alters and aborts that failed (the cluster could not be asked) are tried again when due; an
+    alter only once the throttles it needs are in force, so a step never starts unthrottled."""
+    s = d.state
+    for tp in sorted(s.steps.keys()):
+        f = s.steps[tp]
+        if not f.retry or not retry.due(f.retry_at, d.now):
+            continue
+        if f.aborting:
+            d.emit(ev.ActionRetried("cancel_step", f.attempt + 1, f.request_id, tp, f.number, at=d.now))
+        elif not f.started and (s.throttle_rate is None or in_force(d.state.throttles, tp, f.step)):
+            d.emit(ev.ActionRetried("start_step", f.attempt + 1, f.request_id, tp, f.number, f.step.tr, d.now))
+
+
+def _check_elections(d: _Decision) -> None:
+    """Retry failed elections when due; an accepted election that does not show within
+    ELECTION_GRACE seconds was lost (the leader changed again, or the request went astray)."""
+    for tp, el in sorted(d.state.elections.items()):
+        if el.retry:
+            if retry.due(el.retry_at, d.now):
+                d.emit(ev.ActionRetried("elect_leader", el.attempt + 1, tp=tp, at=d.now))
+        elif el.since is not None and d.now is not None and d.now - el.since >= retry.ELECTION_GRACE:
+            _election_failed(d, tp, el, "ELECTION_LOST",
+                             f"broker {el.leader} was not leader {retry.ELECTION_GRACE:g} s after the election", d.now)
+
+
+def _held_by_throttles(s: State, tp: TopicPartition, step: Step) -> bool:
+    """Whether a step needs a throttle piece whose change failed and is not due for retry yet (the
+    tick's reconcile has already sent every piece that is due)."""
+    failed = s.throttle_failed
+    if failed.is_empty():
+        return False
+    want = needed([(tp, step)], s.throttle_rate)
+    return bool(want.leader & failed.leader or want.follower & failed.follower
+                or want.leader_brokers & failed.leader_brokers or want.follower_brokers & failed.follower_brokers)
+
+
 def _reconcile_throttles(d: _Decision) -> None:
+    """Bring the throttles in force to what the steps in flight need. Pieces whose last change
+    failed wait for their retry time (``throttle_retry_at``); the rest goes at once."""
     s = d.state
     want = needed(((tp, f.step) for tp, f in s.steps.items()), s.throttle_rate)
     to_remove, to_apply = reconcile(s.throttles, want)
+    if not s.throttle_failed.is_empty() and not retry.due(s.throttle_retry_at, d.now):
+        to_remove, to_apply = minus(to_remove, s.throttle_failed), minus(to_apply, s.throttle_failed)
+    dead = _dead_brokers(s, to_remove, to_apply)
+    if dead:  # a broker's rate is changed on that broker: wait until it is back, never block on it
+        to_remove, to_apply = minus(to_remove, dead), minus(to_apply, dead)
     if not to_remove.is_empty():
         d.emit(ev.ThrottlesRemoved(to_remove))
     if not to_apply.is_empty():
         d.emit(ev.ThrottlesApplied(to_apply))
+
+
+def _reassert_rates(d: _Decision, back: frozenset) -> None:
+    """A broker back from the dead gets its rates set again: a rate change made while it was down
+    could not reach it (rates are changed on the broker itself)."""
+    force = d.state.throttles
+    lead, follow = force.leader_brokers & back, force.follower_brokers & back
+    if (lead or follow) and force.rate is not None:
+        d.emit(ev.ThrottlesApplied(ThrottleSet(leader_brokers=lead, follower_brokers=follow, rate=force.rate)))
+
+
+def _dead_brokers(s: State, *deltas: ThrottleSet) -> ThrottleSet:
+    """The broker rates in ``deltas`` that name a broker known to be down."""
+    live = s.live_brokers()
+    if live is None:
+        return ThrottleSet()
+    named = set().union(*(t.leader_brokers | t.follower_brokers for t in deltas))
+    dead = frozenset(b for b in named if b not in live)
+    return ThrottleSet(leader_brokers=dead, follower_brokers=dead) if dead else ThrottleSet()
 
 
 def _complete_requests(d: _Decision, everything: bool) -> None:
@@ -424,7 +690,9 @@ _HANDLERS: dict[type, Callable[[_Decision, object], None]] = {
     Pause: _pause,
     Resume: _resume,
     Observation: _observe,
-    StepStartReport: _report,
+    ObservationFailed: _observation_failed,
+    ActionOutcome: _outcome,
+    ThrottlesObserved: _throttles_observed,
     Tick: _tick,
     Unverified: _unverified,
     AdaptThrottle: _adapt,

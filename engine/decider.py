@@ -7,15 +7,19 @@ input at a time, in a thread (every call here blocks). For each input:
 2. append the events to the events topic and wait for delivery (**log first**:
    the state advances only once its events are on the log);
 3. carry out their actions on the cluster, in log order (``engine.executor``);
-4. feed the executor's reports (``StepStartReport``) back through ``handle``,
-   appending and executing what they cause, until nothing is left.
+4. feed the outcome of every action (``ActionOutcome``: ok, refused with
+   Kafka's error, or unavailable) back through ``handle``, appending and
+   executing what they cause, until nothing is left. A failed action is an
+   ``ActionFailed`` event and a WARNING log line with the reason; the core
+   decides when it is tried again (``engine.retry``), and nothing else waits.
 
-A tick (``tick()``) first retries actions left over by an unavailable cluster,
-then observes exactly ``watched(state)`` (never the whole cluster), feeds the
-observation, the adaptive throttle's proposal if any, then a ``Tick``. While
-actions are still left over it observes nothing: an observation is only taken
-after the actions logged before it were carried out (the core's contract), so
-the contract holds by construction.
+A tick (``tick()``) observes exactly ``watched(state)`` (never the whole
+cluster), feeds the observation (or, if the cluster cannot be observed,
+``ObservationFailed``, which the core records once as ``ClusterUnreachable``),
+the adaptive throttle's proposal if any, then a ``Tick`` with the clock, which
+retries what is due. Every ``verify_interval`` seconds it also reads the
+throttle configuration back from the cluster (``ThrottlesObserved``): what the
+log says is in force and the cluster lacks is set again, and said.
 
 ``recover(executed)`` is how a decider starts (first start, restart after a
 crash, failover): fold the events topic to its end, then bring the cluster in
@@ -45,7 +49,7 @@ from engine.adaptive import AdaptiveThrottle, Sample
 from engine.attention import attention
 from engine.cluster import Cluster
 from engine.cluster.result import Unavailable
-from engine.commands import Input, Submit, Tick
+from engine.commands import Input, ObservationFailed, Submit, ThrottlesObserved, Tick
 from engine.decide import handle, watched
 from engine.envelope import EventEnvelope, new_id, now
 from engine.executor import Executor, actions, recovery_actions
@@ -53,7 +57,7 @@ from engine.partition import TopicPartition
 from engine.progress import Progress, report
 from engine.replay import fold_log
 from engine.state import EMPTY, TERMINAL, State, apply
-from engine.summary import bytes_remaining, summarize
+from engine.summary import bytes_remaining, describe, summarize
 
 log = logging.getLogger("kreassign.decider")
 
@@ -86,15 +90,17 @@ class MemoryLog:
 
 class Decider:
     def __init__(self, log: EventLog, cluster: Cluster, *, clock: Callable[[], float] = time.time,
-                 adaptive: AdaptiveThrottle | None = None):
+                 adaptive: AdaptiveThrottle | None = None, verify_interval: float = 10.0):
         self.log = log
         self.cluster = cluster
         self.clock = clock
         self.adaptive = adaptive
+        self.verify_interval = verify_interval  # seconds between read-backs of the throttle configs
+        self.verified_at: float | None = None
         self.state: State = EMPTY
         self.progress = Progress()
         self.recent: deque[EventEnvelope] = deque(maxlen=RECENT)  # for the status page
-        self.executor = Executor(cluster)
+        self.executor = Executor(cluster, clock)
         self.executed: str | None = None  # last event whose actions (and all before) were carried out
         self.last_event: str | None = None
         self.recovered = False
@@ -102,6 +108,7 @@ class Decider:
         self.sizes: dict[TopicPartition, int] = {}  # bytes, from the last cluster snapshot
         self.blocked: str | None = None  # why actions or observations are held back
         self.counts: Counter = Counter()  # events appended, by type name; "_inputs", "_ticks"
+        self.failures: Counter = Counter()  # (action, code) -> ActionFailed events appended
         self._meta: dict[TopicPartition, tuple[int | None, int, float, tuple[int, ...]]] = {}
 
     # --- recovery ------------------------------------------------------------------------
@@ -142,7 +149,7 @@ class Decider:
         self.state = state
         self.progress = progress
         self.recent = recent
-        self.executor = Executor(self.cluster)
+        self.executor = Executor(self.cluster, self.clock)
         self.last_event = self.executed = last
         self.planned_at = {tp: t for tp, t in planned.items() if tp in state.steps}
         self._meta = {}
@@ -150,9 +157,8 @@ class Decider:
         self.recovered = True
         todo = recovery_actions(removed, state)
         self._refresh_sizes()
-        self.process(*self._execute(todo))
-        if not self.executor.pending:
-            self.executed = self.last_event
+        self.process(*self.executor.execute(todo))
+        self.executed = self.last_event
         return {"events": applied, "duplicates": duplicates, "actions": len(todo),
                 "throttle_removals_replayed": len(removed), "seconds": time.monotonic() - started}
 
@@ -178,25 +184,40 @@ class Decider:
     def tick(self) -> list[EventEnvelope]:
         self.counts["_ticks"] += 1
         out: list[EventEnvelope] = []
-        if self.executor.pending:
-            out += self.process(*self._execute([]))
-            if self.executor.pending:
-                return out
+        now = self.clock()
         obs = self.cluster.observe(sorted(watched(self.state)))
         if isinstance(obs, Unavailable):
             self.blocked = f"cannot observe the cluster: {obs}"
-            return out
+            log.warning("cannot observe the cluster: %s", obs)
+            return self.process(ObservationFailed(str(obs), now))
         self.blocked = None
-        out += self.process(obs)
+        out += self.process(dataclasses.replace(obs, now=now))
         if self.adaptive is not None:
             self.adaptive, change = self.adaptive.propose(self.state.throttle_rate)
             if change is not None:
                 out += self.process(change)
-        out += self.process(Tick())
+        out += self.process(Tick(now))
+        if self.verified_at is None or now - self.verified_at >= self.verify_interval:
+            out += self.verify_throttles(now)
         return out
 
+    def verify_throttles(self, now: float) -> list[EventEnvelope]:
+        """Read the throttle configuration back and let the core compare it with the log."""
+        s = self.state
+        force = s.throttles
+        topics = {e.topic for e in force.leader | force.follower} | {tp.topic for tp in s.steps.keys()}
+        brokers = force.leader_brokers | force.follower_brokers
+        self.verified_at = now
+        if not topics and not brokers:
+            return []
+        read = self.cluster.throttles(sorted(topics), sorted(brokers))
+        if isinstance(read, Unavailable):
+            log.warning("cannot read the throttle configuration back: %s", read)
+            return []
+        return self.process(ThrottlesObserved(read, frozenset(topics), frozenset(brokers), now))
+
     def process(self, *inputs: Input) -> list[EventEnvelope]:
-        """Decide, log, execute, and feed back the reports, until nothing is left."""
+        """Decide, log, execute, and feed back the outcomes, until nothing is left."""
         appended: list[EventEnvelope] = []
         todo = list(inputs)
         while todo:
@@ -216,23 +237,9 @@ class Decider:
             appended.extend(envelopes)
             self.last_event = envelopes[-1].id
             self._track(events)
-            todo.extend(self._execute(actions(events)))
-        if not self.executor.pending:
-            self.executed = self.last_event
+            todo.extend(self.executor.execute_events(events))
+        self.executed = self.last_event
         return appended
-
-    # --- the executor ------------------------------------------------------------------------
-
-    def _execute(self, todo) -> list:
-        try:
-            reports = self.executor.execute(todo)
-        except Exception as e:  # noqa: BLE001 - an adapter that raises is an unavailable cluster
-            log.warning("executor: %s: %s", type(e).__name__, e)
-            self.executor.last_unavailable = Unavailable(f"{type(e).__name__}: {e}")
-            reports = []
-        u = self.executor.last_unavailable
-        self.blocked = f"{len(self.executor.pending)} actions waiting for the cluster: {u}" if self.executor.pending else None
-        return reports
 
     # --- bookkeeping for status, metrics and the adaptive throttle ------------------------------
 
@@ -242,6 +249,10 @@ class Decider:
         for e in events:
             kind = type(e)
             self.counts[kind.__name__] += 1
+            if kind in _WARN:
+                log.warning("%s", describe(e))
+            if kind is ev.ActionFailed:
+                self.failures[(e.action, e.code)] += 1
             if kind is ev.StepPlanned:
                 self.planned_at[e.tp] = t
                 if e.step.nr:
@@ -287,7 +298,9 @@ class Decider:
         doc["in_flight"] = [
             {"partition": str(tp), "request": f.request_id, "step": f.number, "cr": list(f.step.cr),
              "tr": list(f.step.tr), "started": f.started, "aborting": f.aborting,
-             "age_seconds": round(t - self.planned_at[tp], 3) if tp in self.planned_at else None}
+             "age_seconds": round(t - self.planned_at[tp], 3) if tp in self.planned_at else None,
+             "attempt": f.attempt, "error": f.error, "retry_in_seconds": (
+                 max(0.0, round(f.retry_at - t, 1)) if f.retry and f.retry_at is not None else None)}
             for tp, f in sorted(s.steps.items())[:limit]
         ]
         doc["waiting_partitions"] = [
@@ -296,7 +309,7 @@ class Decider:
         ]
         doc["progress"] = report(s, self.progress, datetime.now(timezone.utc))["requests"]
         doc["recent_events"] = [_event_line(e) for e in reversed(self.recent)]
-        doc["attention"] = attention(s, self.progress.rejected_at, blocked=self.blocked)
+        doc["attention"] = attention(s, self.progress.rejected_at, blocked=self.blocked, now=t)
         doc["partitions_remaining"] = self.remaining()
         doc["bytes_remaining"] = bytes_remaining(s, self.sizes) if self.sizes else None
         doc["blocked"] = self.blocked
@@ -315,6 +328,9 @@ QUIET = frozenset({ev.BrokersObserved, ev.TopicObserved, ev.PartitionObserved, e
 """Events left out of the status page's recent events: every tick can append some (observations,
 a step's throttles set and removed), and they would push everything else out. Throttles in force,
 waits and the latest observations are shown from the state instead."""
+
+_WARN = frozenset({ev.ActionFailed, ev.StepFailed, ev.ClusterUnreachable, ev.ThrottlesDrifted, ev.CancelSkipped})
+"""Events that report a failure or a correction: each is also a WARNING line of the engine's log."""
 
 
 def _event_line(envelope: EventEnvelope) -> dict:

@@ -183,15 +183,17 @@ class Publisher(_EnvelopeWriter):
         self.signing_key = signing_key
 
     def submit(self, partitions: Iterable[cmd.PartitionTarget], throttle_rate: int | None = None,
-               request_id: str | None = None) -> str:
+               request_id: str | None = None, allow_below_min_insync: bool = False) -> str:
         """Reassign ``partitions`` (Kafka's reassignment JSON entries); returns the request id."""
         request_id = request_id or new_id()
-        self.send(cmd.Submit(request_id, tuple(partitions), throttle_rate))
+        self.send(cmd.Submit(request_id, tuple(partitions), throttle_rate,
+                             allow_below_min_insync=allow_below_min_insync))
         return request_id
 
     def cancel(self, request_id: str, partitions: Iterable[TopicPartition] | None = None,
-               rollback: bool = False) -> str:
-        return self.send(cmd.Cancel(request_id, None if partitions is None else tuple(partitions), rollback)).id
+               rollback: bool = False, include_completed: bool = False) -> str:
+        return self.send(cmd.Cancel(request_id, None if partitions is None else tuple(partitions), rollback,
+                                    include_completed=include_completed)).id
 
     def change_limits(self, changes: Mapping[str, int]) -> str:
         """Limit names are field names or KIP aliases (``engine.limits.SETTINGS``)."""

@@ -94,29 +94,36 @@ class StepPlanned:
 
 @dataclass(frozen=True, slots=True)
 class StepStarted:
+    """The cluster accepted the step (its answer, or the reassignment seen in progress)."""
+
     request_id: str
     tp: TopicPartition
     number: int
+    at: float | None = None  # the shell's clock
 
 
 @dataclass(frozen=True, slots=True)
 class StepFailed:
-    """The cluster refused the step; the partition waits and is re-planned."""
+    """The step ended without reaching its target (the cluster refused it, or the reassignment
+    was reverted or changed outside kreassign): the partition waits and is planned again from
+    ``retry_at`` on (``None``: at once)."""
 
     request_id: str
     tp: TopicPartition
     number: int
     reason: str
+    retry_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class StepCompleted:
-    """Replicas equal TR and all of TR is in the ISR."""
+    """Kafka finished the reassignment: replicas equal TR and no reassignment is in progress."""
 
     request_id: str
     tp: TopicPartition
     number: int
     elect_leader: bool  # TR[0] does not lead yet: elect the preferred leader
+    at: float | None = None  # the shell's clock when it was seen (elections are checked from it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +150,7 @@ class CancelRequested:
     partitions: tuple[TopicPartition, ...] | None  # None: the whole request
     rollback: bool
     command_id: str = ""
+    include_completed: bool = False  # a rollback also moves completed partitions back
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,13 +162,16 @@ class CancelSkipped:
 
 @dataclass(frozen=True, slots=True)
 class PartitionCancelled:
-    """Pending steps dropped; ``aborting`` names a step in flight being aborted."""
+    """Pending steps dropped; ``aborting`` names a step in flight being aborted. ``final``: the
+    cancel is over and the partition stays where ``reason`` says."""
 
     request_id: str
     tp: TopicPartition
     rollback: bool
     aborting: int | None = None
     superseded_by: str | None = None
+    final: bool = False
+    reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +188,63 @@ class PartitionReverted:
     tp: TopicPartition
 
 
+# --- what the cluster said to an action ------------------------------------------------
+
+ACTIONS = ("start_step", "cancel_step", "elect_leader", "apply_throttles", "remove_throttles")
+"""The ``action`` of ``ActionFailed`` / ``ActionRetried`` / ``ActionSucceeded``."""
+
+
+@dataclass(frozen=True, slots=True)
+class ActionFailed:
+    """The cluster refused an action (``code`` is Kafka's error name) or could not be asked
+    (``code`` UNAVAILABLE). It is tried again at ``retry_at`` (``None``: at the next tick)
+    unless ``final``: then the rule it concerns decided what happens instead, and
+    ``message`` says what."""
+
+    action: str
+    code: str
+    message: str
+    attempt: int  # 1 for the first try
+    retry_at: float | None = None
+    final: bool = False
+    request_id: str | None = None
+    tp: TopicPartition | None = None
+    number: int | None = None
+    throttles: ThrottleSet | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ActionRetried:
+    """A failed action is carried out again (the executor asks the cluster once more)."""
+
+    action: str
+    attempt: int
+    request_id: str | None = None
+    tp: TopicPartition | None = None
+    number: int | None = None
+    replicas: Replicas | None = None  # start_step: the step's TR
+    at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ActionSucceeded:
+    """An action that had failed before was carried out: its failure is over."""
+
+    action: str
+    attempt: int
+    request_id: str | None = None
+    tp: TopicPartition | None = None
+    number: int | None = None
+    throttles: ThrottleSet | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterUnreachable:
+    """The cluster could not be observed (``reason``), or can be again (``None``)."""
+
+    reason: str | None
+
+
 # --- throttles, limits, control ------------------------------------------------------
 
 
@@ -190,6 +258,17 @@ class ThrottlesApplied:
 @dataclass(frozen=True, slots=True)
 class ThrottlesRemoved:
     throttles: ThrottleSet
+
+
+@dataclass(frozen=True, slots=True)
+class ThrottlesDrifted:
+    """The throttle configuration read back from the cluster differs from what the log says is
+    in force: ``missing`` entries and rates are set again; ``unexpected`` entries (on partitions
+    kreassign moves, needed by no step in flight) are removed. Other tools' entries and rates
+    on anything else are left alone."""
+
+    missing: ThrottleSet
+    unexpected: ThrottleSet
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +300,7 @@ Event = (
     | StepPlanned | StepStarted | StepFailed | StepCompleted | PartitionCompleted | RequestCompleted
     | CancelRequested | CancelSkipped | PartitionCancelled | StepAborted | PartitionReverted
     | ThrottlesApplied | ThrottlesRemoved | LimitsChanged | ThrottleRateChanged | Paused | Resumed
+    | ActionFailed | ActionRetried | ActionSucceeded | ClusterUnreachable | ThrottlesDrifted
 )
 
 EVENT_TYPES: tuple[type, ...] = Event.__args__  # type: ignore[attr-defined]

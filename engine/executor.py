@@ -6,7 +6,8 @@ Pure part:
   (``ThrottlesApplied`` -> ``ApplyThrottles``; ``StepPlanned`` -> ``StartStep``
   with exactly the step's TR; ``PartitionCancelled`` with ``aborting`` ->
   ``CancelStep``; ``ThrottlesRemoved`` -> ``RemoveThrottles``; ``StepCompleted``
-  with ``elect_leader`` -> ``ElectLeader``). Nothing else touches the cluster.
+  with ``elect_leader`` -> ``ElectLeader``; ``ActionRetried`` -> the action it
+  names). Nothing else touches the cluster.
 * ``reassert(state)``: what must be asserted again after a restart, from the
   state alone: throttles in force, each step in flight (altered again to its
   TR, or cancelled if it is being aborted), each pending preferred-leader
@@ -26,30 +27,39 @@ Pure part:
 
 Thin runner:
 
-* ``run(cluster, actions)`` carries actions out in order (consecutive actions
-  of one kind go in one batch call) and returns the ``StepStartReport``s
-  ``decide`` needs. It stops at the first ``Unavailable`` answer, so nothing
-  runs ahead of an action that may not have happened; ``Outcome.done`` says how
-  many were carried out and ``Executor`` keeps the rest to retry first.
+* ``run(cluster, actions, now)`` carries out every action, in order
+  (consecutive actions of one kind go in one batch call), and returns one
+  ``ActionOutcome`` per action: ``Ok``, ``Refused`` or ``Unavailable``. A failure
+  never stops the others; ``decide`` turns each outcome into what happens next
+  (``engine.retry`` holds when). One ordering rule is the runner's: a step is
+  never started without the throttles logged before it, so a ``StartStep``
+  whose topic or brokers were named by a throttle change that just failed is
+  not carried out, and its outcome says why.
+* A throttle change that fails is asked again piece by piece (each topic, each
+  broker: ``engine.throttles.split``), so each outcome says exactly which part
+  is in force.
 
-The engine's loop (``engine.sim.strategies``, issue 5's Faust worker) is:
-``handle`` an input, ``run`` the actions of its events, ``handle`` each report,
-then observe ``watched(state)`` only after acting.
+The engine's loop (``engine.decider``, ``engine.sim.strategies``) is: ``handle``
+an input, ``run`` the actions of its events, ``handle`` each outcome, then
+observe ``watched(state)`` only after acting.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import logging
+from dataclasses import dataclass
 from itertools import groupby
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from engine import events as ev
 from engine.cluster import Cluster
 from engine.cluster.actions import Action, ApplyThrottles, CancelStep, ElectLeader, RemoveThrottles, StartStep
-from engine.cluster.result import Ok, Refused, Result, Unavailable
-from engine.commands import StepStartReport
+from engine.cluster.result import Ok, Result, Unavailable
+from engine.commands import ActionOutcome
 from engine.state import State
-from engine.throttles import ThrottleSet
+from engine.throttles import ThrottleSet, split
+
+log = logging.getLogger("kreassign.executor")
 
 
 def actions(events: Iterable[ev.Event]) -> list[Action]:
@@ -66,6 +76,13 @@ def actions(events: Iterable[ev.Event]) -> list[Action]:
             out.append(CancelStep(e.request_id, e.tp, e.aborting))
         elif kind is ev.StepCompleted and e.elect_leader:
             out.append(ElectLeader(e.tp))
+        elif kind is ev.ActionRetried:
+            if e.action == "start_step":
+                out.append(StartStep(e.request_id, e.tp, e.number, e.replicas))
+            elif e.action == "cancel_step":
+                out.append(CancelStep(e.request_id, e.tp, e.number))
+            elif e.action == "elect_leader":
+                out.append(ElectLeader(e.tp))
     return out
 
 
@@ -103,70 +120,77 @@ def recovery_actions(removed: Iterable[ThrottleSet], state: State) -> list[Actio
     return out + reassert(state)
 
 
-@dataclass(frozen=True)
-class Outcome:
-    reports: tuple[StepStartReport, ...] = ()
-    done: int = 0  # actions carried out, in order
-    unavailable: Unavailable | None = None  # why it stopped before the end
-    refused: tuple[tuple[Action, Refused], ...] = ()  # refusals that are not step reports
-
-    @property
-    def complete(self) -> bool:
-        return self.unavailable is None
-
-
-def run(cluster: Cluster, todo: Sequence[Action]) -> Outcome:
-    reports: list[StepStartReport] = []
-    refused: list[tuple[Action, Refused]] = []
-    done = 0
+def run(cluster: Cluster, todo: Sequence[Action], now: float | None = None) -> list[ActionOutcome]:
+    out: list[ActionOutcome] = []
+    failed_topics: set[str] = set()
+    failed_brokers: set[int] = set()
     for kind, group in groupby(todo, key=type):
         batch = list(group)
+        if kind in (ApplyThrottles, RemoveThrottles):
+            for action in batch:
+                for piece, result in _throttles(cluster, action):
+                    out.append(ActionOutcome(kind(piece), result, now))
+                    if kind is ApplyThrottles and not isinstance(result, Ok):
+                        failed_topics.update(e.topic for e in piece.leader | piece.follower)
+                        failed_brokers.update(piece.leader_brokers | piece.follower_brokers)
+            continue
+        if kind is StartStep and (failed_topics or failed_brokers):
+            held = [a for a in batch if a.tp.topic in failed_topics or failed_brokers & set(a.replicas)]
+            for a in held:
+                out.append(ActionOutcome(a, Unavailable(
+                    "not started: a throttle change it needs failed just before (the step waits for it)"), now))
+            batch = [a for a in batch if a not in held]
+            if not batch:
+                continue
         results = _call(cluster, kind, batch)
-        for action, result in zip(batch, results):
-            if isinstance(result, Unavailable):
-                return Outcome(tuple(reports), done, result, tuple(refused))
-            if kind is StartStep:
-                error = None if isinstance(result, Ok) else str(result)
-                reports.append(StepStartReport(action.request_id, action.tp, action.number, error))
-            elif isinstance(result, Refused):
-                refused.append((action, result))
-            done += 1
-    return Outcome(tuple(reports), done, None, tuple(refused))
+        out.extend(ActionOutcome(a, r, now) for a, r in zip(batch, results))
+    return out
+
+
+def _throttles(cluster: Cluster, action) -> list[tuple[ThrottleSet, Result]]:
+    """One call for the whole delta; if it fails, one call per piece, to say which part failed."""
+    call = cluster.apply_throttles if isinstance(action, ApplyThrottles) else cluster.remove_throttles
+    result = _guard(lambda: call(action.throttles))
+    pieces = split(action.throttles)
+    if isinstance(result, Ok) or len(pieces) <= 1:
+        return [(action.throttles, result)]
+    return [(piece, _guard(lambda p=piece: call(p))) for piece in pieces]
+
+
+def _guard(call) -> Result:
+    try:
+        return call()
+    except Exception as e:  # noqa: BLE001 - an adapter that raises is a defect: report it, never stall
+        log.exception("the cluster adapter raised")
+        return Unavailable(f"{type(e).__name__}: {e}")
 
 
 def _call(cluster: Cluster, kind: type, batch: list) -> list[Result]:
     if kind is StartStep:
-        by_tp = cluster.alter_reassignments({a.tp: a.replicas for a in batch})
-        return [by_tp.get(a.tp, Unavailable(f"no answer for {a.tp}")) for a in batch]
-    if kind is CancelStep:
-        by_tp = cluster.cancel_reassignments([a.tp for a in batch])
-        return [by_tp.get(a.tp, Unavailable(f"no answer for {a.tp}")) for a in batch]
-    if kind is ElectLeader:
-        by_tp = cluster.elect_preferred_leaders([a.tp for a in batch])
-        return [by_tp.get(a.tp, Unavailable(f"no answer for {a.tp}")) for a in batch]
-    if kind is ApplyThrottles:
-        return [cluster.apply_throttles(a.throttles) for a in batch]
-    if kind is RemoveThrottles:
-        return [cluster.remove_throttles(a.throttles) for a in batch]
-    raise TypeError(f"not an action: {kind.__name__}")
+        call = lambda: cluster.alter_reassignments({a.tp: a.replicas for a in batch})  # noqa: E731
+    elif kind is CancelStep:
+        call = lambda: cluster.cancel_reassignments([a.tp for a in batch])  # noqa: E731
+    elif kind is ElectLeader:
+        call = lambda: cluster.elect_preferred_leaders([a.tp for a in batch])  # noqa: E731
+    else:
+        raise TypeError(f"not an action: {kind.__name__}")
+    try:
+        by_tp = call()
+    except Exception as e:  # noqa: BLE001 - an adapter that raises is a defect: report it, never stall
+        log.exception("the cluster adapter raised")
+        return [Unavailable(f"{type(e).__name__}: {e}") for _ in batch]
+    return [by_tp.get(a.tp, Unavailable(f"no answer for {a.tp}")) for a in batch]
 
 
 @dataclass
 class Executor:
-    """``run`` with memory: actions left over by an ``Unavailable`` answer go first next time."""
+    """``run`` on one cluster, with the shell's clock."""
 
     cluster: Cluster
-    pending: list[Action] = field(default_factory=list)
-    refused: list[tuple[Action, Refused]] = field(default_factory=list)
-    last_unavailable: Unavailable | None = None
+    clock: Callable[[], float] | None = None
 
-    def execute(self, todo: Iterable[Action] = ()) -> list[StepStartReport]:
-        self.pending.extend(todo)
-        outcome = run(self.cluster, self.pending)
-        del self.pending[: outcome.done]
-        self.refused.extend(outcome.refused)
-        self.last_unavailable = outcome.unavailable
-        return list(outcome.reports)
+    def execute(self, todo: Iterable[Action] = ()) -> list[ActionOutcome]:
+        return run(self.cluster, list(todo), None if self.clock is None else self.clock())
 
-    def execute_events(self, events: Iterable[ev.Event]) -> list[StepStartReport]:
+    def execute_events(self, events: Iterable[ev.Event]) -> list[ActionOutcome]:
         return self.execute(actions(events))

@@ -14,7 +14,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from engine.summary import bytes_remaining
+from collections import Counter
+
+from engine.summary import bytes_remaining, problems
 
 
 class _Collector:
@@ -40,6 +42,18 @@ class _Collector:
             return
         d = e.decider
         s = d.state
+        failed = CounterMetricFamily("kreassign_action_failures", "Actions the cluster refused or could not be "
+                                     "asked, by action and Kafka's error code", labels=["action", "code"])
+        for (action, code), n in sorted(d.failures.items()):
+            failed.add_metric([action, code], n)
+        yield failed
+        now = GaugeMetricFamily("kreassign_problems", "Failures in force now (status' problems), by kind",
+                                labels=["kind"])
+        for kind, n in sorted(Counter(p["kind"] for p in problems(s)).items()):
+            now.add_metric([kind], n)
+        yield now
+        yield _gauge("kreassign_partitions_waiting", "Partitions that cannot progress now (status says why)",
+                     len(s.waiting))
         yield _gauge("kreassign_partitions_remaining", "Partitions of open requests not finished", d.remaining())
         yield _gauge("kreassign_steps_in_flight", "Steps in flight", len(s.steps))
         if d.sizes:

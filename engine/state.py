@@ -22,7 +22,7 @@ from engine.limits import DEFAULT_LIMITS, Limits
 from engine.partition import Broker, PartitionState, Replicas, TopicInfo, TopicPartition
 from engine.scheduler import CONTINUING, FRESH, InFlight, ReadyIndex, SchedulingKey, Slot
 from engine.step import Step
-from engine.throttles import DEFAULT_THROTTLE_RATE, ThrottleSet, after_apply, after_remove
+from engine.throttles import DEFAULT_THROTTLE_RATE, ThrottleSet, after_apply, after_remove, minus, union
 
 # Partition statuses
 PENDING = "pending"  # needs a planning decision (transient within a decision)
@@ -48,6 +48,22 @@ class InFlightStep(NamedTuple):
     step: Step
     started: bool = False
     aborting: bool = False
+    attempt: int = 1  # of the alter (or, while aborting, of the cancel)
+    error: str | None = None  # why the last attempt failed
+    retry: bool = False  # a failed attempt is to be tried again, from retry_at on (None: at once)
+    retry_at: float | None = None
+    started_at: float | None = None  # the shell's clock when the cluster accepted it
+
+
+class Election(NamedTuple):
+    """A preferred-leader election asked for after a step that moved the preferred leader."""
+
+    leader: int
+    attempt: int = 1
+    since: float | None = None  # when the last attempt was made (shell's clock)
+    error: str | None = None
+    retry: bool = False  # the last attempt failed: try again from retry_at on (None: at once)
+    retry_at: float | None = None
 
 
 class PartitionReassignment(NamedTuple):
@@ -61,7 +77,9 @@ class PartitionReassignment(NamedTuple):
     slot: Slot | None = None  # place in the ready index while READY
     rolling_back: bool = False
     cancelled: bool = False
-    note: str | None = None  # last cancel-skip reason
+    note: str | None = None  # last cancel-skip reason, or where a cancel left it
+    failures: int = 0  # steps the cluster refused in a row (StepFailed), for the backoff
+    retry_at: float | None = None  # a refused step is planned again from then on
 
     @property
     def goal(self) -> Replicas | None:
@@ -77,6 +95,13 @@ class Request(NamedTuple):
     status: str = ACTIVE
     counts: immutables.Map = immutables.Map()  # partition status -> count
     members: immutables.Map = immutables.Map()  # every partition it ever queued -> True
+    vstart: int = 0  # where it joined the turn-taking between requests (engine.scheduler)
+    started: int = 0  # steps it has started
+
+    @property
+    def rank(self) -> int:
+        """Its place in the turn-taking: the lowest rank starts its next step first."""
+        return self.vstart + self.started
 
     def count(self, status: str) -> int:
         return self.counts.get(status, 0)
@@ -97,8 +122,13 @@ class State(NamedTuple):
     steps: immutables.Map = immutables.Map()  # tp -> InFlightStep
     pending: immutables.Map = immutables.Map()  # tp -> True
     waiting: immutables.Map = immutables.Map()  # tp -> reason
-    elections: immutables.Map = immutables.Map()  # tp -> preferred leader
+    elections: immutables.Map = immutables.Map()  # tp -> Election
     throttles: ThrottleSet = ThrottleSet()  # in force on the cluster
+    throttle_failed: ThrottleSet = ThrottleSet()  # pieces whose last change failed: retried at throttle_retry_at
+    throttle_retry_at: float | None = None
+    throttle_error: str | None = None
+    throttle_attempt: int = 0  # consecutive failed rounds of throttle changes
+    cluster_error: str | None = None  # why the cluster cannot be observed now
     limits: Limits = DEFAULT_LIMITS
     throttle_rate: int | None = DEFAULT_THROTTLE_RATE
     paused: bool = False
@@ -207,7 +237,7 @@ def _(s: State, e: ev.TopicObserved) -> State:
 def _(s: State, e: ev.PartitionObserved) -> State:
     elections = s.elections
     want = elections.get(e.tp)
-    if want is not None and e.state.leader == want:
+    if want is not None and e.state.leader == want.leader:
         elections = elections.delete(e.tp)
     return s._replace(observed=s.observed.set(e.tp, e.state), elections=elections)
 
@@ -217,7 +247,10 @@ def _(s: State, e: ev.PartitionObserved) -> State:
 
 @_on(ev.RequestAccepted)
 def _(s: State, e: ev.RequestAccepted) -> State:
-    r = Request(e.request_id, s.seq, e.partitions, e.digest)
+    # it joins level with the least served request still running, so it neither waits behind the
+    # others' backlog nor overtakes them for long
+    vstart = min((r.rank for r in s.requests.values() if r.status == ACTIVE), default=0)
+    r = Request(e.request_id, s.seq, e.partitions, e.digest, vstart=vstart)
     return s._replace(requests=s.requests.set(e.request_id, r), seq=s.seq + 1)
 
 
@@ -246,7 +279,7 @@ def _(s: State, e: ev.PartitionReady) -> State:
         s = s._replace(ready=s.ready.remove(old.slot))
         old = old._replace(slot=None)
     lane = CONTINUING if (old.steps_planned or old.rolling_back) else FRESH
-    ready, slot = s.ready.add(SchedulingKey.of(e.step), lane, s.seq, e.tp)
+    ready, slot = s.ready.add(SchedulingKey.of(e.step), lane, s.seq, e.tp, old.request_id)
     s = s._replace(ready=ready, seq=s.seq + 1)
     return _put(s, e.tp, old._replace(status=READY, slot=slot), old)
 
@@ -266,13 +299,17 @@ def _(s: State, e: ev.StepPlanned) -> State:
         in_flight=s.in_flight.plus(e.step),
     )
     new = old._replace(status=IN_FLIGHT, slot=None, steps_planned=old.steps_planned + 1)
+    r = s.requests.get(e.request_id)
+    if r is not None:
+        s = s._replace(requests=s.requests.set(e.request_id, r._replace(started=r.started + 1)))
     return _put(s, e.tp, new, old)
 
 
 @_on(ev.StepStarted)
 def _(s: State, e: ev.StepStarted) -> State:
     f = s.steps[e.tp]
-    return s._replace(steps=s.steps.set(e.tp, f._replace(started=True)))
+    f = f._replace(started=True, error=None, retry=False, retry_at=None, started_at=e.at)
+    return s._replace(steps=s.steps.set(e.tp, f))
 
 
 @_on(ev.StepFailed)
@@ -280,17 +317,18 @@ def _(s: State, e: ev.StepFailed) -> State:
     s, _f = _end_step(s, e.tp)
     old = s.partitions[e.tp]
     s = s._replace(waiting=s.waiting.set(e.tp, e.reason))
-    return _put(s, e.tp, old._replace(status=WAITING), old)
+    new = old._replace(status=WAITING, failures=old.failures + 1, retry_at=e.retry_at)
+    return _put(s, e.tp, new, old)
 
 
 @_on(ev.StepCompleted)
 def _(s: State, e: ev.StepCompleted) -> State:
     s, f = _end_step(s, e.tp)
     if e.elect_leader:
-        s = s._replace(elections=s.elections.set(e.tp, f.step.tr[0]))
+        s = s._replace(elections=s.elections.set(e.tp, Election(f.step.tr[0], 1, e.at)))
     old = s.partitions[e.tp]
-    status = CANCELLED if (old.cancelled and not old.rolling_back) else PENDING
-    return _put(s, e.tp, old._replace(status=status, steps_done=old.steps_done + 1), old)
+    new = old._replace(status=PENDING, steps_done=old.steps_done + 1, failures=0, retry_at=None)
+    return _put(s, e.tp, new, old)
 
 
 @_on(ev.PartitionCompleted)
@@ -323,19 +361,24 @@ def _(s: State, e: ev.CancelSkipped) -> State:
 
 @_on(ev.PartitionCancelled)
 def _(s: State, e: ev.PartitionCancelled) -> State:
+    """A cancel (or the end of one: ``final``). Not final, a partition that is not in flight
+    goes back to planning: a rollback heads for ORS, a plain cancel settles where it stands
+    (``engine.cancellation.settle_target``) and a final ``PartitionCancelled`` ends it."""
     old = s.partitions[e.tp]
     rolling_back = e.rollback
+    note = e.reason or old.note
     if e.aborting is not None:
         status = ABORTING
         f = s.steps[e.tp]
-        s = s._replace(steps=s.steps.set(e.tp, f._replace(aborting=True)))
-    elif old.status == IN_FLIGHT:
-        status = IN_FLIGHT  # superseded: the step finishes, the new request continues
-    elif rolling_back:
-        status = PENDING
-    else:
+        f = f._replace(aborting=True, attempt=1, error=None, retry=False, retry_at=None)
+        s = s._replace(steps=s.steps.set(e.tp, f))
+    elif old.status in (IN_FLIGHT, ABORTING):
+        status = old.status  # superseded, or cancelled again: the step in flight finishes first
+    elif e.final or e.superseded_by is not None:
         status = CANCELLED
-    new = old._replace(status=status, slot=None, cancelled=True, rolling_back=rolling_back)
+    else:
+        status = PENDING
+    new = old._replace(status=status, slot=None, cancelled=True, rolling_back=rolling_back, note=note)
     return _put(s, e.tp, new, old)
 
 
@@ -343,8 +386,7 @@ def _(s: State, e: ev.PartitionCancelled) -> State:
 def _(s: State, e: ev.StepAborted) -> State:
     s, _f = _end_step(s, e.tp)
     old = s.partitions[e.tp]
-    status = CANCELLED if (old.cancelled and not old.rolling_back) else PENDING
-    return _put(s, e.tp, old._replace(status=status), old)
+    return _put(s, e.tp, old._replace(status=PENDING), old)
 
 
 @_on(ev.PartitionReverted)
@@ -358,12 +400,81 @@ def _(s: State, e: ev.PartitionReverted) -> State:
 
 @_on(ev.ThrottlesApplied)
 def _(s: State, e: ev.ThrottlesApplied) -> State:
-    return s._replace(throttles=after_apply(s.throttles, e.throttles))
+    return s._replace(throttles=after_apply(s.throttles, e.throttles), throttle_failed=minus(s.throttle_failed, e.throttles))
 
 
 @_on(ev.ThrottlesRemoved)
 def _(s: State, e: ev.ThrottlesRemoved) -> State:
-    return s._replace(throttles=after_remove(s.throttles, e.throttles))
+    return s._replace(throttles=after_remove(s.throttles, e.throttles), throttle_failed=minus(s.throttle_failed, e.throttles))
+
+
+@_on(ev.ThrottlesDrifted)
+def _(s: State, e: ev.ThrottlesDrifted) -> State:
+    return s._replace(throttles=union(minus(s.throttles, e.missing), e.unexpected))
+
+
+# --- action outcomes ---------------------------------------------------------------------------
+
+
+@_on(ev.ActionFailed)
+def _(s: State, e: ev.ActionFailed) -> State:
+    error = f"{e.code}: {e.message}" if e.message else e.code
+    if e.action in ("apply_throttles", "remove_throttles"):
+        piece = e.throttles or ThrottleSet()
+        # A failed apply is not in force; a failed removal still is. Either is retried as a whole
+        # round at throttle_retry_at (the tick's reconcile re-derives what to send).
+        force = minus(s.throttles, piece) if e.action == "apply_throttles" else union(s.throttles, piece)
+        return s._replace(throttles=force, throttle_failed=union(s.throttle_failed, piece),
+                          throttle_retry_at=e.retry_at, throttle_error=error, throttle_attempt=e.attempt)
+    if e.action == "elect_leader":
+        el = s.elections.get(e.tp)
+        if el is None:
+            return s
+        if e.final:
+            return s._replace(elections=s.elections.delete(e.tp))
+        el = el._replace(attempt=e.attempt, error=error, retry=True, retry_at=e.retry_at)
+        return s._replace(elections=s.elections.set(e.tp, el))
+    f = s.steps.get(e.tp)
+    if f is None:
+        return s
+    if e.action == "cancel_step" and e.final:  # the abort was refused: the step goes on
+        f = f._replace(aborting=False, attempt=1, error=None, retry=False, retry_at=None)
+        s = s._replace(steps=s.steps.set(e.tp, f))
+        old = s.partitions[e.tp]
+        return _put(s, e.tp, old._replace(status=IN_FLIGHT, note=e.message), old)
+    f = f._replace(attempt=e.attempt, error=error, retry=not e.final, retry_at=e.retry_at)
+    return s._replace(steps=s.steps.set(e.tp, f))
+
+
+@_on(ev.ActionRetried)
+def _(s: State, e: ev.ActionRetried) -> State:
+    if e.action == "elect_leader":
+        el = s.elections.get(e.tp)
+        if el is None:
+            return s
+        el = el._replace(attempt=e.attempt, since=e.at, retry=False, retry_at=None)
+        return s._replace(elections=s.elections.set(e.tp, el))
+    f = s.steps.get(e.tp)
+    if f is None:
+        return s
+    return s._replace(steps=s.steps.set(e.tp, f._replace(attempt=e.attempt, retry=False, retry_at=None)))
+
+
+@_on(ev.ActionSucceeded)
+def _(s: State, e: ev.ActionSucceeded) -> State:
+    if e.action in ("apply_throttles", "remove_throttles"):
+        if s.throttle_failed.is_empty():
+            return s._replace(throttle_retry_at=None, throttle_error=None, throttle_attempt=0)
+        return s
+    f = s.steps.get(e.tp) if e.tp is not None else None
+    if f is None:
+        return s
+    return s._replace(steps=s.steps.set(e.tp, f._replace(error=None, retry=False, retry_at=None)))
+
+
+@_on(ev.ClusterUnreachable)
+def _(s: State, e: ev.ClusterUnreachable) -> State:
+    return s._replace(cluster_error=e.reason)
 
 
 @_on(ev.LimitsChanged)

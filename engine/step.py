@@ -79,8 +79,12 @@ def plan_step(
     min_insync_replicas: int = 1,
     max_replicas_per_step: int = 1,
     live: AbstractSet[int] | None = None,
+    max_new: int | None = None,
 ) -> PlanResult:
     """The next step from CR towards FTR, ``DONE``, or ``Waiting(reason)``.
+
+    ``max_new`` bounds |NR| whatever the rules above say (the scheduler's caps: a step that
+    could not fit alone would never start); ``None``: no bound.
 
     ``live`` is the set of live brokers; ``None`` means all are alive.
     """
@@ -118,11 +122,15 @@ def plan_step(
         catch_up = min_insync_replicas - in_sync_now - 1
         if catch_up > 0:
             nr += [b for b in candidates[1:] if alive(b)][:catch_up]
+        if max_new is not None:
+            nr = nr[:max(max_new, 1)]
         dr = dead + excess_out[: min(r, len(nr))]
     else:  # rule 2
         live_dr = (excess_out + excess_in)[:r]
         need = min(max(len(ftr) - (live_cr - len(live_dr)), 0), r)
         need = max(need, min_insync_replicas - in_sync_now)  # rule 3
+        if max_new is not None:
+            need = min(need, max_new)
         live_candidates = [b for b in candidates if alive(b)]
         nr = live_candidates[:need]
         floor = min(len(cr), len(ftr))  # rule 5: live replicas left, dead ones counted as slots to refill

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Mapping
 
+from engine import events as ev
 from engine.partition import TopicPartition
 from engine.state import STATUSES, TERMINAL, State
 
@@ -48,12 +49,75 @@ def summarize(state: State) -> dict:
         "paused": state.paused,
         "rejected": dict(sorted(state.rejected.items())),
         "rejections": [rejection_row(e) for e in state.rejections],
+        "problems": problems(state),
     }
 
 
 def rejection_row(e) -> dict:
     """A ``CommandRejected`` event as JSON-ready data."""
     return {"command": e.command, "command_id": e.command_id, "request": e.request_id, "reasons": list(e.reasons)}
+
+
+def problems(state: State, limit: int = 200) -> list[dict]:
+    """What is failing now and when it is tried again: the cluster unreachable, throttle changes
+    that failed, steps the cluster did not start or abort, elections that did not happen. Each
+    entry: ``kind``, ``message`` and, where they apply, ``partition``, ``request``, ``step``,
+    ``attempt``, ``retry_at`` (the engine's clock, epoch seconds)."""
+    out: list[dict] = []
+    if state.cluster_error is not None:
+        out.append({"kind": "cluster", "message": f"cannot observe the cluster: {state.cluster_error}"})
+    if state.throttle_error is not None:
+        failed = state.throttle_failed
+        what = ", ".join([f"topic {t}" for t in sorted(failed.by_topic())] + [
+            f"broker {b}" for b in sorted(failed.leader_brokers | failed.follower_brokers)])
+        out.append({"kind": "throttles", "attempt": state.throttle_attempt, "retry_at": state.throttle_retry_at,
+                    "message": f"throttle change failed ({what or 'retrying'}): {state.throttle_error}; "
+                               f"steps that need it wait"})
+    for tp, f in state.steps.items():
+        if f.error is None:
+            continue
+        what = "abort of" if f.aborting else ("start of" if not f.started else "")
+        out.append({"kind": "abort" if f.aborting else "step", "partition": str(tp), "request": f.request_id,
+                    "step": f.number, "attempt": f.attempt, "retry_at": f.retry_at if f.retry else None,
+                    "message": f"{what} step {f.number} failed: {f.error}".strip()})
+        if len(out) >= limit:
+            return out
+    for tp, el in state.elections.items():
+        if el.error is None:
+            continue
+        out.append({"kind": "election", "partition": str(tp), "attempt": el.attempt,
+                    "retry_at": el.retry_at if el.retry else None,
+                    "message": f"preferred leader election of broker {el.leader} failed: {el.error}"})
+        if len(out) >= limit:
+            return out
+    return out
+
+
+def describe(e: ev.Event) -> str:
+    """One line an operator can read for an event that reports a failure or a correction."""
+    where = " ".join(x for x in (
+        f"request {e.request_id}" if getattr(e, "request_id", None) else "",
+        f"partition {e.tp}" if getattr(e, "tp", None) is not None else "",
+        f"step {e.number}" if getattr(e, "number", None) is not None else "",
+    ) if x)
+    if isinstance(e, ev.ActionFailed):
+        then = ("not retried" if e.final else "retrying at once" if e.retry_at is None
+                else f"retrying at {e.retry_at:.0f} (epoch s)")
+        return f"cluster refused {e.action.replace('_', ' ')}{' for ' + where if where else ''}: {e.code}: {e.message} (attempt {e.attempt}; {then})"
+    if isinstance(e, ev.StepFailed):
+        return f"{where}: {e.reason}"
+    if isinstance(e, ev.ClusterUnreachable):
+        return f"cannot observe the cluster: {e.reason}" if e.reason else "the cluster can be observed again"
+    if isinstance(e, ev.ThrottlesDrifted):
+        return (f"throttle configuration differed from the log: {_count(e.missing)} missing (set again), "
+                f"{_count(e.unexpected)} left over (removed)")
+    if isinstance(e, ev.CancelSkipped):
+        return f"{where}: cancel skipped: {e.reason}"
+    return type(e).__name__ + (f" {where}" if where else "")
+
+
+def _count(t) -> str:
+    return f"{len(t.leader) + len(t.follower)} entries, {len(t.leader_brokers | t.follower_brokers)} broker rates"
 
 
 def bytes_remaining(state: State, sizes: Mapping[TopicPartition, int]) -> int:
@@ -73,6 +137,11 @@ def bytes_remaining(state: State, sizes: Mapping[TopicPartition, int]) -> int:
 
 def to_text(summary: dict) -> str:
     lines = []
+    for p in summary.get("problems", ()):
+        retry = f" (attempt {p['attempt']}, retry at {p['retry_at']:.0f})" if p.get("retry_at") else (
+            f" (attempt {p['attempt']})" if p.get("attempt") else "")
+        where = f"{p['partition']}: " if p.get("partition") else ""
+        lines.append(f"PROBLEM {where}{p['message']}{retry}")
     requests = summary["requests"]
     lines.append(f"requests: {len(requests)}")
     for r in requests:

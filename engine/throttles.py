@@ -132,6 +132,7 @@ def reconcile(applied: ThrottleSet, want: ThrottleSet) -> tuple[ThrottleSet, Thr
         applied.follower - want.follower,
         applied.leader_brokers - want.leader_brokers,
         applied.follower_brokers - want.follower_brokers,
+        applied.rate,  # what the removed rates were: a failed removal leaves them in force
     )
     rate_changed = applied.rate != want.rate
     to_apply = ThrottleSet(
@@ -164,4 +165,47 @@ def after_remove(applied: ThrottleSet, delta: ThrottleSet) -> ThrottleSet:
         leader_brokers,
         follower_brokers,
         applied.rate if (leader_brokers or follower_brokers) else None,
+    )
+
+
+def union(a: ThrottleSet, b: ThrottleSet) -> ThrottleSet:
+    """Everything either names; ``b``'s rate where it names brokers with one, else ``a``'s."""
+    brokers = b.leader_brokers or b.follower_brokers
+    return ThrottleSet(
+        a.leader | b.leader, a.follower | b.follower,
+        a.leader_brokers | b.leader_brokers, a.follower_brokers | b.follower_brokers,
+        b.rate if brokers and b.rate is not None else a.rate,
+    )
+
+
+def minus(a: ThrottleSet, b: ThrottleSet) -> ThrottleSet:
+    """``a`` without what ``b`` names (entries and brokers)."""
+    return after_remove(a, b)
+
+
+def split(delta: ThrottleSet) -> list[ThrottleSet]:
+    """One piece per config resource: each topic's entries, then each broker's rates. A cluster
+    changes one resource at a time (librdkafka sends each BROKER resource to its broker), so an
+    outcome per piece says exactly which part is in force."""
+    pieces = []
+    for topic in sorted({e.topic for e in delta.leader | delta.follower}):
+        pieces.append(ThrottleSet(
+            frozenset(e for e in delta.leader if e.topic == topic),
+            frozenset(e for e in delta.follower if e.topic == topic),
+        ))
+    for b in sorted(delta.leader_brokers | delta.follower_brokers):
+        pieces.append(ThrottleSet(
+            leader_brokers=frozenset({b}) & delta.leader_brokers,
+            follower_brokers=frozenset({b}) & delta.follower_brokers,
+            rate=delta.rate,
+        ))
+    return pieces
+
+
+def in_force(applied: ThrottleSet, tp: TopicPartition, step: Step) -> bool:
+    """Whether everything ``step`` needs is in force (its entries, and the rates of their brokers)."""
+    lead, follow = step_throttles(tp, step)
+    return (
+        all(e in applied.leader and e.broker in applied.leader_brokers for e in lead)
+        and all(e in applied.follower and e.broker in applied.follower_brokers for e in follow)
     )

@@ -40,6 +40,12 @@ def submission_problems(cmd: Submit, topics, brokers, observed) -> list[str]:
             problems.append(f"unknown partition {tp}: topic '{p.topic}' has {info.partitions} partitions")
         elif tp not in observed:
             problems.append(f"no current replicas known for partition {tp}")
+        elif p.replicas and len(set(p.replicas)) < info.min_insync_replicas and not cmd.allow_below_min_insync:
+            problems.append(
+                f"{tp}: {len(set(p.replicas))} replicas is below the topic's min.insync.replicas "
+                f"({info.min_insync_replicas}): acks=all producers would fail with NOT_ENOUGH_REPLICAS "
+                f"after the move (submit with --allow-below-min-insync to do it anyway)"
+            )
         if not p.replicas:
             problems.append(f"{tp}: empty replica list")
         negative = [b for b in p.replicas if b < 0]

@@ -143,18 +143,22 @@ def _cancel(command_id: str, first: ev.CancelRequested, decision: list[ev.Event]
     rid = first.request_id
     cancelled = aborting = reverted = 0
     skipped: list[str] = []
+    stays: list[str] = []
     for e in decision[1:]:
         if getattr(e, "request_id", None) != rid:
             continue
         if isinstance(e, ev.PartitionCancelled) and e.superseded_by is None:
             cancelled += 1
             aborting += e.aborting is not None
+            if e.final and e.reason:
+                stays.append(f"{e.tp}: {e.reason}")
         elif isinstance(e, ev.CancelSkipped):
             skipped.append(f"skipped {e.tp}: {e.reason}")
         elif isinstance(e, ev.PartitionReverted):
             reverted += 1
     which = "the whole request" if first.partitions is None else f"{len(first.partitions)} named partitions"
-    mode = "with rollback to the original replicas" if first.rollback else "without rollback"
+    mode = ("without rollback" if not first.rollback else "with rollback to the original replicas"
+            + (", completed partitions too" if first.include_completed else ""))
     parts = [f"{cancelled} partitions cancelled"]
     if aborting:
         parts.append(f"{aborting} copies in flight being aborted")
@@ -165,4 +169,5 @@ def _cancel(command_id: str, first: ev.CancelRequested, decision: list[ev.Event]
     if not cancelled and not skipped:
         parts = ["nothing left to cancel (every partition had ended or was already cancelled)"]
     return Verdict(command_id, True, "cancel", rid,
-                   f"accepted: cancel of request {rid} ({which}, {mode}): {', '.join(parts)}", tuple(skipped), at)
+                   f"accepted: cancel of request {rid} ({which}, {mode}): {', '.join(parts)}",
+                   tuple(skipped + stays), at)

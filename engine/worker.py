@@ -77,6 +77,7 @@ class Settings:
     adaptive: AdaptiveThrottle | None = None
     timeout: float = 30.0
     time_scale: float = 1.0  # the cluster's clock against the wall clock (a simulated cluster): a label for /status
+    verify_interval: float = 10.0  # seconds between read-backs of the throttle configuration
     worker_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
 
 
@@ -357,7 +358,8 @@ class Engine:
         if self.event_log is None:
             self.event_log = KafkaEventLog(self.s)
         executed = self.executor_table.get(EXECUTED)
-        decider = Decider(self.event_log, self.s.cluster, adaptive=self.s.adaptive)
+        decider = Decider(self.event_log, self.s.cluster, adaptive=self.s.adaptive,
+                          verify_interval=self.s.verify_interval)
         while True:
             try:
                 self.last_recovery = await loop.run_in_executor(self.pool, decider.recover, executed)

@@ -17,7 +17,7 @@ class TimedDriver(Driver):
     """A ``Driver`` with a clock: every event is stamped with the time of the round that made it."""
 
     def __init__(self, cluster: FakeCluster, start: datetime = START, seconds_per_round: float = 7.0):
-        self.now = start
+        self.at = start
         self.round = timedelta(seconds=seconds_per_round)
         self.stamps: list[datetime] = []
         super().__init__(cluster)
@@ -25,11 +25,12 @@ class TimedDriver(Driver):
     def feed(self, inp) -> list:
         before = len(self.events)
         out = super().feed(inp)
-        self.stamps.extend([self.now] * (len(self.events) - before))
+        self.stamps.extend([self.at] * (len(self.events) - before))
         return out
 
     def tick(self) -> list:
-        self.now += self.round
+        self.at += self.round
+        self.now = self.at.timestamp()  # the core's clock follows the stamps
         return super().tick()
 
     def record(self, event, at: datetime) -> None:

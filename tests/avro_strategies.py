@@ -30,6 +30,8 @@ def values(hint: object) -> st.SearchStrategy:
         return st.booleans()
     if hint is int:
         return st.one_of(SMALL, LONG)
+    if hint is float:
+        return st.floats(allow_nan=False, allow_infinity=False)
     if hint is bytes:
         return st.binary(max_size=16)
     if hint is datetime:

@@ -1,4 +1,5 @@
-"""Processes for the engine's fault-injection suite: a sim-cluster and engine workers, each its
+"""Processes for the engine's fault-injection suite: a sim-cluster (HTTP for faults and checks, the
+Kafka protocol for the engine, whose real Kafka adapter talks to it) and engine workers, each its
 own process (session of its own, so a SIGKILL takes the whole process group), and a tail of the
 events topic. Every wait is for a condition, with a deadline."""
 
@@ -88,13 +89,15 @@ class SimCluster(Process):
         path = tmp_path / "scenario.yaml"
         path.write_text(yaml.safe_dump(scenario))
         self.scenario_path = path
-        super().__init__(KREASSIGN + ["sim-cluster", "--scenario", str(path), "--speed", str(speed)], "sim")
-        self.url = wait_for(self._url, 20, "the sim-cluster's URL")
+        super().__init__(KREASSIGN + ["sim-cluster", "--scenario", str(path), "--speed", str(speed),
+                                      "--kafka-port", "0"], "sim")
+        self.url, bootstrap = wait_for(self._addresses, 20, "the sim-cluster's URL and Kafka bootstrap")
+        self.kafka = f"kafka://{bootstrap}"  # what the engine's --cluster names: its real Kafka adapter
 
-    def _url(self):
+    def _addresses(self):
         first = self.output().split("\n", 1)[0]
-        if " at http://" in first:
-            return first.split(" at ", 1)[1].split(" ", 1)[0]
+        if " at http://" in first and "Kafka bootstrap " in first:
+            return first.split(" at ", 1)[1].split(" ", 1)[0], first.split("Kafka bootstrap ", 1)[1].split()[0]
         assert self.alive(), self.output()
         return None
 

@@ -1,19 +1,33 @@
-"""A test double for the executor/watcher contract of ``engine.decide``.
+"""A test double of the ``engine.cluster`` interface that lets core tests choose what Kafka does.
 
-It carries out the log's actions the way Kafka's controller does (a step goes
-in progress with RS = TR + CR, finishes when the test says so, a cancel reverts
-it to its CR) and reports what a watcher would see. It has no rates or clock:
-the simulated cluster of ``engine.sim`` is the product's model; this only lets
-core tests choose the order in which steps finish.
+It is driven through the real executor (``engine.executor.run``), like the engine, and it is as
+unforgiving as Kafka's controller (KRaft) where the core must cope:
+
+* a step goes in progress with RS = TRS + RR (RR = CR - TRS), and finishes only when the test says
+  so (``finish``), possibly with some of TR already out of the ISR again (``finish(lose=...)``);
+* a second alter of a partition in progress replaces the target, as KRaft does; the same target
+  changes nothing;
+* a cancel reverts to RS - AR with ISR - AR, and is refused (INVALID_REPLICA_ASSIGNMENT) when that
+  ISR is empty, as KRaft's ``PartitionReassignmentRevert`` is;
+* the test can make the next calls of an action refused (``refuse``) or unanswered
+  (``unavailable``), drop a reassignment in progress (``drop``: cancelled by another tool), and
+  refuse or lose preferred-leader elections (``elections``).
+
+It has no rates or clock: the simulated cluster of ``engine.sim`` is the product's model; this
+only lets core tests choose the order in which things happen.
 """
 
 from __future__ import annotations
 
-from engine import events as ev
-from engine.commands import Observation, StepStartReport, Tick
+from collections import defaultdict
+
+from engine.cluster.result import OK, Ok, Refused, Result, Unavailable
+from engine.commands import Observation, Tick
 from engine.decide import handle, watched
+from engine.executor import Executor, actions
 from engine.partition import Broker, PartitionState, TopicInfo, TopicPartition, in_sync
 from engine.state import EMPTY, State
+from engine.throttles import ThrottleSet
 
 
 class FakeCluster:
@@ -21,13 +35,51 @@ class FakeCluster:
         self.brokers = {b: Broker(b, (racks or {}).get(b), True) for b in brokers}
         self.parts: dict[TopicPartition, PartitionState] = {tp: in_sync(r) for tp, r in assignment.items()}
         self.targets: dict[TopicPartition, tuple[int, ...]] = {}  # reassignments in progress
-        self.origins: dict[TopicPartition, tuple[int, ...]] = {}
         self.min_isr = min_isr
         self.min_isr_seen = {tp: len(p.isr) for tp, p in self.parts.items()}
         self.throttles = {"leader": set(), "follower": set(), "brokers_l": set(), "brokers_f": set()}
-        self.altered: dict[tuple, tuple[int, ...]] = {}  # (request, tp, number) -> TR
+        self.alters: list[tuple[TopicPartition, tuple[int, ...] | None]] = []  # every alter/cancel received
+        self.throttle_calls: list[tuple[str, ThrottleSet]] = []
+        self.failures: dict[tuple, list[Result]] = defaultdict(list)  # (action, tp or None) -> answers to give next
+        self.elections = "elect"  # or "refuse" (PREFERRED_LEADER_NOT_AVAILABLE) or "lose" (Ok, nothing happens)
 
-    # -- what a watcher sees ------------------------------------------------------
+    # -- what the test makes Kafka do -------------------------------------------------
+    def refuse(self, action: str, code: str, message: str = "", times: int = 1, tp=None) -> None:
+        """The next ``times`` calls of ``action`` (alter, cancel, elect, apply, remove), for partition ``tp``
+        only if given, are refused."""
+        self.failures[(action, tp)] += [Refused(code, message)] * times
+
+    def unavailable(self, action: str, times: int = 1, tp=None) -> None:
+        self.failures[(action, tp)] += [Unavailable("connection refused")] * times
+
+    def _failure(self, action: str, tp=None) -> Result | None:
+        queue = self.failures.get((action, tp)) if tp is not None else None
+        if not queue:
+            queue = self.failures.get((action, None))
+        return queue.pop(0) if queue else None
+
+    def in_progress(self) -> list[TopicPartition]:
+        return sorted(self.targets)
+
+    def finish(self, tp, lose=()) -> None:
+        """The new replicas of ``tp`` caught up: Kafka completes the reassignment (Phase B). ``lose``:
+        replicas that fall out of the ISR again right after (before any watcher looks)."""
+        tr = self.targets.pop(tp)
+        p = self._finished(self.parts[tp], tr)
+        if lose:
+            isr = frozenset(p.isr - set(lose))
+            p = p._replace(isr=isr, leader=p.leader if p.leader in isr else next(b for b in tr if b in isr))
+        self.parts[tp] = p
+        self.min_isr_seen[tp] = min(self.min_isr_seen[tp], len(p.isr))
+
+    def drop(self, tp) -> None:
+        """The reassignment vanishes (another tool cancelled it): the partition is back where it was."""
+        self._revert(tp)
+
+    def assignment(self) -> dict[TopicPartition, tuple[int, ...]]:
+        return {tp: p.replicas for tp, p in self.parts.items()}
+
+    # -- the Cluster interface ------------------------------------------------------------
     def observation(self, tps=None) -> Observation:
         topics: dict[str, int] = {}
         for tp in self.parts:
@@ -38,104 +90,156 @@ class FakeCluster:
             partitions={tp: p for tp, p in self.parts.items() if tps is None or tp in tps},
         )
 
-    # -- the executor ----------------------------------------------------------------
-    def execute(self, events) -> list[StepStartReport]:
-        reports = []
-        for e in events:
-            if isinstance(e, ev.StepPlanned):
-                key = (e.request_id, e.tp, e.number)
-                assert self.altered.get(key, e.step.tr) == e.step.tr, "same step number, different content"
-                self.altered[key] = e.step.tr
-                self._alter(e.tp, e.step.tr)
-                reports.append(StepStartReport(e.request_id, e.tp, e.number))
-            elif isinstance(e, ev.PartitionCancelled) and e.aborting is not None:
-                self._cancel(e.tp)
-            elif isinstance(e, ev.ThrottlesApplied):
-                t = e.throttles
-                self.throttles["leader"] |= t.leader
-                self.throttles["follower"] |= t.follower
-                self.throttles["brokers_l"] |= t.leader_brokers
-                self.throttles["brokers_f"] |= t.follower_brokers
-            elif isinstance(e, ev.ThrottlesRemoved):
-                t = e.throttles
-                self.throttles["leader"] -= t.leader
-                self.throttles["follower"] -= t.follower
-                self.throttles["brokers_l"] -= t.leader_brokers
-                self.throttles["brokers_f"] -= t.follower_brokers
-            elif isinstance(e, ev.StepCompleted) and e.elect_leader:
-                p = self.parts[e.tp]
-                if p.replicas[0] in p.isr:
-                    self.parts[e.tp] = p._replace(leader=p.replicas[0])
-        return reports
+    def observe(self, partitions=None) -> Observation:
+        return self.observation(None if partitions is None else set(partitions))
 
-    def _alter(self, tp, tr) -> None:
-        p = self.parts[tp]
+    def alter_reassignments(self, targets) -> dict[TopicPartition, Result]:
+        out = {}
+        for tp, tr in targets.items():
+            self.alters.append((tp, tuple(tr)))
+            out[tp] = self._failure("alter", tp) or self._alter(tp, tuple(tr))
+        return out
+
+    def cancel_reassignments(self, partitions) -> dict[TopicPartition, Result]:
+        out = {}
+        for tp in partitions:
+            self.alters.append((tp, None))
+            out[tp] = self._failure("cancel", tp) or self._cancel(tp)
+        return out
+
+    def elect_preferred_leaders(self, partitions) -> dict[TopicPartition, Result]:
+        out = {}
+        for tp in partitions:
+            failure = self._failure("elect", tp)
+            if failure is not None:
+                out[tp] = failure
+                continue
+            p = self.parts[tp]
+            preferred = p.replicas[0]
+            if p.leader == preferred:
+                out[tp] = Ok("election not needed")
+            elif self.elections == "refuse" or preferred not in p.isr:
+                out[tp] = Refused("PREFERRED_LEADER_NOT_AVAILABLE", f"broker {preferred} cannot lead")
+            else:
+                if self.elections == "elect":
+                    self.parts[tp] = p._replace(leader=preferred)
+                out[tp] = OK
+        return out
+
+    def apply_throttles(self, t: ThrottleSet) -> Result:
+        self.throttle_calls.append(("apply", t))
+        failure = self._failure("apply")
+        if failure is not None:
+            return failure
+        self.throttles["leader"] |= t.leader
+        self.throttles["follower"] |= t.follower
+        self.throttles["brokers_l"] |= t.leader_brokers
+        self.throttles["brokers_f"] |= t.follower_brokers
+        return OK
+
+    def remove_throttles(self, t: ThrottleSet) -> Result:
+        self.throttle_calls.append(("remove", t))
+        failure = self._failure("remove")
+        if failure is not None:
+            return failure
+        self.throttles["leader"] -= t.leader
+        self.throttles["follower"] -= t.follower
+        self.throttles["brokers_l"] -= t.leader_brokers
+        self.throttles["brokers_f"] -= t.follower_brokers
+        return OK
+
+    def throttle_set(self) -> ThrottleSet:
+        t = self.throttles
+        return ThrottleSet(frozenset(t["leader"]), frozenset(t["follower"]), frozenset(t["brokers_l"]),
+                           frozenset(t["brokers_f"]), 1)
+
+    def throttles_of(self, topics, brokers) -> ThrottleSet:
+        return self.throttle_set()
+
+    def sizes(self, partitions):
+        return {tp: self.parts[tp].size_bytes for tp in partitions if self.parts[tp].size_bytes is not None}
+
+    def close(self) -> None:
+        pass
+
+    # -- KRaft's semantics ------------------------------------------------------------------
+    def _alter(self, tp, tr) -> Result:
+        p = self.parts.get(tp)
+        if p is None:
+            return Refused("UNKNOWN_TOPIC_OR_PARTITION", str(tp))
+        if any(not self.brokers.get(b) for b in tr) or len(set(tr)) != len(tr):
+            return Refused("INVALID_REPLICA_ASSIGNMENT", f"bad target {list(tr)}")
         if tp in self.targets:
-            return
+            if self.targets[tp] == tr:
+                return OK
+            self._revert(tp)  # KRaft replaces the target; modelled as revert + new reassignment
+            p = self.parts[tp]
         cr = p.replicas
         if set(tr) <= set(p.isr) and set(tr) <= set(cr):
             self.parts[tp] = self._finished(p, tr)  # nothing to copy: Kafka completes at once
-            return
+            return OK
         adding = tuple(b for b in tr if b not in cr)
         removing = tuple(b for b in cr if b not in tr)
-        self.origins[tp] = cr
-        self.targets[tp] = tuple(tr)
-        self.parts[tp] = p._replace(replicas=tuple(tr) + removing, adding=adding, removing=removing)
+        self.targets[tp] = tr
+        self.parts[tp] = p._replace(replicas=tr + removing, adding=adding, removing=removing)
+        return OK
 
     def _finished(self, p: PartitionState, tr) -> PartitionState:
         isr = frozenset(b for b in tr if self.brokers[b].alive)
         leader = p.leader if p.leader in tr else next((b for b in tr if b in isr), None)
         return PartitionState(tuple(tr), isr, leader, p.size_bytes)
 
-    def _cancel(self, tp) -> None:
+    def _cancel(self, tp) -> Result:
         if tp not in self.targets:
-            return
+            return Ok("no reassignment in progress")
         p = self.parts[tp]
-        self.origins.pop(tp)
+        if not (p.isr - set(p.adding)):
+            return Refused("INVALID_REPLICA_ASSIGNMENT", f"unable to revert {tp}: no replica would be in sync")
+        self._revert(tp)
+        return OK
+
+    def _revert(self, tp) -> None:
+        p = self.parts[tp]
         del self.targets[tp]
         reverted = tuple(b for b in p.replicas if b not in p.adding)  # KRaft: RS - AR, in RS order
         isr = frozenset(b for b in p.isr if b in reverted)
         leader = p.leader if p.leader in reverted else next(iter(sorted(isr)), None)
         self.parts[tp] = PartitionState(reverted, isr, leader, p.size_bytes)
 
-    def in_progress(self) -> list[TopicPartition]:
-        return sorted(self.targets)
-
-    def finish(self, tp) -> None:
-        """The new replicas of ``tp`` caught up: Kafka completes the reassignment."""
-        tr = self.targets.pop(tp)
-        del self.origins[tp]
-        self.parts[tp] = self._finished(self.parts[tp], tr)
-        self.min_isr_seen[tp] = min(self.min_isr_seen[tp], len(self.parts[tp].isr))
-
-    def assignment(self) -> dict[TopicPartition, tuple[int, ...]]:
-        return {tp: p.replicas for tp, p in self.parts.items()}
-
 
 class Driver:
-    """Feeds inputs to ``handle`` and the cluster the way the engine's loop does."""
+    """Feeds inputs to ``handle`` and carries out their actions on the cluster through the real
+    executor, the way the engine's loop does; every outcome goes back through ``handle``."""
 
     def __init__(self, cluster: FakeCluster, state: State = EMPTY):
         self.cluster = cluster
         self.state = state
         self.events: list = []
+        self.now: float | None = None  # set it to drive retries on a clock; None: every retry is due
+        self.executor = Executor(cluster, lambda: self.now)
+        self.steps_altered: dict[tuple, tuple[int, ...]] = {}  # (request, tp, number) -> TR
         self.observe()
 
     def feed(self, inp) -> list:
-        self.state, evs = handle(self.state, inp)
-        self.events.extend(evs)
-        reports = self.cluster.execute(evs)
-        for r in reports:
-            self.state, more = handle(self.state, r)
-            self.events.extend(more)
-        return evs
+        pending, first = [inp], None
+        while pending:
+            self.state, evs = handle(self.state, pending.pop(0))
+            first = evs if first is None else first
+            self.events.extend(evs)
+            for a in actions(evs):
+                if type(a).__name__ == "StartStep":
+                    key = (a.request_id, a.tp, a.number)
+                    assert self.steps_altered.setdefault(key, a.replicas) == a.replicas, "one step number, two targets"
+            pending.extend(self.executor.execute_events(evs))
+        return first
 
     def observe(self) -> None:
         """What the engine's watcher does: poll only the partitions ``watched`` names."""
-        self.feed(self.cluster.observation(watched(self.state) if self.state.partitions else None))
+        obs = self.cluster.observation(watched(self.state) if self.state.partitions else None)
+        self.feed(Observation(obs.brokers, obs.topics, obs.partitions, self.now))
 
     def tick(self) -> list:
-        evs = self.feed(Tick())
+        evs = self.feed(Tick(self.now))
         self.observe()
         return evs
 

@@ -151,6 +151,25 @@ def test_impossible_requests_are_refused_clearly():
         propose("remove-brokers", {tp(0): (0, 1, 2)}, {}, range(3), remove=[2])
     with pytest.raises(BalanceError, match=r"brokers \[9\] are not in the cluster"):
         propose("remove-brokers", {tp(0): (0, 1)}, {}, range(3), remove=[9])
+    # Kafka's --generate refuses unknown brokers too: every replica would land on broker 99
+    with pytest.raises(BalanceError, match=r"brokers \[99\] of the broker list are not in the cluster"):
+        propose("generate", {tp(0): (0, 1)}, {}, range(3), topics=["t"], broker_list=[1, 2, 99])
+
+
+def test_leader_balance_of_partitions_whose_size_is_unknown():
+    p = propose("leader-balance", {tp(0, "t0"): (0, 1), tp(0, "t1"): (0, 1)}, {}, [0, 1])
+    assert p.leaders_moved == 1 and p.replicas_moved == 0 and p.bytes_moved == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 4), min_size=2, max_size=3, unique=True), min_size=1, max_size=25))
+def test_a_broker_that_is_down_is_never_made_a_preferred_leader(replica_lists):
+    asg = {tp(i): tuple(r) for i, r in enumerate(replica_lists)}
+    p = propose("leader-balance", asg, {}, range(5), down=[2])
+    assert not [t for t, r in p.proposed.items() if r[0] == 2]
+    led_before = sum(1 for r in asg.values() if r[0] == 2)
+    led_after = sum(1 for r in {**asg, **p.proposed}.values() if r[0] == 2)
+    assert led_after <= led_before
 
 
 # --- properties --------------------------------------------------------------------------------------

@@ -168,7 +168,7 @@ def test_replay_prints_the_summary_of_the_folded_state(capsys, broker, topics, p
     assert {k: v for k, v in doc.items() if k in summarize(d.state)} == json.loads(json.dumps(summarize(d.state)))
     code, out, _ = kreassign(capsys, broker, prefix, "replay")
     assert code == 0 and out.startswith(f"events: {len(d.events)} ")
-    assert "  r1: active" in out and f"steps in flight: {len(d.state.steps)}" in out
+    assert "  r1: completed" in out and "  r3: active" in out and f"steps in flight: {len(d.state.steps)}" in out
     code, out, _ = kreassign(capsys, broker, prefix, "replay", "--until-offset", "3", "--format", "json")
     assert json.loads(out)["events"] == 3
 

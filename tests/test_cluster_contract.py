@@ -2,6 +2,8 @@
 
 * ``sim``: the simulated cluster in process (virtual time);
 * ``sim-process``: ``kreassign sim-cluster`` as its own process, through ``RemoteCluster``;
+* ``kafka-front``: the same process over the Kafka protocol (``--kafka-port 0``), through the real
+  Kafka adapter ``KafkaCluster`` (confluent-kafka and kafka-python, as against production);
 * ``kafka``: a real KRaft cluster (testcontainers), skipped when no Docker engine answers.
 
 Topic ``contract``: 3 partitions on brokers 1-4 (racks a, a, b, b), replicas
@@ -38,10 +40,11 @@ SCENARIO = {
 
 
 class Harness:
-    def __init__(self, cluster: Cluster, wait, virtual: bool):
+    def __init__(self, cluster: Cluster, wait, virtual: bool, simulated: bool = True):
         self.cluster = cluster
         self._wait = wait
         self.virtual = virtual
+        self.simulated = simulated  # the scenario's cluster: its sizes are known
 
     def until(self, condition, timeout: float = 60.0):
         """Poll ``condition(observation)`` until true (virtual time moves in process)."""
@@ -63,14 +66,16 @@ def scenario_file(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def sim_process(scenario_file):
+    """(HTTP URL, Kafka bootstrap) of one sim-cluster process, serving both."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "engine.cli", "sim-cluster", "--scenario", scenario_file, "--speed", "20"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=os.path.dirname(os.path.dirname(__file__)),
+        [sys.executable, "-m", "engine.cli", "sim-cluster", "--scenario", scenario_file, "--speed", "20",
+         "--kafka-port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=os.path.dirname(os.path.dirname(__file__)),
     )
     try:
         line = proc.stdout.readline()
-        assert "http://" in line, proc.stderr.read()
-        yield line.split(" at ")[1].split()[0]
+        assert "http://" in line and "Kafka bootstrap " in line, line
+        yield line.split(" at ")[1].split()[0], line.split("Kafka bootstrap ", 1)[1].split()[0]
     finally:
         proc.terminate()
         proc.wait(timeout=10)
@@ -99,26 +104,33 @@ def _produce(bootstrap, tp, n_bytes):
     producer.flush(60)
 
 
-@pytest.fixture(params=["sim", "sim-process", pytest.param("kafka", marks=pytest.mark.kafka)])
+@pytest.fixture(params=["sim", "sim-process", "kafka-front", pytest.param("kafka", marks=pytest.mark.kafka)])
 def harness(request, scenario_file):
     if request.param == "sim":
         cluster = SimulatedCluster.from_scenario(S.load(scenario_file))
         yield Harness(cluster, lambda: cluster.advance(1.0), virtual=True)
-    elif request.param == "sim-process":
-        url = request.getfixturevalue("sim_process")
-        cluster = RemoteCluster(url)
+    elif request.param in ("sim-process", "kafka-front"):
+        url, bootstrap = request.getfixturevalue("sim_process")
+        if request.param == "sim-process":
+            cluster = RemoteCluster(url)
+        else:
+            from engine.client_config import ClientConfig
+            from engine.cluster.kafka import KafkaCluster
+
+            cluster = KafkaCluster(ClientConfig({"bootstrap.servers": bootstrap}), timeout=20)
         yield Harness(cluster, lambda: time.sleep(0.05), virtual=False)
         # the process outlives this test: put the contract topic back for the next one
         for tp, replicas in ((P0, (1, 2)), (P1, (2, 3)), (P2, (3, 4))):
             cluster.cancel_reassignments([tp])
             cluster.alter_reassignments({tp: replicas})
+        cluster.close()
     else:
         from engine.client_config import ClientConfig
         from engine.cluster.kafka import KafkaCluster
 
         bootstrap = request.getfixturevalue("kafka_bootstrap")
         cluster = KafkaCluster(ClientConfig({"bootstrap.servers": bootstrap}), timeout=20)
-        yield Harness(cluster, lambda: time.sleep(0.5), virtual=False)
+        yield Harness(cluster, lambda: time.sleep(0.5), virtual=False, simulated=False)
         for tp, replicas in ((P0, (1, 2)), (P1, (2, 3)), (P2, (3, 4))):
             cluster.cancel_reassignments([tp])
             cluster.alter_reassignments({tp: replicas})
@@ -201,6 +213,7 @@ def test_throttles_read_back_what_was_applied_and_leave_other_entries_alone(harn
     assert isinstance(c.apply_throttles(other), Ok)  # another tool's entry
     assert isinstance(c.apply_throttles(ours), Ok)
     seen = c.throttles([TOPIC], [1, 2, 3, 4])
+    assert isinstance(seen, ThrottleSet), seen
     assert seen.leader == ours.leader | other.leader and seen.follower == ours.follower
     assert seen.leader_brokers == {1, 2} and seen.follower_brokers == {3} and seen.rate == 7_000_000
     assert isinstance(c.remove_throttles(ours), Ok)
@@ -214,7 +227,7 @@ def test_throttles_read_back_what_was_applied_and_leave_other_entries_alone(harn
 def test_sizes_of_partitions(harness):
     sizes = harness.cluster.sizes([P0, P2, TopicPartition("no-such-topic", 0)])
     assert TopicPartition("no-such-topic", 0) not in sizes
-    if isinstance(harness.cluster, (SimulatedCluster, RemoteCluster)):  # the scenario's sizes
+    if harness.simulated:  # the scenario's sizes (DescribeLogDirs through the Kafka front)
         assert sizes[P2] >= 500_000_000 and sizes[P0] >= 10_000_000
     else:  # real Kafka: whatever the test produced, never negative
         assert all(v >= 0 for v in sizes.values())

@@ -4,8 +4,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine import events as ev
+from engine.cluster.actions import StartStep
+from engine.cluster.result import Refused
 from engine.commands import (
-    Cancel, ChangeLimits, ChangeThrottle, Observation, Pause, PartitionTarget, Resume, StepStartReport, Submit, Tick,
+    ActionOutcome, Cancel, ChangeLimits, ChangeThrottle, Observation, Pause, PartitionTarget, Resume, Submit, Tick,
 )
 from engine.decide import decide, handle
 from engine.limits import Limits
@@ -238,7 +240,8 @@ def test_refused_step_waits_with_the_reason_and_is_retried():
     d.feed(submit("r", {tp(0): (5, 1, 2)}))
     state, events = handle(d.state, Tick())
     planned = of_type(events, ev.StepPlanned)[0]
-    state, events = handle(state, StepStartReport("r", tp(0), planned.number, "INVALID_REPLICA_ASSIGNMENT: broker 5"))
+    refused = Refused("INVALID_REPLICA_ASSIGNMENT", "broker 5")
+    state, events = handle(state, ActionOutcome(StartStep("r", tp(0), planned.number, planned.step.tr), refused))
     assert state.partitions[tp(0)].status == WAITING and "INVALID_REPLICA_ASSIGNMENT" in state.waiting[tp(0)]
     assert state.throttles.is_empty()
     state, events = handle(state, Observation(partitions={tp(0): c.parts[tp(0)]}))
@@ -298,7 +301,7 @@ def test_cancel_with_rollback_returns_every_partition_to_its_original_replicas()
         for t in c.in_progress()[:2]:
             c.finish(t)
         d.observe()
-    d.feed(Cancel("r", rollback=True))
+    d.feed(Cancel("r", rollback=True, include_completed=True))
     d.observe()
     d.run()
     assert c.assignment() == original
@@ -317,7 +320,10 @@ def test_rollback_of_a_completed_request_moves_it_back():
     assert of_type(d.events, ev.RequestCompleted)
     skipped = decide(d.state, Cancel("r", partitions=(tp(0),)))
     assert of_type(skipped, ev.CancelSkipped)[0].reason.startswith("already completed")
-    d.feed(Cancel("r", rollback=True))
+    skipped = decide(d.state, Cancel("r", partitions=(tp(0),), rollback=True))  # Kafka's --cancel: only moves in progress
+    assert "--include-completed" in of_type(skipped, ev.CancelSkipped)[0].reason
+    assert not of_type(decide(d.state, Cancel("r", rollback=True)), ev.PartitionCancelled)
+    d.feed(Cancel("r", rollback=True, include_completed=True))
     d.run()
     assert c.assignment() == original
     assert all(p.status == REVERTED for p in d.state.partitions.values())
@@ -337,45 +343,52 @@ def test_cancel_single_partition_leaves_the_rest_running():
     assert decide(d.state, Cancel("nosuch"))[0].reasons == ("unknown request 'nosuch'",)
 
 
-def test_kip236_skip_when_original_replicas_are_all_out_of_isr_and_new_ones_online():
-    c = cluster(n_partitions=1)
-    d = Driver(c)
-    d.feed(submit("r", {tp(0): (5, 6, 7)}))
-    d.run()
-    # the original brokers 0,1,2 fell out of the ISR while 5,6,7 are online: rollback would go offline
-    events = d.feed(Cancel("r", rollback=True))
-    assert not of_type(events, ev.CancelSkipped)  # all in sync: allowed
-    d2 = Driver(FakeCluster({tp(0): (0, 1, 2)}, range(8)))
-    d2.feed(submit("r", {tp(0): (5, 6, 7)}))
-    d2.run()
-    p = d2.cluster.parts[tp(0)]
-    d2.feed(Observation(partitions={tp(0): p}))
-    state = d2.state
-    from engine.decide import handle as h
-    state, _ = h(state, Observation(partitions={tp(0): p}))
-    events = decide(state, Cancel("r", rollback=True))
-    assert not of_type(events, ev.CancelSkipped)
-    # original replicas out of ISR: they are no longer replicas at all, and 5,6,7 are online
-    state2 = state
-    state2 = state2._replace(observed=state2.observed.set(tp(0), PartitionState((5, 6, 7), frozenset({5, 6, 7}), 5)))
+def test_kip236_skip_rule_is_kraft_revert_rule():
     from engine.cancellation import skip_reason
-    assert skip_reason((0, 1, 2), (5, 6, 7), {5, 6, 7}, None).startswith("original replicas [0, 1, 2] are all out of the ISR")
-    assert skip_reason((0, 1, 2), (5, 6, 7), {5, 6, 7}, set()) is None  # everything offline anyway
-    assert skip_reason(None, (5,), {5}, None) == "original replicas unknown: nothing to roll back to"
+
+    # KRaft reverts to RS - AR with ISR - AR and refuses an empty ISR (no unclean election):
+    # reverting to (0,1,2) when none of it is in the ISR is refused, whether 5 is alive or not
+    assert "none of the replicas [0, 1, 2]" in skip_reason((0, 1, 2), {5})
+    assert "none of the replicas [0, 1, 2]" in skip_reason((0, 1, 2), set())
+    assert skip_reason((0, 1, 2), {2, 5}) is None
+    assert skip_reason(None, {5}) == "original replicas unknown: nothing to roll back to"
 
 
-def test_cancel_in_flight_is_skipped_when_the_abort_would_take_the_partition_offline():
+def test_cancel_in_flight_that_kafka_cannot_revert_applies_when_the_step_completes():
     c = FakeCluster({tp(0): (0, 1, 2)}, range(8))
     d = Driver(c)
     d.feed(submit("r", {tp(0): (5, 1, 2)}))
     d.tick()
     # step (5,0,1,2) in flight; brokers 0,1,2 drop out of the ISR while 5 caught up
     p = c.parts[tp(0)]
-    d.feed(Observation(partitions={tp(0): p._replace(isr=frozenset({5}), leader=5)}))
+    c.parts[tp(0)] = p._replace(isr=frozenset({5}), leader=5)
+    d.observe()
     events = d.feed(Cancel("r"))
     skipped = of_type(events, ev.CancelSkipped)
-    assert skipped and "reverting would take the partition offline" in skipped[0].reason
-    assert not of_type(events, ev.PartitionCancelled)
+    assert skipped and "Kafka refuses such a revert" in skipped[0].reason
+    assert [e.aborting for e in of_type(events, ev.PartitionCancelled)] == [None]  # no abort is sent
+    assert not [a for a in c.alters if a[1] is None]
+    c.finish(tp(0))
+    d.run()
+    # the step completed (5,0,1,2); the cancel then settles it back to 3 replicas: 5 was not original
+    assert c.assignment()[tp(0)] == (0, 1, 2)
+    assert d.state.partitions[tp(0)].status == CANCELLED
+    check_invariants(d)
+
+
+def test_an_abort_kafka_refuses_lets_the_step_go_on_and_the_cancel_applies_after():
+    c = FakeCluster({tp(0): (0, 1, 2)}, range(8))
+    d = Driver(c)
+    d.feed(submit("r", {tp(0): (5, 1, 2)}))
+    d.tick()
+    c.refuse("cancel", "INVALID_REPLICA_ASSIGNMENT", "unable to revert")
+    d.feed(Cancel("r"))
+    failed = of_type(d.events, ev.ActionFailed)
+    assert failed and failed[-1].action == "cancel_step" and failed[-1].final
+    assert d.state.steps[tp(0)].aborting is False
+    c.finish(tp(0))
+    d.run()
+    assert c.assignment()[tp(0)] == (0, 1, 2) and d.state.partitions[tp(0)].status == CANCELLED
 
 
 def test_new_request_supersedes_pending_work_of_an_overlapping_one():
@@ -454,3 +467,95 @@ def test_any_run_converges_exactly_within_limits_and_leaves_no_throttle(scenario
     assert fold(d.events) == fold(d.events) == d.state
     statuses = {p.status for p in d.state.partitions.values()}
     assert statuses <= {COMPLETED, CANCELLED, REVERTED}
+
+
+# --- issue 14: cancel end states, caps, fairness, min.insync ---------------------------------------
+
+
+def test_cancel_without_rollback_never_leaves_a_surplus_replica_and_says_where_it_stopped():
+    c = FakeCluster({tp(0): (0, 1, 2)}, range(8))
+    d = Driver(c)
+    d.feed(submit("r", {tp(0): (3, 4, 5)}))
+    d.tick()
+    c.finish(tp(0))  # step 1 done: (3, 0, 1, 2), 4 replicas, 3 the preferred leader
+    d.observe()
+    assert c.assignment()[tp(0)] == (3, 0, 1, 2)
+    d.feed(Cancel("r"))
+    d.run()
+    # the replica this request added is dropped (nothing is copied): back at 3 replicas
+    assert c.assignment()[tp(0)] == (0, 1, 2)
+    final = [e for e in of_type(d.events, ev.PartitionCancelled) if e.final]
+    assert final and final[-1].reason == "cancelled: back at its original replicas [0, 1, 2]"
+    assert d.state.partitions[tp(0)].status == CANCELLED
+    check_invariants(d)
+
+
+def test_cancel_midway_keeps_the_moves_done_at_the_original_size():
+    c = FakeCluster({tp(0): (0, 1, 2)}, range(8))
+    d = Driver(c)
+    d.feed(submit("r", {tp(0): (3, 4, 5)}))
+    for _ in range(3):  # (3,0,1,2) -> (3,4,1,2) ... stop somewhere in the middle, nothing in flight
+        d.tick()
+        for t in c.in_progress():
+            c.finish(t)
+        d.observe()
+    mid = c.assignment()[tp(0)]
+    d.feed(Cancel("r"))
+    d.run()
+    end = c.assignment()[tp(0)]
+    assert len(end) == 3 and set(end) <= set(mid)
+    reason = [e for e in of_type(d.events, ev.PartitionCancelled) if e.final][-1].reason
+    assert str(list(end)) in reason
+
+
+def test_caps_are_never_exceeded_not_even_by_a_big_r():
+    # RF 3 -> 6 with R = 3 and the default outgoing cap of 2: each step copies at most 2 out of the leader
+    c = FakeCluster({tp(i): (0, 1, 2) for i in range(3)}, range(8))
+    d = Driver(c)
+    d.feed(ChangeLimits({"max_replicas_per_step": 3}))
+    d.feed(submit("r", {tp(i): (0, 1, 2, 5, 6, 7) for i in range(3)}))
+    for _ in range(100):
+        d.tick()
+        out: dict = {}
+        inc: dict = {}
+        for f in d.state.steps.values():
+            if f.step.nr:
+                out[f.step.source] = out.get(f.step.source, 0) + len(f.step.nr)
+            for b in f.step.nr:
+                inc[b] = inc.get(b, 0) + 1
+        lim = d.state.limits
+        assert all(n <= lim.max_outgoing_moves_per_broker for n in out.values()), out
+        assert all(n <= lim.max_incoming_moves_per_broker for n in inc.values()), inc
+        for t in c.in_progress():
+            c.finish(t)
+        d.observe()
+        if d.quiet():
+            break
+    assert all(r == (0, 1, 2, 5, 6, 7) for r in c.assignment().values())
+
+
+def test_a_small_request_is_not_stuck_behind_a_decommission():
+    c = FakeCluster({tp(i): (i % 4, (i + 1) % 4) for i in range(61)}, range(8))
+    d = Driver(c)
+    d.feed(submit("decommission", {tp(i): (4 + i % 3, (i + 1) % 4 if (i + 1) % 4 != 0 else 7) for i in range(60)}))
+    d.feed(ChangeLimits({"max_partitions_in_flight": 2}))  # two at a time: the order is what counts
+    d.feed(submit("urgent", {tp(60): (5, 6)}))
+    for _ in range(200):
+        d.tick()
+        for t in c.in_progress()[:2]:
+            c.finish(t)
+        d.observe()
+        if any(isinstance(e, ev.StepPlanned) and e.request_id == "urgent" for e in d.events):
+            break
+    planned = [e.request_id for e in of_type(d.events, ev.StepPlanned)]
+    assert "urgent" in planned
+    assert planned.index("urgent") <= 4  # interleaved: at most a few decommission steps go first
+
+
+def test_a_target_below_min_insync_is_rejected_unless_allowed():
+    c = FakeCluster({tp(0): (0, 1, 2)}, range(8), min_isr=2)
+    d = Driver(c)
+    events = d.feed(submit("r", {tp(0): (5,)}))
+    assert "below the topic's min.insync.replicas (2)" in of_type(events, ev.CommandRejected)[0].reasons[0]
+    events = d.feed(submit("r2", {tp(0): (5,)}, allow_below_min_insync=True))
+    assert of_type(events, ev.RequestAccepted)

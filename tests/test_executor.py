@@ -10,6 +10,7 @@ from engine.commands import Cancel, PartitionTarget, Submit, Tick
 from engine.decide import handle, watched
 from engine.executor import Executor, actions, reassert, run
 from engine.partition import TopicPartition
+from engine.throttles import ThrottledReplica, ThrottleSet, union
 from engine.sim.cluster import SimulatedCluster
 from engine.state import COMPLETED, EMPTY, fold
 from tests.sim_helpers import scenario
@@ -56,8 +57,12 @@ class Scripted:
         self.calls.append(("elect", list(tps)))
         return {tp: self.answers.get(tp, OK) for tp in tps}
 
+    refuse_topics: set = set()
+
     def apply_throttles(self, t):
         self.calls.append(("apply", t))
+        if any(e.topic in self.refuse_topics for e in t.leader | t.follower):
+            return Refused("TOPIC_AUTHORIZATION_FAILED", "not authorized")
         return self.answers.get("apply", OK)
 
     def remove_throttles(self, t):
@@ -65,21 +70,47 @@ class Scripted:
         return OK
 
 
-def test_runner_batches_reports_and_stops_at_unavailable():
+def test_runner_carries_out_every_action_and_reports_each_outcome():
     a, b, c = (TopicPartition("t", i) for i in range(3))
     todo = [StartStep("r", a, 1, (1, 2)), StartStep("r", b, 1, (2, 3)), ElectLeader(c),
-            RemoveThrottles(None), StartStep("r", c, 2, (3,))]
+            RemoveThrottles(ThrottleSet()), StartStep("r", c, 2, (3,))]
     cluster = Scripted({b: Refused("INVALID_REPLICA_ASSIGNMENT", "no"), c: Unavailable("timeout")})
-    out = run(cluster, todo)
-    assert [r.error for r in out.reports] == [None, "INVALID_REPLICA_ASSIGNMENT: no"]
-    assert out.done == 2 and out.unavailable == Unavailable("timeout")
-    assert [k for k, _ in cluster.calls] == ["alter", "elect"]  # one batch for both steps; nothing after the failure
-    ex = Executor(cluster)
-    ex.execute(todo)
-    assert ex.pending == todo[2:]
-    cluster.answers = {}
-    reports = ex.execute()
-    assert not ex.pending and [r.tp for r in reports] == [c]
+    out = run(cluster, todo, now=5.0)
+    assert [(type(o.action).__name__, o.result) for o in out] == [
+        ("StartStep", OK), ("StartStep", Refused("INVALID_REPLICA_ASSIGNMENT", "no")),
+        ("ElectLeader", Unavailable("timeout")), ("RemoveThrottles", OK), ("StartStep", Unavailable("timeout"))]
+    assert all(o.now == 5.0 for o in out)
+    # one batch for both steps, and nothing stops at a failure: the last step is still asked
+    assert [k for k, _ in cluster.calls] == ["alter", "elect", "remove", "alter"]
+
+
+def test_a_step_is_not_started_when_the_throttle_change_before_it_failed():
+    a, b = TopicPartition("t", 0), TopicPartition("u", 0)
+    delta = ThrottleSet(frozenset({ThrottledReplica("t", 0, 1)}), frozenset({ThrottledReplica("t", 0, 4)}),
+                        frozenset({1}), frozenset({4}), 1000)
+    other = ThrottleSet(frozenset({ThrottledReplica("u", 0, 2)}), frozenset({ThrottledReplica("u", 0, 3)}),
+                        frozenset({2}), frozenset({3}), 1000)
+    cluster = Scripted({})
+    cluster.refuse_topics = {"t"}
+    out = run(cluster, [ApplyThrottles(union(delta, other)),
+                        StartStep("r", a, 1, (4, 1)), StartStep("r", b, 1, (3, 2))])
+    by = {type(o.action).__name__ + str(getattr(o.action, "tp", "")): o.result for o in out}
+    # the failed delta is asked again piece by piece, so each outcome names its part
+    pieces = [o for o in out if isinstance(o.action, ApplyThrottles)]
+    assert [bool(p.action.throttles.leader) for p in pieces] == [True, True, False, False, False, False]
+    assert [type(p.result).__name__ for p in pieces[:2]] == ["Refused", "Ok"]
+    assert isinstance(by["StartStept-0"], Unavailable) and "throttle" in by["StartStept-0"].message
+    assert by["StartStepu-0"] == OK
+    assert ("alter", {b: (3, 2)}) in cluster.calls and all(a not in dict(c[1]) for c in cluster.calls if c[0] == "alter")
+
+
+def test_an_adapter_that_raises_is_an_unavailable_outcome_not_a_crash():
+    class Raising(Scripted):
+        def alter_reassignments(self, targets):
+            raise TypeError("function takes at most 4 arguments (5 given)")
+
+    out = run(Raising({}), [StartStep("r", TopicPartition("t", 0), 1, (1,))])
+    assert isinstance(out[0].result, Unavailable) and "TypeError" in out[0].result.message
 
 
 def drive(cluster, state, executor, inp, log):

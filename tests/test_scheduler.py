@@ -5,7 +5,9 @@ from hypothesis import strategies as st
 
 from engine.limits import Limits, LimitsError
 from engine.partition import TopicPartition
-from engine.scheduler import CONTINUING, FRESH, Hold, InFlight, ReadyIndex, Requeue, SchedulingKey, Start, admits, next_batch
+from engine.scheduler import (
+    CONTINUING, FRESH, Hold, InFlight, ReadyIndex, Requeue, SchedulingKey, Start, admits, next_batch, oversized,
+)
 from engine.step import Step, Waiting
 
 import pytest
@@ -17,7 +19,7 @@ def step(nr, leader=0, moves_leader=False, cr=(0, 1, 2)):
 
 
 def index_of(entries):
-    """entries: [(tp, step, lane)] in readiness order."""
+    """entries: [(tp, step, lane)] in readiness order, all of one request."""
     index = ReadyIndex()
     plans = {}
     for seq, (tp, s, lane) in enumerate(entries):
@@ -78,13 +80,36 @@ def test_in_flight_counts_against_limits():
     assert started(next_batch(index, busy.minus(step((7,), leader=3)), Limits(), plans.get)) == [tp(1)]
 
 
-def test_oversized_catch_up_step_runs_alone_and_never_deadlocks():
-    big = step((7, 8, 9), leader=0)  # min.insync catch-up: 3 new replicas
+def test_a_step_planned_before_a_cap_shrank_is_planned_again_never_run_over_the_cap():
+    big = step((7, 8, 9), leader=0)  # planned when the caps allowed three copies out of broker 0
     index, plans = index_of([(tp(0), big, FRESH)])
     limits = Limits(max_outgoing_moves_per_broker=2, max_replica_additions_in_flight=2)
-    assert started(next_batch(index, InFlight(), limits, plans.get)) == [tp(0)]
-    other = InFlight().plus(step((5,), leader=0))
-    assert started(next_batch(index, other, limits, plans.get)) == []
+    smaller = step((7, 8), leader=0)
+    assert next_batch(index, InFlight(), limits, {tp(0): smaller}.get) == [Requeue(tp(0), smaller)]
+    assert next_batch(index, InFlight(), limits, plans.get) == []  # the same again: it waits
+
+
+def test_the_oldest_blocked_step_keeps_its_capacity_so_it_cannot_starve():
+    # tp(0) needs two copies out of broker 0, which has one running; one-copy steps from broker 0
+    # keep arriving behind it. Without a reservation they would take every free slot forever.
+    old = step((7, 8), leader=0)
+    entries = [(tp(0), old, FRESH)] + [(tp(i), step((9 + i % 3,), leader=0), FRESH) for i in range(1, 20)]
+    index, plans = index_of(entries)
+    busy = InFlight().plus(step((6,), leader=0))
+    assert started(next_batch(index, busy, Limits(), plans.get)) == []  # broker 0's slot is kept for tp(0)
+    assert started(next_batch(index, InFlight(), Limits(), plans.get))[:1] == [tp(0)]
+
+
+def test_requests_take_turns():
+    # a 60-partition decommission queued first, then one urgent partition of another request
+    entries = [(tp(i), step((10 + i % 6,), leader=i % 6), FRESH) for i in range(60)]
+    index, plans = index_of(entries)
+    index, _slot = index.add(SchedulingKey.of(step((20,), leader=7)), FRESH, 60, tp(99), "urgent")
+    plans[tp(99)] = step((20,), leader=7)
+    ranks = {"": 30, "urgent": 30}  # the urgent one joined level with the decommission
+    limits = Limits(max_partitions_in_flight=3)
+    assert tp(99) in started(next_batch(index, InFlight(), limits, plans.get, ranks.get))
+    assert tp(99) not in started(next_batch(index, InFlight(), limits, plans.get, {"": 0, "urgent": 30}.get))
 
 
 def test_continuing_partitions_go_before_fresh_ones():
@@ -157,44 +182,63 @@ limit_values = st.builds(
 )
 
 
-def within(c: InFlight, limits: Limits, before: InFlight, s: Step) -> bool:
-    """The counters after adding ``s`` respect every limit, or ``s`` is an oversized step running alone."""
-    n = len(s.nr)
-    ok = c.partitions <= limits.max_partitions_in_flight
-    ok &= (not s.moves_leader) or c.leader_moves <= limits.max_leader_moves_in_flight
-    if n:
-        ok &= c.additions <= limits.max_replica_additions_in_flight or before.additions == 0
-        ok &= all(c.incoming[b] <= limits.max_incoming_moves_per_broker for b in s.nr)
-        ok &= c.outgoing[s.source] <= limits.max_outgoing_moves_per_broker or before.outgoing.get(s.source, 0) == 0
-    return ok
+def totals(steps) -> dict:
+    """What a list of steps in flight takes, counted from the steps themselves (not the scheduler's
+    counters): partitions, leader moves, additions, copies into and out of each broker."""
+    t = {"P": 0, "L": 0, "A": 0}
+    for s in steps:
+        t["P"] += 1
+        t["L"] += bool(s.moves_leader)
+        t["A"] += len(s.nr)
+        for b in s.nr:
+            t[("in", b)] = t.get(("in", b), 0) + 1
+        if s.nr:
+            t[("out", s.leader)] = t.get(("out", s.leader), 0) + len(s.nr)
+    return t
+
+
+def over(t: dict, limits: Limits) -> list:
+    caps = {"P": limits.max_partitions_in_flight, "L": limits.max_leader_moves_in_flight,
+            "A": limits.max_replica_additions_in_flight}
+    bad = [k for k, cap in caps.items() if t[k] > cap]
+    bad += [k for k, v in t.items() if isinstance(k, tuple) and v > (
+        limits.max_incoming_moves_per_broker if k[0] == "in" else limits.max_outgoing_moves_per_broker)]
+    return bad
 
 
 @settings(max_examples=300, deadline=None)
 @given(queues(), queues(), limit_values, limit_values)
 def test_scheduler_never_exceeds_a_limit_even_when_limits_shrink(ready, running, old_limits, limits):
     # steps already in flight were admitted under old_limits; limits then shrink or grow
-    index, plans = index_of(ready)
+    index, plans = index_of([e for e in ready if not oversized(limits, SchedulingKey.of(e[1]))])
     c = InFlight()
-    running_index, running_plans = index_of([(TopicPartition("u", e[0].partition), e[1], e[2]) for e in running])
+    running_steps = []
+    running_index, running_plans = index_of([(TopicPartition("u", e[0].partition), e[1], e[2]) for e in running
+                                             if not oversized(old_limits, SchedulingKey.of(e[1]))])
     for d in next_batch(running_index, c, old_limits, running_plans.get):
         c = c.plus(d.step)
+        running_steps.append(d.step)
+    assert not over(totals(running_steps), old_limits)
     before_all = c
     decisions = next_batch(index, c, limits, plans.get)
-    for d in decisions:
-        assert isinstance(d, Start)
-        before = c
-        assert admits(before, limits, SchedulingKey.of(d.step))
-        c = c.plus(d.step)
-        assert within(c, limits, before, d.step)
+    new = [d.step for d in decisions]
+    assert all(isinstance(d, Start) for d in decisions)
+    # whatever the running steps take, no limit the new steps touch goes over it because of them
+    after = totals(running_steps + new)
+    before = totals(running_steps)
+    for k in over(after, limits):
+        assert after[k] == before.get(k, 0), (k, after[k], before.get(k, 0))
     # same input, same decision (also from an index built in another order)
-    rebuilt, _ = index_of(ready)
+    rebuilt, _ = index_of([e for e in ready if not oversized(limits, SchedulingKey.of(e[1]))])
     assert next_batch(rebuilt, before_all, limits, plans.get) == decisions
 
 
 @settings(max_examples=200, deadline=None)
 @given(queues(), limit_values)
-def test_batch_is_maximal(ready, limits):
-    """Nothing left in the queue could still have been admitted (no idle capacity)."""
+def test_batch_is_maximal_but_for_one_reservation(ready, limits):
+    """Nothing left in the queue could still have been admitted (no idle capacity), except what one
+    older blocked step keeps for itself."""
+    ready = [e for e in ready if not oversized(limits, SchedulingKey.of(e[1]))]
     index, plans = index_of(ready)
     decisions = next_batch(index, InFlight(), limits, plans.get)
     c = InFlight()
@@ -202,6 +246,15 @@ def test_batch_is_maximal(ready, limits):
     for d in decisions:
         c = c.plus(d.step)
         chosen.add(d.tp)
-    for t, s, _lane in ready:
-        if t not in chosen:
-            assert not admits(c, limits, SchedulingKey.of(s))
+    order = {t: (0 if s.moves_leader else 1, lane, i) for i, (t, s, lane) in enumerate(ready)}
+    left = [(t, s) for t, s, _lane in ready if t not in chosen]
+    blocked = [(t, s) for t, s in left if not admits(c, limits, SchedulingKey.of(s))]
+    for t, s in left:
+        if admits(c, limits, SchedulingKey.of(s)):
+            keeps = [b for b, bs in blocked if order[b] < order[t] and bs.nr and s.nr and (
+                brokers_of(bs) & brokers_of(s) or c.additions + len(bs.nr) > limits.max_replica_additions_in_flight)]
+            assert keeps, f"{t} could start and nothing older keeps its capacity"
+
+
+def brokers_of(s: Step) -> set:
+    return {("out", s.leader)} | {("in", b) for b in s.nr}

@@ -298,3 +298,47 @@ def test_the_same_wait_for_different_brokers_is_one_entry_with_a_line_per_broker
     assert entries[0]["lines"] == ["broker 3: partitions t-0, t-1", "broker 5: partitions t-2", "request r"]
     assert entries[1]["title"] == "1 partition waiting: target broker 9 is offline"
     assert entries[1]["partitions"] == ["t-3"]
+
+
+# --- what the cluster refused (the core's action outcomes) needs attention, with attempt and retry ----------
+
+
+def test_steps_the_cluster_did_not_start_are_one_entry_with_partitions_attempt_and_retry():
+    from engine.attention import attention
+    from tests.test_failures import setup
+
+    c, d = setup(3, {tp(i): (0, 1, 4) if i == 0 else ((i + 1) % 4, (i + 2) % 4, 4) for i in range(3)})
+    c.unavailable("alter", times=10)  # every alter: connection refused
+    d.tick()
+    entries = attention(d.state, now=d.now)
+    refused = [e for e in entries if e["kind"] == "step"]
+    assert len(refused) == 1, entries
+    e = refused[0]
+    assert e["severity"] == "error" and e["count"] == len(d.state.steps) >= 2
+    assert e["title"].startswith(f"{e['count']} steps the cluster did not start: ")
+    assert "connection refused" in e["title"]
+    assert e["partitions"] == sorted(str(t) for t in d.state.steps)
+    assert e["attempt"] == 1 and e["retry_at"] == "1970-01-01T00:16:41+00:00"  # the engine clock: 1001 s
+    assert "attempt 1 (highest); next try at 00:16:41 UTC (in 1 s)" in e["lines"]
+    assert "request r" in e["lines"]
+    assert entries[0] is e  # refusals come before waits
+
+
+def test_a_refused_throttle_change_needs_attention_and_the_cluster_being_unreachable_replaces_blocked():
+    from engine.attention import attention
+    from engine.commands import ObservationFailed
+    from tests.test_failures import setup
+
+    c, d = setup(1, {tp(0): (0, 1, 4)})
+    c.refuse("apply", "TOPIC_AUTHORIZATION_FAILED", "not authorized", times=4)
+    d.tick()
+    kinds = {e["kind"]: e for e in attention(d.state, now=d.now)}
+    assert "TOPIC_AUTHORIZATION_FAILED" in kinds["throttles"]["title"] and kinds["throttles"]["attempt"] == 1
+    d.feed(ObservationFailed("connection refused", d.now))
+    entries = attention(d.state, blocked="cannot observe the cluster: connection refused", now=d.now)
+    assert [e["kind"] for e in entries].count("cluster") == 1 and "blocked" not in [e["kind"] for e in entries]
+    assert next(e for e in entries if e["kind"] == "cluster")["title"] == \
+        "cannot observe the cluster: connection refused"
+    text = render_text({"attention": entries, **__import__("engine.progress", fromlist=["report"]).report(
+        d.state, fold(timeline(d.events))[1], T0)})
+    assert "! cannot observe the cluster: connection refused" in text

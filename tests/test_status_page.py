@@ -103,7 +103,7 @@ def test_a_request_rolled_back_entirely_shows_rolled_back_and_a_rejection_stays_
     with publisher(broker, topics) as p:
         rid = p.submit(targets)
         wait_for(lambda: tail.payloads(ev.StepCompleted), 60, "a first step completed")  # something to copy back
-        p.cancel(rid, rollback=True)
+        p.cancel(rid, rollback=True, include_completed=True)  # the completed partitions go back too
         p.cancel("no-such-request")
     wait_for(lambda: any(isinstance(e, ev.RequestCompleted) for e in tail.payloads()), 120, "the rollback to end")
     ended = [e for e in tail.payloads(ev.RequestCompleted)][0]

@@ -70,6 +70,9 @@ def propose(
         eligible = set(broker_list or ())
         if not eligible:
             raise BalanceError("--generate needs a broker list")
+        unknown = sorted(eligible - known)
+        if unknown:  # Kafka's tool refuses them too: a target on a broker that does not exist never completes
+            raise BalanceError(f"brokers {unknown} of the broker list are not in the cluster")
     elif mode == "add-brokers":
         eligible = known | set(add)
     elif mode == "remove-brokers":
@@ -90,13 +93,12 @@ def propose(
         after, bound, target, balanced, notes, pinned = (
             rb.assignment, rb.lower_bound, rb.target, rb.balanced, rb.notes, rb.pinned)
     if mode != "replica-balance":
-        after = balance_leaders(after, eligible)
+        after = balance_leaders(after, eligible, down=set(down))
     changed = sorted(tp for tp in scope if after[tp] != tuple(scope[tp]))
     moved = {tp: len(set(after[tp]) - set(scope[tp])) for tp in changed}
     sizes = sizes or {}
-    bytes_moved = (
-        sum(sizes[tp] * n for tp, n in moved.items()) if all(tp in sizes for tp, n in moved.items() if n) else None
-    )
+    copied = {tp: n for tp, n in moved.items() if n}  # reorder-only partitions copy nothing
+    bytes_moved = sum(sizes[tp] * n for tp, n in copied.items()) if all(tp in sizes for tp in copied) else None
     return Proposal(
         current={tp: tuple(scope[tp]) for tp in changed},
         proposed={tp: after[tp] for tp in changed},

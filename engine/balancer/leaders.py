@@ -24,10 +24,13 @@ from engine.partition import Replicas, TopicPartition
 
 
 def balance_leaders(
-    assignment: Mapping[TopicPartition, Replicas], brokers: Iterable[int] | None = None
+    assignment: Mapping[TopicPartition, Replicas], brokers: Iterable[int] | None = None,
+    down: Iterable[int] = (),
 ) -> dict[TopicPartition, Replicas]:
-    """Every partition of ``assignment``, with replica lists reordered to even out preferred leaders."""
+    """Every partition of ``assignment``, with replica lists reordered to even out preferred leaders.
+    A broker that is ``down`` is never given a preferred leadership (it may give its own away)."""
     work = {tp: list(r) for tp, r in assignment.items() if r}
+    dead = set(down)
     nodes = set(brokers) if brokers is not None else set()
     for r in work.values():
         nodes.update(r)
@@ -40,7 +43,8 @@ def balance_leaders(
         leads[r[0]] += 1
         for other in r[1:]:
             edges[r[0]].setdefault(other, set()).add(tp)
-    avg = len(work) / len(nodes_sorted)
+    alive = [b for b in nodes_sorted if b not in dead] or nodes_sorted
+    avg = len(work) / len(alive)
     lo, hi = math.floor(avg), math.ceil(avg)
 
     def hand_over(tp: TopicPartition, frm: int, to: int) -> None:
@@ -63,7 +67,7 @@ def balance_leaders(
         while queue:
             u = queue.popleft()
             for v in sorted(edges[u]):
-                if v in parent:
+                if v in parent or v in dead:
                     continue
                 parent[v] = u
                 if is_sink(v):
@@ -75,8 +79,10 @@ def balance_leaders(
         return None
 
     for too_many, sink, source in (
-        (lambda b: leads[b] > hi, lambda b: leads[b] < hi, None),  # phase 1: nobody above ceil(avg)
-        (None, lambda b: leads[b] < lo, lambda b: leads[b] > lo),  # phase 2: nobody below floor(avg)
+        # phase 1: nobody above ceil(avg) (a broker that is down should lead nothing)
+        (lambda b: leads[b] > (0 if b in dead else hi), lambda b: b not in dead and leads[b] < hi, None),
+        # phase 2: nobody alive below floor(avg)
+        (None, lambda b: b not in dead and leads[b] < lo, lambda b: leads[b] > (0 if b in dead else lo)),
     ):
         while True:
             if too_many is not None:

@@ -1,6 +1,7 @@
 """``kreassign balance``: show cluster state, propose balanced targets (KAFKA-5319).
 
-The cluster comes from a live cluster (``--bootstrap-server``) or a scenario
+The cluster comes from a live cluster (``--bootstrap-server``, or ``--cluster``
+as it is now: ``kafka://HOST:PORT``, ``sim+http://HOST:PORT``) or a scenario
 file (``--scenario``). Proposals print like ``kafka-reassign-partitions.sh
 --generate``: the current assignment of every partition that changes (keep it
 for rollback), then the proposed reassignment, both in Kafka's JSON; a summary
@@ -18,7 +19,7 @@ from engine import reassignment_json
 from engine.balancer import MODES, BalanceError, Proposal, cluster_state, propose
 from engine.cli import CliError, read_text
 from engine.cli import verdicts
-from engine.cli.connection import add_arguments, positive_rate
+from engine.cli.connection import add_arguments, add_cluster_arguments, positive_rate
 from engine.cluster.snapshot import ClusterSnapshot
 from engine.commands import PartitionTarget, Submit
 from engine.envelope import new_id
@@ -29,10 +30,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser("balance", help="show cluster balance or propose replica/leader-balanced targets")
     p.add_argument("--scenario", metavar="FILE",
                    help="balance the cluster of a scenario file (its starting point) instead of the live one")
-    p.add_argument("--cluster", default="kafka", metavar="CLUSTER",
-                   help="the live cluster: kafka (default: the one at --bootstrap-server) or sim+http://HOST:PORT "
-                        "(a running kreassign sim-cluster, as it is now)")
     add_arguments(p, required=False, signing=True)
+    add_cluster_arguments(p, required=False)
     verdicts.add_arguments(p)
     p.add_argument("--execute", action="store_true",
                    help="submit the proposal to the engine as a request (published to --bootstrap-server)")
@@ -74,7 +73,7 @@ def load_snapshot(args) -> ClusterSnapshot:
         if args.scenario:
             return snapshot_of(scenario_file=args.scenario)
         return snapshot_of(bootstrap=args.bootstrap_server, command_config=args.command_config, timeout=args.timeout,
-                           cluster=args.cluster)
+                           cluster=args.cluster, cluster_command_config=args.cluster_command_config)
     except ConnectError as e:
         where = args.scenario or (args.bootstrap_server if args.cluster == "kafka" else args.cluster)
         raise CliError(f"{where}: {e}") from None

@@ -1,5 +1,11 @@
 """``kreassign cancel``: cancel a request, or some of its partitions, optionally rolling back (KIP-236).
 
+Without ``--rollback`` it touches only what is in progress, as Kafka's
+``--cancel`` does: steps in flight are aborted, and a partition holding a
+replica more than it had is settled back to its original size (nothing is
+copied). ``--rollback`` moves partitions in progress back to their original
+replicas; ``--include-completed`` also those that had completed.
+
 ``--partitions`` takes Kafka's reassignment JSON (a file, or the JSON text
 itself): ``{"partitions": [{"topic": "t", "partition": 0}, ...]}``; replica
 lists may be present (the same file as ``execute``) and are ignored. Prints the
@@ -24,7 +30,11 @@ def add_parser(sub) -> None:
     p.add_argument("--request", required=True, metavar="ID", help="request id (as execute printed it)")
     p.add_argument("--partitions", metavar="JSON",
                    help="only these partitions: a reassignment JSON file, or the JSON itself")
-    p.add_argument("--rollback", action="store_true", help="move the partitions back to their original replicas")
+    p.add_argument("--rollback", action="store_true",
+                   help="move the partitions in progress back to their original replicas (partitions that had "
+                        "completed stay at their target, as with Kafka's --cancel)")
+    p.add_argument("--include-completed", action="store_true",
+                   help="with --rollback: also move partitions that had completed back to their original replicas")
     add_arguments(p, signing=True)
     verdicts.add_arguments(p)
     p.set_defaults(func=run)
@@ -61,4 +71,7 @@ def run(args) -> int:
         inline = args.partitions.lstrip().startswith(("{", "["))
         text = args.partitions if inline else read_text(args.partitions)
         partitions = parse_partitions(text, "--partitions" if inline else args.partitions)
-    return verdicts.send(args, Cancel(args.request, partitions, args.rollback), "cancel")
+    if args.include_completed and not args.rollback:
+        raise CliError("--include-completed only applies with --rollback")
+    return verdicts.send(args, Cancel(args.request, partitions, args.rollback,
+                                      include_completed=args.include_completed), "cancel")

@@ -43,6 +43,33 @@ def add_signing_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--signing-key-id", metavar="ID", help="the key of --signing-keys to use (default: its only key)")
 
 
+CLUSTER_HELP = ("the cluster to reassign: kafka (the --bootstrap-server cluster), kafka://HOST:PORT[,HOST:PORT] "
+                "(another Kafka cluster, e.g. a kreassign sim-cluster --kafka-port), sim+http://HOST:PORT (a running "
+                "kreassign sim-cluster over HTTP) or sim:SCENARIO (a scenario's simulated cluster in this process)")
+
+
+def add_cluster_arguments(p, required: bool) -> None:
+    """``--cluster`` (which cluster the partitions live on) and ``--cluster-command-config`` (its settings
+    when it is not the ``--bootstrap-server`` cluster)."""
+    g = p.add_argument_group("cluster")
+    g.add_argument("--cluster", required=required, default=None if required else "kafka",
+                   metavar="kafka|kafka://HOST:PORT|sim+http://HOST:PORT|sim:SCENARIO",
+                   help=CLUSTER_HELP + ("" if required else " (default kafka)"))
+    g.add_argument("--cluster-command-config", metavar="FILE",
+                   help="Kafka client properties (SASL/SSL ...) of a --cluster kafka://... cluster")
+
+
+def open_cluster_of(args):
+    """The cluster the options name, or CliError."""
+    from engine.cluster.connect import ConnectError, open_cluster
+
+    try:
+        return open_cluster(args.cluster, args.bootstrap_server, args.command_config, args.timeout,
+                            args.cluster_command_config)
+    except ConnectError as e:
+        raise CliError(str(e)) from None
+
+
 def signing_key(args):
     """The ``SigningKey`` the options name, or ``None``."""
     from engine.signing import SigningError, signing_key as load

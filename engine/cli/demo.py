@@ -1,7 +1,9 @@
 """``kreassign demo``: a whole reassignment, from a fresh clone, in a few minutes.
 
-It starts everything on this machine (the embedded broker, a simulated cluster
-as its own process, an engine worker), then:
+It starts everything on this machine (the embedded broker holding the event
+log, a simulated cluster as its own process speaking the Kafka protocol, an
+engine worker reassigning it through its real Kafka adapter, as it would a
+production cluster), then:
 
 1. submits the scenario's reassignment (the default scenario decommissions
    broker 6 of a six-broker, three-rack cluster) and shows its progress live;
@@ -209,7 +211,6 @@ def stopped_first(procs: Processes):
 def _story(args, scenario, out: Path, logs: Path, procs: Processes, started: float) -> int:
     from rich.console import Console
 
-    from engine.cluster.remote import RemoteCluster
     from engine.embedded import EMBEDDED, EmbeddedBroker, free_port
     from engine.eventlog import Publisher
     from engine.topics import create
@@ -224,17 +225,18 @@ def _story(args, scenario, out: Path, logs: Path, procs: Processes, started: flo
         say(f"embedded broker (tansu, memory storage) at {broker.bootstrap}; topics {prefix}*")
 
         sim, sim_log = procs.start("sim-cluster", KREASSIGN + [
-            "sim-cluster", "--scenario", args.scenario, "--speed", str(args.speed)])
-        line = wait_for("the simulated cluster", lambda: _first_line(sim_log, " at http://"), 30, sim, sim_log)
+            "sim-cluster", "--scenario", args.scenario, "--speed", str(args.speed), "--kafka-port", "0"])
+        line = wait_for("the simulated cluster", lambda: _first_line(sim_log, "Kafka bootstrap "), 30, sim, sim_log)
         sim_url = line.split(" at ", 1)[1].split()[0]
-        say(f"simulated cluster at {sim_url} ({len(scenario.brokers)} brokers, "
-            f"{len(scenario.partitions)} partitions); its clock runs {args.speed:g}x the wall clock: rates and the "
-            "throttle below are in cluster time, ETAs on the wall clock")
+        cluster = "kafka://" + line.split("Kafka bootstrap ", 1)[1].split()[0]
+        say(f"simulated cluster ({len(scenario.brokers)} brokers, {len(scenario.partitions)} partitions) speaking "
+            f"the Kafka protocol at {cluster[len('kafka://'):]}; faults and clock at {sim_url}; its clock runs "
+            f"{args.speed:g}x the wall clock: rates and the throttle below are in cluster time, ETAs on the wall clock")
 
         port = args.web_port or free_port()
         engine, engine_log = procs.start("engine", KREASSIGN + [
             "engine", "--bootstrap-server", broker.bootstrap, "--broker-profile", "embedded", "--prefix", prefix,
-            "--cluster", f"sim+{sim_url}", "--web-port", str(port), "--poll-interval", str(POLL_INTERVAL),
+            "--cluster", cluster, "--web-port", str(port), "--poll-interval", str(POLL_INTERVAL),
             "--time-scale", f"{args.speed:g}"])
         page = f"http://127.0.0.1:{port}/"
         wait_for("the engine to become active", lambda: (_status(page) or {}).get("active")
@@ -254,7 +256,7 @@ def _story(args, scenario, out: Path, logs: Path, procs: Processes, started: flo
             bounds[first] = bound.seconds
             _follow(console, broker, prefix, first, engine, engine_log, args.speed)
 
-            snap = RemoteCluster(sim_url).snapshot()
+            snap = _snapshot(cluster)
             proposal = exact_rebalance(snap.assignment(), snap.racks(), [b.id for b in snap.brokers if b.alive])
             if proposal.proposed:
                 from engine.commands import PartitionTarget
@@ -274,7 +276,7 @@ def _story(args, scenario, out: Path, logs: Path, procs: Processes, started: flo
         for rid in [r for r in (first, second) if r]:
             result = subprocess.run(KREASSIGN + [
                 "verify", "--request", rid, "--bootstrap-server", broker.bootstrap, "--broker-profile", "embedded",
-                "--prefix", prefix, "--cluster", f"sim+{sim_url}"], capture_output=True, text=True)
+                "--prefix", prefix, "--cluster", cluster], capture_output=True, text=True)
             lines = result.stdout.strip().splitlines()
             done = sum("is completed" in l for l in lines)
             reverted = sum("was rolled back" in l for l in lines)
@@ -330,6 +332,21 @@ def second_bound(scenario, targets):
     after = scenario.target_assignment()
     partitions = {tp: dataclasses.replace(p, replicas=after[tp]) for tp, p in scenario.partitions.items()}
     return lower_bound(dataclasses.replace(scenario, partitions=partitions, targets=tuple(targets)))
+
+
+def _snapshot(cluster: str):
+    """The simulated cluster as the engine sees it: through the Kafka adapter and the protocol front."""
+    from engine.cluster.connect import open_cluster
+    from engine.cluster.result import Unavailable
+
+    c = open_cluster(cluster, timeout=30)
+    try:
+        snap = c.snapshot()
+    finally:
+        c.close()
+    if isinstance(snap, Unavailable):
+        raise CliError(f"cannot read the simulated cluster at {cluster}: {snap}")
+    return snap
 
 
 def exact_rebalance(assignment, racks, alive):

@@ -10,23 +10,24 @@ from __future__ import annotations
 
 from engine.cli import CliError
 from engine.cli.connection import (
-    add_arguments, broker_profile, client_config, int_at_least, positive_seconds, registry,
+    add_arguments, add_cluster_arguments, broker_profile, client_config, int_at_least, positive_seconds, registry,
 )
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("engine", help="run an engine worker (Faust): commands in, steps on the cluster, events out")
     add_arguments(p)
+    add_cluster_arguments(p, required=True)
     g = p.add_argument_group("engine")
-    g.add_argument("--cluster", required=True, metavar="kafka|sim:SCENARIO|sim+http://HOST:PORT",
-                   help="the cluster to reassign: kafka (the --bootstrap-server cluster), a scenario's simulated "
-                        "cluster in this process, or a running kreassign sim-cluster")
     g.add_argument("--web-port", type=int_at_least(0, "a port"), default=6066, metavar="N",
                    help="port of /status and /metrics (default 6066; each worker on a host needs its own)")
     g.add_argument("--web-bind", default="127.0.0.1", metavar="ADDRESS",
                    help="address the web server listens on (default 127.0.0.1)")
     g.add_argument("--poll-interval", type=positive_seconds, default=1.0, metavar="S",
                    help="seconds between ticks: observe the partitions in flight, start what may start (default 1)")
+    g.add_argument("--verify-interval", type=positive_seconds, default=10.0, metavar="S",
+                   help="seconds between read-backs of the throttle configuration from the cluster: what is "
+                        "missing is set again (default 10)")
     g.add_argument("--signing-keys", metavar="FILE",
                    help='accept only commands signed with one of these keys: a JSON file {"key id": "secret"}')
     g.add_argument("--adaptive-throttle", metavar="MIN:MAX",
@@ -58,14 +59,15 @@ def run(args) -> int:
         adaptive = parse_bounds(args.adaptive_throttle) if args.adaptive_throttle else None
         if layout_problems(AdminClient(logged(config.confluent())), args.prefix, args.timeout):
             create(config.confluent(), args.prefix, timeout=args.timeout)  # names what is wrong if it cannot
-        cluster = open_cluster(args.cluster, args.bootstrap_server, args.command_config, args.timeout)
+        cluster = open_cluster(args.cluster, args.bootstrap_server, args.command_config, args.timeout,
+                               args.cluster_command_config)
     except (SigningError, BoundsError, TopicsError, ConnectError) as e:
         raise CliError(str(e)) from None
     time_scale = args.time_scale or cluster_speed(cluster)
     engine = Engine(Settings(
         config=config, cluster=cluster, prefix=args.prefix, profile=broker_profile(args), registry=registry(args),
         web_port=args.web_port, web_bind=args.web_bind, poll_interval=args.poll_interval, signing_keys=keys,
-        adaptive=adaptive, timeout=args.timeout, time_scale=time_scale,
+        adaptive=adaptive, timeout=args.timeout, time_scale=time_scale, verify_interval=args.verify_interval,
     ))
     run_worker(engine, args.log_level)
     return 0

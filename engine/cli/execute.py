@@ -28,6 +28,9 @@ def add_parser(sub) -> None:
     p.add_argument("--throttle", type=positive_rate, metavar="BYTES_PER_SEC",
                    help="replication throttle for this and later moves (default: keep the current rate)")
     p.add_argument("--request-id", metavar="ID", help="request id to use (default: a new UUID)")
+    p.add_argument("--allow-below-min-insync", action="store_true",
+                   help="accept targets with fewer replicas than the topic's min.insync.replicas "
+                        "(acks=all producers would then fail with NOT_ENOUGH_REPLICAS)")
     add_arguments(p, signing=True)
     verdicts.add_arguments(p)
     p.set_defaults(func=run)
@@ -56,7 +59,8 @@ def run(args) -> int:
     problems = local_problems(targets, args.request_id)
     if problems:
         raise CliError(f"{path}: " + "; ".join(problems))
-    command = Submit(args.request_id or new_id(), targets, args.throttle)
+    command = Submit(args.request_id or new_id(), targets, args.throttle,
+                     allow_below_min_insync=args.allow_below_min_insync)
     if args.request_id is not None and not args.no_wait:
         from engine.decide import _digest  # the core's digest of a submit's targets
 

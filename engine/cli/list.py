@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from engine.cli import CliError
-from engine.cli.connection import add_arguments
+from engine.cli.connection import add_arguments, add_cluster_arguments, open_cluster_of
 from engine.cli.status import Follower
 from engine.progress import report
 from engine.cluster.result import Unavailable
@@ -18,15 +18,12 @@ from engine.cluster.result import Unavailable
 
 def add_parser(sub) -> None:
     p = sub.add_parser("list", help="list requests and the reassignments in progress on the cluster")
-    p.add_argument("--cluster", default="kafka", metavar="CLUSTER",
-                   help="kafka (default: the cluster at --bootstrap-server), sim+http://HOST:PORT or sim:FILE")
     add_arguments(p)
+    add_cluster_arguments(p, required=False)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from engine.cluster.connect import ConnectError, open_cluster
-
     follower = Follower(args)
     follower.poll()
     doc = report(follower.state, follower.progress, datetime.now(timezone.utc))
@@ -36,10 +33,7 @@ def run(args) -> int:
                                                           ("cancelled", "cancelled")) if r[k] or k == "completed")
         print(f"{r['id']}: {r['outcome']}: {ended}, {r['in_flight']} in flight, {r['waiting']} waiting, "
               f"{r['queued']} queued (of {r['partitions']} partitions)")
-    try:
-        cluster = open_cluster(args.cluster, args.bootstrap_server, args.command_config, args.timeout)
-    except ConnectError as e:
-        raise CliError(str(e)) from None
+    cluster = open_cluster_of(args)
     try:
         obs = cluster.observe(None)
     finally:

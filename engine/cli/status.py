@@ -198,7 +198,7 @@ def document(follower: "Follower", request: str | None, time_scale: float) -> di
     from engine.attention import attention
 
     doc = report(follower.state, follower.progress, datetime.now(timezone.utc), request)
-    return {"attention": attention(follower.state, follower.progress.rejected_at, request),
+    return {"attention": attention(follower.state, follower.progress.rejected_at, request, now=time.time()),
             "time_scale": time_scale, **doc, "rejected": dict(sorted(follower.state.rejected.items()))}
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from engine import reassignment_json
 from engine.cli import CliError, read_text
-from engine.cli.connection import add_arguments
+from engine.cli.connection import add_arguments, add_cluster_arguments, open_cluster_of
 from engine.cli.status import Follower
 from engine.cluster.result import Unavailable
 from engine.partition import Replicas, TopicPartition
@@ -30,9 +30,8 @@ def add_parser(sub) -> None:
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--reassignment-json-file", metavar="FILE", help="targets in Kafka's reassignment JSON")
     which.add_argument("--request", metavar="ID", help="a request from the event log")
-    p.add_argument("--cluster", default="kafka", metavar="CLUSTER",
-                   help="kafka (default: the cluster at --bootstrap-server), sim+http://HOST:PORT or sim:FILE")
     add_arguments(p)
+    add_cluster_arguments(p, required=False)
     p.set_defaults(func=run)
 
 
@@ -67,13 +66,8 @@ def expectations(args) -> dict[TopicPartition, tuple[Replicas | None, str]]:
 
 
 def run(args) -> int:
-    from engine.cluster.connect import ConnectError, open_cluster
-
     expected = expectations(args)
-    try:
-        cluster = open_cluster(args.cluster, args.bootstrap_server, args.command_config, args.timeout)
-    except ConnectError as e:
-        raise CliError(str(e)) from None
+    cluster = open_cluster_of(args)
     try:
         obs = cluster.observe(sorted(expected))
         if isinstance(obs, Unavailable):

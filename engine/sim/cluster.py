@@ -132,6 +132,21 @@ class SimulatedCluster:
         self.state = controller.remove_throttles(self.state, throttles)
         return controller.OK
 
+    def elect_unclean_leaders(self, partitions: Collection[TopicPartition]) -> dict[TopicPartition, Result]:
+        return self._each(controller.elect_unclean, [(tp,) for tp in partitions])
+
+    def set_throttled_replicas(self, topic: str, side: str, entries: frozenset) -> None:
+        self._sync()
+        self.state = controller.set_throttled_replicas(self.state, topic, side, entries)
+
+    def set_throttle_rate(self, broker: int, side: str, rate: int | None) -> None:
+        self._sync()
+        self.state = controller.set_throttle_rate(self.state, broker, side, rate)
+
+    def set_min_insync(self, topic: str, value: int) -> None:
+        self._sync()
+        self.state = controller.set_min_insync(self.state, topic, value)
+
     def throttles(self, topics: Collection[str], brokers: Collection[int]) -> ThrottleSet:
         self._sync()
         return self.state.throttles.as_set(set(topics), set(brokers))

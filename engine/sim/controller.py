@@ -228,6 +228,20 @@ def elect_preferred(state: SimState, tp: TopicPartition) -> tuple[SimState, Resu
     return put(state, tp, p._replace(leader=preferred)), OK
 
 
+def elect_unclean(state: SimState, tp: TopicPartition) -> tuple[SimState, Result]:
+    """ElectLeaders UNCLEAN: only for a partition without a leader; the first live replica leads,
+    in sync or not, and the ISR becomes that replica alone (what it lacks is lost, as in Kafka)."""
+    p = state.partitions.get(tp)
+    if p is None:
+        return state, Refused("UNKNOWN_TOPIC_OR_PARTITION", f"unknown partition {tp}")
+    if p.leader is not None:
+        return state, Ok("election not needed")
+    chosen = next((b for b in p.replicas if state.alive(b)), None)
+    if chosen is None:
+        return state, Refused("ELIGIBLE_LEADERS_NOT_AVAILABLE", f"no replica of {tp} is alive")
+    return put(state, tp, p._replace(isr=frozenset({chosen}), leader=chosen)), OK
+
+
 def join_isr(state: SimState, tp: TopicPartition, broker: int) -> SimState:
     """A replica caught up: the leader adds it to the ISR (AlterPartition), which may complete Phase B."""
     p = state.partitions[tp]
@@ -312,6 +326,30 @@ def remove_throttles(state: SimState, delta: ThrottleSet) -> SimState:
         if b in follower_rate:
             follower_rate = follower_rate.delete(b)
     return state._replace(throttles=Throttles(leader, follower, leader_rate, follower_rate), dirty=True)
+
+
+def set_throttled_replicas(state: SimState, topic: str, side: str, entries: frozenset) -> SimState:
+    """A topic's ``leader``/``follower`` ``.replication.throttled.replicas`` set to exactly ``entries``
+    ((partition, broker) pairs, or ``"*"``): a SET, DELETE or AlterConfigs of the KIP-73 topic config."""
+    t = state.throttles
+    lists = getattr(t, side)
+    lists = lists.set(topic, frozenset(entries)) if entries else (lists.delete(topic) if topic in lists else lists)
+    return state._replace(throttles=t._replace(**{side: lists}), dirty=True)
+
+
+def set_throttle_rate(state: SimState, broker: int, side: str, rate: int | None) -> SimState:
+    """A broker's ``leader``/``follower`` ``.replication.throttled.rate`` set (bytes/s) or deleted (None)."""
+    t = state.throttles
+    name = f"{side}_rate"
+    rates = getattr(t, name)
+    rates = rates.set(broker, rate) if rate is not None else (rates.delete(broker) if broker in rates else rates)
+    return state._replace(throttles=t._replace(**{name: rates}), dirty=True)
+
+
+def set_min_insync(state: SimState, topic: str, value: int) -> SimState:
+    """The topic's min.insync.replicas (the ISR statistics count against it from now on)."""
+    info = state.topics[topic]
+    return state._replace(topics=state.topics.set(topic, info._replace(min_insync_replicas=value)))
 
 
 def _entries(delta: ThrottleSet) -> dict[str, tuple[set, set]]:

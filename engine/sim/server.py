@@ -102,9 +102,13 @@ class SimServer:
         except (KeyError, TypeError, ValueError) as e:
             raise wire.WireError(f"expected targets [{{topic, partition, replicas}}]: {e}") from None
         results = self.cluster.alter_reassignments(targets)
+        self.record_alters(targets)
+        return {"results": wire.results_document(results)}
+
+    def record_alters(self, targets) -> None:
+        """Every alter target received, over HTTP or the Kafka protocol (``GET /v1/alters``)."""
         self.alters.extend({"time": self.cluster.time, "topic": tp.topic, "partition": tp.partition,
                             "replicas": list(r)} for tp, r in targets.items())
-        return {"results": wire.results_document(results)}
 
     def _cancel(self, body) -> dict:
         return {"results": wire.results_document(self.cluster.cancel_reassignments(wire.tps_from(body["partitions"])))}

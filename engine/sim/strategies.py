@@ -21,12 +21,13 @@ sees everything done. Throttle sets are the core's (``engine.throttles``).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Callable
 
 from engine import events as ev
 from engine.commands import ChangeLimits, ChangeThrottle, Observation, Submit, Tick
-from engine.decide import handle, watched
+from engine.decide import handle, timers_pending, watched
 from engine.executor import Executor
 from engine.partition import TopicPartition
 from engine.sim import controller
@@ -88,7 +89,7 @@ def run(scenario: Scenario, strategy: str, max_time: float | None = None) -> Run
 def _kreassign(scenario: Scenario, limit: float) -> RunResult:
     clock = _Clock(scenario)
     cluster = clock.cluster
-    executor = Executor(cluster)
+    executor = Executor(cluster, lambda: cluster.time)  # virtual time: retries and elections follow it
     state = EMPTY
     log: list = []
 
@@ -103,7 +104,7 @@ def _kreassign(scenario: Scenario, limit: float) -> RunResult:
         log.extend(emitted)
         return emitted
 
-    feed(cluster.observe())
+    feed(dataclasses.replace(cluster.observe(), now=cluster.time))
     if scenario.limits:
         feed(ChangeLimits(dict(scenario.limits)))
     if scenario.throttle != DEFAULT_THROTTLE_RATE:
@@ -115,7 +116,7 @@ def _kreassign(scenario: Scenario, limit: float) -> RunResult:
     quiet = False
     while True:
         if not quiet:
-            feed(Tick())
+            feed(Tick(cluster.time))
         r = state.requests[REQUEST_ID]
         if r.status == COMPLETED:
             finished = True
@@ -126,10 +127,10 @@ def _kreassign(scenario: Scenario, limit: float) -> RunResult:
         clock.wait(scenario.poll_interval)
         now = (cluster.state.partitions, cluster.state.brokers)
         if now != seen:  # nothing changed on the cluster: the same observation, no event
-            quiet = not feed(cluster.observe(watched(state)))
+            quiet = not feed(dataclasses.replace(cluster.observe(watched(state)), now=cluster.time)) and not timers_pending(state)
             seen = now
         else:
-            quiet = True  # decide is a function of the state: an unchanged state ticks to nothing
+            quiet = not timers_pending(state)  # else an unchanged state ticks to nothing
     moves = sum(1 for e in log if isinstance(e, ev.StepPlanned))
     return clock.result("kreassign", finished, moves, len(log))
 

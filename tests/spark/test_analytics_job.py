@@ -48,11 +48,11 @@ def story_driver() -> TimedDriver:
 def first_part(d: TimedDriver) -> None:
     """req-a moves every orders partition; payments-0 is under-replicated meanwhile."""
     lagging = PartitionState((0, 1, 2), frozenset({0, 1}), 0, 1 * 10 * MB)
-    d.record(ev.PartitionObserved(TopicPartition("payments", 0), lagging), d.now)
+    d.record(ev.PartitionObserved(TopicPartition("payments", 0), lagging), d.at)
     d.feed(Submit("req-a", tuple(PartitionTarget(tp.topic, tp.partition, ((tp.partition + 2) % 6, (tp.partition + 3) % 6))
                                  for tp in ORDERS), throttle_rate=30 * MB))
     d.run(one_at_a_time)
-    d.record(ev.PartitionObserved(TopicPartition("payments", 0), lagging._replace(isr=frozenset({0, 1, 2}))), d.now)
+    d.record(ev.PartitionObserved(TopicPartition("payments", 0), lagging._replace(isr=frozenset({0, 1, 2}))), d.at)
     d.feed(Cancel("no-such-request"))
 
 

@@ -1,0 +1,583 @@
+"""The Kafka APIs the simulated cluster answers, as a KRaft broker of Kafka 4.0 answers them.
+
+Each handler takes a decoded request (kafka-python's protocol classes, generated
+from Kafka's own JSON message schemas) and the id of the broker it was sent to,
+and returns the response at the request's version. Handlers run under the
+sim-cluster's lock against its ``SimulatedCluster`` (``engine.sim.server``), so
+the HTTP API (faults, clock) and Kafka clients see one cluster.
+
+| API | key | versions | what it does here |
+| --- | --- | --- | --- |
+| ApiVersions | 18 | 0-4 | this table; an unsupported version is answered at v0 with UNSUPPORTED_VERSION (Kafka's fallback) |
+| Metadata | 3 | 0-13 | live brokers only (a dead broker is fenced: absent), topics with ids, partitions with leader (-1 and LEADER_NOT_AVAILABLE without one), leader epoch, RS, ISR, offline replicas; controller = the lowest live broker |
+| DescribeCluster | 60 | 0-2 | brokers with racks; fenced (dead) ones only if asked (v2) |
+| DescribeTopicPartitions | 75 | 0 | as Metadata, paged by a cursor and a partition limit, topics in name order |
+| DescribeConfigs | 32 | 1-4 | ``engine.sim.kafka_configs``: topic and broker configs, sources, synonyms, documentation |
+| IncrementalAlterConfigs | 44 | 0-1 | SET/DELETE/APPEND/SUBTRACT, validate_only; a BROKER resource only on its own broker |
+| AlterConfigs | 33 | 0-2 | the legacy whole-resource replacement |
+| AlterPartitionReassignments | 45 | 0-1 | the simulated KRaft controller (``engine.sim.controller``); null replicas cancel |
+| ListPartitionReassignments | 46 | 0 | only partitions with a reassignment in progress; null topics = all |
+| ElectLeaders | 43 | 0-2 | PREFERRED and UNCLEAN, Kafka's per-partition codes |
+| DescribeLogDirs | 35 | 1-5 | the receiving broker's replicas; one out of sync holds its size minus its lag |
+
+Error codes and messages are Kafka's (read from its controller and broker source).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Callable
+
+from kafka.protocol.admin import (
+    AlterConfigsRequest, AlterConfigsResponse, AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse, DescribeClusterRequest, DescribeClusterResponse, DescribeConfigsRequest,
+    DescribeConfigsResponse, DescribeLogDirsRequest, DescribeLogDirsResponse, ElectLeadersRequest,
+    ElectLeadersResponse, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+    ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse,
+)
+from kafka.protocol.admin.topics import DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
+
+from engine.cluster.result import Refused
+from engine.partition import TopicPartition
+from engine.sim import kafka_configs as C
+from engine.sim.model import SimState
+
+log = logging.getLogger("kreassign.sim.kafka")
+
+ERRORS = {
+    "NONE": 0, "UNKNOWN_SERVER_ERROR": -1, "UNKNOWN_TOPIC_OR_PARTITION": 3, "LEADER_NOT_AVAILABLE": 5,
+    "UNSUPPORTED_VERSION": 35, "INVALID_REPLICATION_FACTOR": 38, "INVALID_REPLICA_ASSIGNMENT": 39,
+    "INVALID_CONFIG": 40, "INVALID_REQUEST": 42, "PREFERRED_LEADER_NOT_AVAILABLE": 80,
+    "ELIGIBLE_LEADERS_NOT_AVAILABLE": 83, "ELECTION_NOT_NEEDED": 84, "NO_REASSIGNMENT_IN_PROGRESS": 85,
+    "UNKNOWN_TOPIC_ID": 100, "UNSUPPORTED_ENDPOINT_TYPE": 115,
+}
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8  # ConfigResource.Type
+PREFERRED, UNCLEAN = 0, 1  # ElectionType
+BROKERS_ENDPOINT = 1  # DescribeCluster endpoint_type
+NO_AUTHORIZED_OPERATIONS = -(2**31)  # "not requested" in Kafka's responses
+# AclOperation codes Kafka lists for the cluster resource without an authorizer
+CLUSTER_OPERATIONS = {5, 7, 8, 9, 10, 11, 12}
+
+
+class Api:
+    """The handlers, sharing what a broker would remember between requests."""
+
+    def __init__(self, sim, addresses: Callable[[], dict[int, tuple[str, int]]]):
+        self.sim = sim  # engine.sim.server.SimServer: its cluster, lock and record of alters
+        self.addresses = addresses  # broker id -> (host, port) it is reachable at
+        self.cluster_id = "kreassign-sim-" + uuid.uuid5(uuid.NAMESPACE_URL, sim.scenario.name).hex[:8]
+        self._epochs: dict[TopicPartition, tuple[int, tuple]] = {}  # leader epoch, (leader, RS) it was bumped for
+        self.topic_overrides: dict[str, dict[str, str]] = {}  # topic configs the simulation keeps but ignores
+        self.broker_overrides: dict[str, dict[str, str]] = {}  # broker id ("" = cluster default) -> configs
+        self.min_insync_defaulted: set[str] = set()  # topics whose min.insync.replicas override was deleted
+
+    # -- what every handler reads ---------------------------------------------------------
+
+    @property
+    def state(self) -> SimState:
+        self.sim.cluster.observe([])  # catch up with the clock (and the scenario's faults)
+        return self.sim.cluster.state
+
+    def topic_id(self, topic: str) -> uuid.UUID:
+        return uuid.uuid5(uuid.NAMESPACE_URL, f"{self.cluster_id}/{topic}")
+
+    def live(self, state: SimState) -> list[int]:
+        return sorted(b.id for b in state.brokers.values() if b.alive)
+
+    def controller_id(self, state: SimState) -> int:
+        live = self.live(state)
+        return live[0] if live else -1
+
+    def leader_epoch(self, tp: TopicPartition, leader: int | None, replicas: tuple) -> int:
+        """KRaft bumps a partition's leader epoch when its leader or replica set changes; the simulation
+        has no epochs, so the front counts the changes it sees (monotonic, which is what clients check)."""
+        epoch, seen = self._epochs.get(tp, (0, None))
+        now = (leader, replicas)
+        if seen is not None and seen != now:
+            epoch += 1
+        self._epochs[tp] = (epoch, now)
+        return epoch
+
+    def partition_fields(self, state: SimState, tp: TopicPartition) -> dict:
+        p = state.partitions[tp]
+        leader = p.leader if p.leader is not None and state.alive(p.leader) else None
+        return dict(
+            error_code=ERRORS["LEADER_NOT_AVAILABLE"] if leader is None else 0,
+            partition_index=tp.partition, leader_id=-1 if leader is None else leader,
+            leader_epoch=self.leader_epoch(tp, leader, p.replicas),
+            replica_nodes=list(p.replicas), isr_nodes=sorted(p.isr),
+            offline_replicas=[b for b in p.replicas if not state.alive(b)],
+        )
+
+    def topic_partitions(self, state: SimState, topic: str) -> list[TopicPartition]:
+        info = state.topics[topic]
+        return [TopicPartition(topic, i) for i in range(info.partitions) if TopicPartition(topic, i) in state.partitions]
+
+    # -- ApiVersions ------------------------------------------------------------------------
+
+    def api_versions(self, node: int, request, version: int):
+        keys = [ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+                for k, (lo, hi) in sorted(SUPPORTED.items())]
+        return ApiVersionsResponse(version=version, error_code=0, api_keys=keys, throttle_time_ms=0)
+
+    # -- Metadata, DescribeCluster, DescribeTopicPartitions -------------------------------
+
+    def metadata(self, node: int, request, version: int):
+        state = self.state
+        addresses = self.addresses()
+        brokers = [MetadataResponse.MetadataResponseBroker(
+            node_id=b, host=addresses[b][0], port=addresses[b][1], rack=state.brokers[b].rack)
+            for b in self.live(state)]
+        wanted = request.topics
+        by_id = {self.topic_id(t): t for t in state.topics}
+        topics = []
+        if wanted is None or (version == 0 and not wanted):
+            names = [(t, None) for t in sorted(state.topics)]
+        else:
+            names = []
+            for t in wanted:
+                name = t.name
+                if name is None and version >= 10:
+                    name = by_id.get(t.topic_id)
+                    if name is None:
+                        topics.append(MetadataResponse.MetadataResponseTopic(
+                            error_code=ERRORS["UNKNOWN_TOPIC_ID"], name=None, topic_id=t.topic_id, partitions=[]))
+                        continue
+                names.append((name, None))
+        for name, _ in names:
+            if name not in state.topics:
+                topics.append(MetadataResponse.MetadataResponseTopic(
+                    error_code=ERRORS["UNKNOWN_TOPIC_OR_PARTITION"], name=name, topic_id=None, partitions=[]))
+                continue
+            parts = [MetadataResponse.MetadataResponseTopic.MetadataResponsePartition(
+                **self.partition_fields(state, tp)) for tp in self.topic_partitions(state, name)]
+            topics.append(MetadataResponse.MetadataResponseTopic(
+                error_code=0, name=name, topic_id=self.topic_id(name), is_internal=False, partitions=parts,
+                authorized_operations=None))
+        return MetadataResponse(version=version, throttle_time_ms=0, brokers=brokers, cluster_id=self.cluster_id,
+                                controller_id=self.controller_id(state), topics=topics, authorized_operations=None,
+                                error_code=0)
+
+    def describe_cluster(self, node: int, request, version: int):
+        state = self.state
+        if version >= 1 and request.endpoint_type != BROKERS_ENDPOINT:
+            return DescribeClusterResponse(
+                version=version, error_code=ERRORS["UNSUPPORTED_ENDPOINT_TYPE"],
+                error_message="The target broker only supports the BROKER endpoint type.",
+                endpoint_type=request.endpoint_type, cluster_id=self.cluster_id, controller_id=-1, brokers=[])
+        addresses = self.addresses()
+        fenced = version >= 2 and request.include_fenced_brokers
+        brokers = [DescribeClusterResponse.DescribeClusterBroker(
+            broker_id=b.id, host=addresses[b.id][0], port=addresses[b.id][1], rack=b.rack, is_fenced=not b.alive)
+            for b in sorted(state.brokers.values()) if b.alive or fenced]
+        return DescribeClusterResponse(
+            version=version, throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=BROKERS_ENDPOINT,
+            cluster_id=self.cluster_id, controller_id=self.controller_id(state), brokers=brokers,
+            authorized_operations=CLUSTER_OPERATIONS if request.include_cluster_authorized_operations else None)
+
+    def describe_topic_partitions(self, node: int, request, version: int):
+        """Kafka's DescribeTopicPartitionsRequestHandler: topics in name order (all when none are named),
+        from the cursor on, at most ``response_partition_limit`` partitions (capped at 2000), then a cursor."""
+        state = self.state
+        R = DescribeTopicPartitionsResponse
+        names = sorted({t.name for t in request.topics}) if request.topics else sorted(state.topics)
+        cursor = request.cursor
+        if cursor is not None:
+            names = [n for n in names if n >= cursor.topic_name]
+        limit = max(1, min(request.response_partition_limit or 2000, 2000))
+        topics, next_cursor = [], None
+        for name in names:
+            if name not in state.topics:
+                topics.append(R.DescribeTopicPartitionsResponseTopic(
+                    error_code=ERRORS["UNKNOWN_TOPIC_OR_PARTITION"], name=name, topic_id=None, partitions=[]))
+                continue
+            start = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
+            tps = [tp for tp in self.topic_partitions(state, name) if tp.partition >= start]
+            if limit <= 0:
+                next_cursor = R.Cursor(topic_name=name, partition_index=start)
+                break
+            taken, rest = tps[:limit], tps[limit:]
+            limit -= len(taken)
+            parts = []
+            for tp in taken:
+                f = self.partition_fields(state, tp)
+                parts.append(R.DescribeTopicPartitionsResponseTopic.DescribeTopicPartitionsResponsePartition(
+                    **f, eligible_leader_replicas=[], last_known_elr=[]))
+            topics.append(R.DescribeTopicPartitionsResponseTopic(
+                error_code=0, name=name, topic_id=self.topic_id(name), is_internal=False, partitions=parts))
+            if rest:
+                next_cursor = R.Cursor(topic_name=name, partition_index=rest[0].partition)
+                break
+        return R(version=version, throttle_time_ms=0, topics=topics, next_cursor=next_cursor)
+
+    # -- configs ------------------------------------------------------------------------------
+
+    def topic_configs(self, state: SimState, topic: str) -> dict[str, tuple[str, bool]]:
+        """name -> (value, is an override of the topic) for every topic config."""
+        t = state.throttles
+        overrides = dict(self.topic_overrides.get(topic, {}))
+        for name, lists in ((C.LEADER_REPLICAS, t.leader), (C.FOLLOWER_REPLICAS, t.follower)):
+            entries = lists.get(topic)
+            if entries:
+                overrides[name] = C.throttled_value(entries)
+        if topic not in self.min_insync_defaulted:
+            overrides[C.MIN_INSYNC] = str(state.topics[topic].min_insync_replicas)
+        out = {}
+        for name, d in C.TOPIC_CONFIGS.items():
+            if name in overrides:
+                out[name] = (overrides[name], True)
+            else:
+                out[name] = (self.broker_default(d.synonym) if d.synonym else d.default, False)
+        return out
+
+    def broker_default(self, name: str) -> str | None:
+        """A broker config's value at cluster level: a dynamic default if set, else Kafka's default."""
+        return self.broker_overrides.get("", {}).get(name, C.BROKER_CONFIGS[name].default
+                                                     if name in C.BROKER_CONFIGS else None)
+
+    def broker_configs(self, state: SimState, broker: int) -> dict[str, tuple[str | None, int]]:
+        """name -> (value, source) for every config of one broker."""
+        statics = {"broker.id": str(broker), "node.id": str(broker), "broker.rack": state.brokers[broker].rack,
+                   "log.dirs": log_dir(broker)}
+        dynamic = dict(self.broker_overrides.get(str(broker), {}))
+        t = state.throttles
+        for name, rates in ((C.LEADER_RATE, t.leader_rate), (C.FOLLOWER_RATE, t.follower_rate)):
+            if broker in rates:
+                dynamic[name] = str(int(rates[broker]))
+        defaults = self.broker_overrides.get("", {})
+        out = {}
+        for name in sorted(set(C.BROKER_CONFIGS) | set(dynamic)):
+            if name in dynamic:
+                out[name] = (dynamic[name], C.DYNAMIC_BROKER_CONFIG)
+            elif name in defaults:
+                out[name] = (defaults[name], C.DYNAMIC_DEFAULT_BROKER_CONFIG)
+            elif name in statics:
+                out[name] = (statics[name], C.STATIC_BROKER_CONFIG)
+            else:
+                out[name] = (C.BROKER_CONFIGS[name].default, C.DEFAULT_CONFIG)
+        return out
+
+    def describe_configs(self, node: int, request, version: int):
+        state = self.state
+        R = DescribeConfigsResponse
+        results = []
+        for res in request.resources:
+            keys = res.configuration_keys
+            entries, error = [], None
+            try:
+                if res.resource_type == TOPIC:
+                    if res.resource_name not in state.topics:
+                        raise C.ConfigError("UNKNOWN_TOPIC_OR_PARTITION", None)
+                    for name, (value, override) in self.topic_configs(state, res.resource_name).items():
+                        if keys and name not in keys:
+                            continue
+                        d = C.TOPIC_CONFIGS[name]
+                        synonyms = []
+                        if override:
+                            synonyms.append(R.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym(
+                                name=name, value=value, source=C.TOPIC_CONFIG))
+                        if d.synonym:
+                            synonyms.extend(self._broker_synonyms(d.synonym))
+                        entries.append(self._entry(name, value, synonyms[0].source if synonyms else C.DEFAULT_CONFIG,
+                                                   False, synonyms, d, request, version))
+                elif res.resource_type == BROKER:
+                    if res.resource_name == "":
+                        for name, value in sorted(self.broker_overrides.get("", {}).items()):
+                            if keys and name not in keys:
+                                continue
+                            synonyms = self._broker_synonyms(name)
+                            entries.append(self._entry(name, value, C.DYNAMIC_DEFAULT_BROKER_CONFIG, False, synonyms,
+                                                       C.BROKER_CONFIGS.get(name), request, version))
+                    else:
+                        self._own_broker(node, res.resource_name, describe=True)
+                        for name, (value, source) in self.broker_configs(state, node).items():
+                            if keys and name not in keys:
+                                continue
+                            d = C.BROKER_CONFIGS.get(name)
+                            synonyms = [R.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym(
+                                name=name, value=value, source=source)]
+                            if source == C.DYNAMIC_BROKER_CONFIG:
+                                synonyms.extend(s for s in self._broker_synonyms(name) if s.source != source)
+                            read_only = d is not None and not d.dynamic
+                            entries.append(self._entry(name, value, source, read_only, synonyms, d, request, version))
+                elif res.resource_type == BROKER_LOGGER:
+                    raise C.ConfigError("INVALID_REQUEST", "broker loggers are not part of the simulated cluster")
+                else:
+                    raise C.ConfigError("INVALID_REQUEST", f"Unsupported resource type: {res.resource_type}")
+            except C.ConfigError as e:
+                error = e
+                entries = []
+            results.append(R.DescribeConfigsResult(
+                error_code=ERRORS[error.code] if error else 0, error_message=error.message if error else None,
+                resource_type=res.resource_type, resource_name=res.resource_name, configs=entries))
+            if error:
+                log.info("DescribeConfigs %s %r on broker %d: %s %s", res.resource_type, res.resource_name, node,
+                         error.code, error.message)
+        return R(version=version, throttle_time_ms=0, results=results)
+
+    def _broker_synonyms(self, name: str) -> list:
+        S = DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym
+        out = []
+        defaults = self.broker_overrides.get("", {})
+        if name in defaults:
+            out.append(S(name=name, value=defaults[name], source=C.DYNAMIC_DEFAULT_BROKER_CONFIG))
+        d = C.BROKER_CONFIGS.get(name)
+        if d is not None and d.default is not None:
+            out.append(S(name=name, value=d.default, source=C.DEFAULT_CONFIG))
+        return out
+
+    def _entry(self, name, value, source, read_only, synonyms, d, request, version):
+        E = DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult
+        return E(name=name, value=value, read_only=read_only, config_source=source, is_default=source == C.DEFAULT_CONFIG,
+                 is_sensitive=False, synonyms=synonyms if request.include_synonyms else [],
+                 config_type=C.TYPE_IDS.get(d.type, 0) if d else 0,
+                 documentation=(d.doc if d else None) if request.include_documentation else None)
+
+    def _own_broker(self, node: int, name: str, describe: bool = False) -> None:
+        """A BROKER resource must name the broker that received the request (ConfigHelper, ConfigAdminManager)."""
+        try:
+            broker = int(name)
+        except ValueError:
+            raise C.ConfigError("INVALID_REQUEST", f"Node id must be an integer, but it is: {name}") from None
+        if broker != node:
+            expected = f"{node} or empty string" if describe else f"{node}"
+            raise C.ConfigError("INVALID_REQUEST", f"Unexpected broker id, expected {expected}, but received {name}")
+
+    def _alter_configs(self, node: int, resources, validate_only: bool, change) -> list[tuple[object, C.ConfigError | None]]:
+        state = self.state
+        seen: dict[tuple[int, str], int] = {}
+        for res in resources:
+            key = (res.resource_type, res.resource_name)
+            seen[key] = seen.get(key, 0) + 1
+        out = []
+        for res in resources:
+            error = None
+            try:
+                if seen[(res.resource_type, res.resource_name)] > 1:
+                    raise C.ConfigError("INVALID_REQUEST", "Each resource must appear at most once.")
+                if res.resource_type == TOPIC:
+                    topic = res.resource_name
+                    if topic == "":
+                        raise C.ConfigError("INVALID_REQUEST", "Default topic resources are not allowed.")
+                    if topic not in state.topics:
+                        raise C.ConfigError("UNKNOWN_TOPIC_OR_PARTITION", f"Topic {topic} does not exist.")
+                    current = {n: v for n, (v, override) in self.topic_configs(state, topic).items() if override}
+                    new = change(current, res, C.TOPIC_CONFIGS, "topic")
+                    if not validate_only:
+                        self._set_topic(topic, current, new)
+                elif res.resource_type == BROKER:
+                    name = res.resource_name
+                    if name != "":
+                        self._own_broker(node, name)
+                        current = {n: v for n, (v, src) in self.broker_configs(state, node).items()
+                                   if src == C.DYNAMIC_BROKER_CONFIG}
+                    else:
+                        current = dict(self.broker_overrides.get("", {}))
+                    new = change(current, res, C.BROKER_CONFIGS, "broker")
+                    if name == "" and any(n in (C.LEADER_RATE, C.FOLLOWER_RATE) for n in set(new) | set(current)
+                                          if new.get(n) != current.get(n)):
+                        raise C.ConfigError("INVALID_CONFIG", "the simulated cluster throttles per broker only: set "
+                                            "leader/follower.replication.throttled.rate on each broker")
+                    if not validate_only:
+                        self._set_broker(name, current, new)
+                else:
+                    raise C.ConfigError("INVALID_REQUEST", f"Unknown resource type {res.resource_type}")
+            except C.ConfigError as e:
+                error = e
+                log.info("alter configs %s %r on broker %d refused: %s %s", res.resource_type, res.resource_name,
+                         node, e.code, e.message)
+            out.append((res, error))
+        return out
+
+    def _set_topic(self, topic: str, current: dict, new: dict) -> None:
+        cluster = self.sim.cluster
+        for name, side in ((C.LEADER_REPLICAS, "leader"), (C.FOLLOWER_REPLICAS, "follower")):
+            if new.get(name) != current.get(name):
+                cluster.set_throttled_replicas(topic, side, C.throttled_entries(new.get(name)))
+        if new.get(C.MIN_INSYNC) != current.get(C.MIN_INSYNC):
+            if C.MIN_INSYNC in new:
+                self.min_insync_defaulted.discard(topic)
+                cluster.set_min_insync(topic, int(new[C.MIN_INSYNC]))
+            else:
+                self.min_insync_defaulted.add(topic)
+                cluster.set_min_insync(topic, int(self.broker_default(C.MIN_INSYNC)))
+        kept = {n: v for n, v in new.items() if n not in (C.LEADER_REPLICAS, C.FOLLOWER_REPLICAS, C.MIN_INSYNC)}
+        self.topic_overrides[topic] = kept
+
+    def _set_broker(self, name: str, current: dict, new: dict) -> None:
+        if name != "":
+            broker = int(name)
+            for config, side in ((C.LEADER_RATE, "leader"), (C.FOLLOWER_RATE, "follower")):
+                if new.get(config) != current.get(config):
+                    value = new.get(config)
+                    self.sim.cluster.set_throttle_rate(broker, side, None if value is None else int(value.strip()))
+        self.broker_overrides[name] = {n: v for n, v in new.items() if n not in (C.LEADER_RATE, C.FOLLOWER_RATE)
+                                       or name == ""}
+
+    def incremental_alter_configs(self, node: int, request, version: int):
+        def change(current, res, defs, kind):
+            return C.incremental(current, [(c.name, c.config_operation, c.value) for c in res.configs], defs, kind)
+
+        R = IncrementalAlterConfigsResponse
+        done = self._alter_configs(node, request.resources, request.validate_only, change)
+        return R(version=version, throttle_time_ms=0, responses=[R.AlterConfigsResourceResponse(
+            error_code=ERRORS[e.code] if e else 0, error_message=e.message if e else None,
+            resource_type=res.resource_type, resource_name=res.resource_name) for res, e in done])
+
+    def alter_configs(self, node: int, request, version: int):
+        def change(current, res, defs, kind):
+            return C.replace(current, [(c.name, c.value) for c in res.configs], defs, kind)
+
+        R = AlterConfigsResponse
+        done = self._alter_configs(node, request.resources, request.validate_only, change)
+        return R(version=version, throttle_time_ms=0, responses=[R.AlterConfigsResourceResponse(
+            error_code=ERRORS[e.code] if e else 0, error_message=e.message if e else None,
+            resource_type=res.resource_type, resource_name=res.resource_name) for res, e in done])
+
+    # -- reassignments and elections (the simulated KRaft controller) ----------------------------
+
+    def alter_partition_reassignments(self, node: int, request, version: int):
+        R = AlterPartitionReassignmentsResponse
+        state = self.state
+        allow_rf_change = request.allow_replication_factor_change if version >= 1 else True
+        topics = []
+        for t in request.topics:
+            results = []
+            for p in t.partitions:
+                tp = TopicPartition(t.name, p.partition_index)
+                code, message = self._alter_one(state, tp, p.replicas, allow_rf_change)
+                state = self.sim.cluster.state
+                results.append(R.ReassignableTopicResponse.ReassignablePartitionResponse(
+                    partition_index=p.partition_index, error_code=ERRORS[code], error_message=message))
+                if code != "NONE":
+                    log.info("AlterPartitionReassignments %s -> %s refused: %s %s", tp, p.replicas, code, message)
+            topics.append(R.ReassignableTopicResponse(name=t.name, partitions=results))
+        return R(version=version, throttle_time_ms=0, allow_replication_factor_change=allow_rf_change,
+                 error_code=0, error_message=None, responses=topics)
+
+    def _alter_one(self, state: SimState, tp: TopicPartition, replicas, allow_rf_change: bool) -> tuple[str, str | None]:
+        if tp.topic not in state.topics:
+            return "UNKNOWN_TOPIC_OR_PARTITION", f"Unable to find a topic named {tp.topic}."
+        p = state.partitions.get(tp)
+        if p is None:
+            return "UNKNOWN_TOPIC_OR_PARTITION", f"Unable to find partition {tp.topic}:{tp.partition}."
+        if replicas is None:
+            if not p.reassigning:
+                return "NO_REASSIGNMENT_IN_PROGRESS", "No partition reassignment is in progress."
+            result = self.sim.cluster.cancel_reassignments([tp])[tp]
+        else:
+            target = tuple(replicas)
+            current_rf = len(p.replicas) - len(p.removing)
+            if not allow_rf_change and target and len(target) != current_rf:
+                return ("INVALID_REPLICATION_FACTOR", f"The replication factor is changed from {current_rf} to "
+                        f"{len(target)} but allowReplicationFactorChange is false")
+            result = self.sim.cluster.alter_reassignments({tp: target})[tp]
+            self.sim.record_alters({tp: target})
+        if isinstance(result, Refused):
+            return result.code, result.message
+        return "NONE", None
+
+    def list_partition_reassignments(self, node: int, request, version: int):
+        R = ListPartitionReassignmentsResponse
+        state = self.state
+        if request.topics is None:
+            wanted = sorted(tp for tp, p in state.partitions.items() if p.reassigning)
+        else:
+            wanted = [TopicPartition(t.name, i) for t in request.topics for i in t.partition_indexes]
+        by_topic: dict[str, list] = {}
+        for tp in wanted:
+            p = state.partitions.get(tp)
+            if p is None or not p.reassigning:
+                continue
+            by_topic.setdefault(tp.topic, []).append(R.OngoingTopicReassignment.OngoingPartitionReassignment(
+                partition_index=tp.partition, replicas=list(p.replicas), adding_replicas=list(p.adding),
+                removing_replicas=list(p.removing)))
+        return R(version=version, throttle_time_ms=0, error_code=0, error_message=None, topics=[
+            R.OngoingTopicReassignment(name=t, partitions=ps) for t, ps in by_topic.items()])
+
+    def elect_leaders(self, node: int, request, version: int):
+        R = ElectLeadersResponse
+        election = request.election_type if version >= 1 else PREFERRED
+        if election not in (PREFERRED, UNCLEAN):
+            return R(version=version, throttle_time_ms=0, error_code=ERRORS["INVALID_REQUEST"],
+                     replica_election_results=[])
+        state = self.state
+        everything = request.topic_partitions is None
+        if everything:
+            asked = [(t, [tp.partition for tp in self.topic_partitions(state, t)]) for t in sorted(state.topics)]
+        else:
+            asked = [(t.topic, list(t.partitions)) for t in request.topic_partitions]
+        results = []
+        for topic, partitions in asked:
+            out = []
+            for i in partitions:
+                code, message = self._elect_one(TopicPartition(topic, i), election)
+                if everything and code == "ELECTION_NOT_NEEDED":
+                    continue  # Kafka leaves these out when asked for every partition
+                out.append(R.ReplicaElectionResult.PartitionResult(
+                    partition_id=i, error_code=ERRORS[code], error_message=message))
+            results.append(R.ReplicaElectionResult(topic=topic, partition_result=out))
+        return R(version=version, throttle_time_ms=0, error_code=0, replica_election_results=results)
+
+    def _elect_one(self, tp: TopicPartition, election: int) -> tuple[str, str | None]:
+        state = self.sim.cluster.state
+        if tp.topic not in state.topics:
+            return "UNKNOWN_TOPIC_OR_PARTITION", f"No such topic as {tp.topic}"
+        p = state.partitions.get(tp)
+        if p is None:
+            return "UNKNOWN_TOPIC_OR_PARTITION", f"No such partition as {tp.topic}-{tp.partition}"
+        if election == PREFERRED and p.leader == p.replicas[0] or election == UNCLEAN and p.leader is not None:
+            return "ELECTION_NOT_NEEDED", "Leader election not needed for topic partition."
+        if election == PREFERRED:
+            result = self.sim.cluster.elect_preferred_leaders([tp])[tp]
+        else:
+            result = self.sim.cluster.elect_unclean_leaders([tp])[tp]
+        if isinstance(result, Refused):
+            return result.code, result.message
+        return "NONE", None
+
+    # -- DescribeLogDirs ---------------------------------------------------------------------------
+
+    def describe_log_dirs(self, node: int, request, version: int):
+        """The receiving broker's one log directory: every replica it hosts (asked for), sized as
+        the partition less the replica's lag while it is out of the ISR."""
+        R = DescribeLogDirsResponse
+        state = self.state
+        hosted = sorted(state.hosted.get(node, {}).keys()) if node in state.hosted else []
+        if request.topics is not None:
+            wanted = {(t.topic, i) for t in request.topics for i in t.partitions}
+            hosted = [tp for tp in hosted if (tp.topic, tp.partition) in wanted]
+        by_topic: dict[str, list] = {}
+        for tp in hosted:
+            p = state.partitions[tp]
+            lag = state.lags.get((tp, node))
+            size = p.size - (lag.at(state.time) if lag is not None else 0.0)
+            by_topic.setdefault(tp.topic, []).append(R.DescribeLogDirsResult.DescribeLogDirsTopic.DescribeLogDirsPartition(
+                partition_index=tp.partition, partition_size=max(0, int(size)), offset_lag=0, is_future_key=False))
+        result = R.DescribeLogDirsResult(
+            error_code=0, log_dir=log_dir(node), total_bytes=-1, usable_bytes=-1, is_cordoned=False,
+            topics=[R.DescribeLogDirsResult.DescribeLogDirsTopic(name=t, partitions=ps) for t, ps in by_topic.items()])
+        return R(version=version, throttle_time_ms=0, error_code=0, results=[result])
+
+
+def log_dir(broker: int) -> str:
+    return f"/var/lib/kreassign-sim/broker-{broker}"
+
+
+# API key -> (request class, handler name); the versions advertised are the schemas' (Kafka 4.x).
+APIS = {
+    18: (ApiVersionsRequest, "api_versions"),
+    3: (MetadataRequest, "metadata"),
+    60: (DescribeClusterRequest, "describe_cluster"),
+    75: (DescribeTopicPartitionsRequest, "describe_topic_partitions"),
+    32: (DescribeConfigsRequest, "describe_configs"),
+    44: (IncrementalAlterConfigsRequest, "incremental_alter_configs"),
+    33: (AlterConfigsRequest, "alter_configs"),
+    45: (AlterPartitionReassignmentsRequest, "alter_partition_reassignments"),
+    46: (ListPartitionReassignmentsRequest, "list_partition_reassignments"),
+    43: (ElectLeadersRequest, "elect_leaders"),
+    35: (DescribeLogDirsRequest, "describe_log_dirs"),
+}
+SUPPORTED = {key: tuple(cls._valid_versions) for key, (cls, _name) in APIS.items()}

@@ -1,0 +1,311 @@
+"""What the core does when the cluster refuses, drops, reverts or forgets: each case is one story on
+the unforgiving fake cluster, driven through the real executor, on a clock where timing matters."""
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine import events as ev
+from engine import retry
+from engine.commands import ChangeThrottle, ObservationFailed, PartitionTarget, Submit, ThrottlesObserved
+from engine.partition import TopicPartition
+from engine.state import COMPLETED, IN_FLIGHT, WAITING, fold
+from engine.summary import problems, summarize
+from engine.throttles import ThrottleSet, needed
+from tests.fake_cluster import Driver, FakeCluster
+
+
+def tp(i):
+    return TopicPartition("t", i)
+
+
+def of_type(events, kind):
+    return [e for e in events if isinstance(e, kind)]
+
+
+def setup(n=4, targets=None, min_isr=1):
+    c = FakeCluster({tp(i): tuple((i + k) % 4 for k in range(3)) for i in range(n)}, range(8), min_isr)
+    d = Driver(c)
+    d.now = 1000.0
+    targets = targets or {tp(i): (5, 6, 7) for i in range(n)}
+    d.feed(Submit("r", tuple(PartitionTarget(t.topic, t.partition, r) for t, r in targets.items())))
+    return c, d
+
+
+def advance(d, seconds):
+    d.now += seconds
+
+
+def run(d, c, rounds=200, step=1.0, choose=None):
+    for _ in range(rounds):
+        d.tick()
+        busy = c.in_progress()
+        for t in (choose(busy) if choose else busy):
+            c.finish(t)
+        d.observe()
+        advance(d, step)
+        if d.state.requests["r"].status == COMPLETED:
+            return
+    raise AssertionError("the request did not complete")
+
+
+def check(d):
+    for _ in range(20):  # a failed throttle change is retried after its backoff, after the request is done
+        if d.state.throttle_failed.is_empty():
+            break
+        advance(d, retry.MAX_BACKOFF)
+        d.tick()
+    s = d.state
+    assert fold(d.events) == s
+    want = needed(((t, f.step) for t, f in s.steps.items()), s.throttle_rate)
+    assert s.throttles == want and s.throttle_failed.is_empty()
+    assert d.cluster.throttles["leader"] == set(want.leader) and d.cluster.throttles["follower"] == set(want.follower)
+
+
+# --- a step in flight is reconciled with what the cluster reports --------------------------------------
+
+
+def test_a_step_kafka_finished_completes_although_a_new_replica_left_the_isr_since():
+    c, d = setup(1, {tp(0): (0, 1, 4)})
+    d.tick()
+    c.finish(tp(0), lose=(4,))  # done, then 4 fell out of the ISR before the watcher looked
+    d.observe()
+    assert of_type(d.events, ev.StepCompleted) and not d.state.steps
+    run(d, c)
+    assert c.assignment()[tp(0)] == (0, 1, 4)
+
+
+def test_a_reassignment_dropped_outside_kreassign_is_planned_again_and_completes():
+    c, d = setup(1, {tp(0): (0, 1, 4)})
+    d.tick()
+    c.drop(tp(0))  # another tool cancelled it
+    d.observe()
+    assert not of_type(d.events, ev.StepFailed)  # within the grace period the brokers may just lag
+    advance(d, 10)
+    d.observe()
+    failed = of_type(d.events, ev.StepFailed)
+    assert failed and "reverted outside kreassign" in failed[0].reason
+    run(d, c)
+    assert c.assignment()[tp(0)] == (0, 1, 4)
+    check(d)
+
+
+def test_an_alter_that_never_took_effect_is_retried_with_backoff_and_said():
+    c, d = setup(1, {tp(0): (0, 1, 4)})
+    c.unavailable("alter", times=3)
+    d.tick()
+    failed = of_type(d.events, ev.ActionFailed)
+    assert [(f.action, f.code, f.attempt, f.retry_at) for f in failed] == [("start_step", "UNAVAILABLE", 1, 1001.0)]
+    assert problems(d.state)[0]["kind"] == "step" and "connection refused" in problems(d.state)[0]["message"]
+    d.tick()  # not due yet: nothing is asked again
+    assert len(c.alters) == 1
+    advance(d, 1)
+    d.tick()
+    assert of_type(d.events, ev.ActionRetried)[0].attempt == 2 and len(c.alters) == 2
+    assert of_type(d.events, ev.ActionFailed)[-1].retry_at == 1001.0 + retry.backoff(2)
+    run(d, c)
+    assert [f.attempt for f in of_type(d.events, ev.ActionFailed)] == [1, 2, 3]
+    assert c.assignment()[tp(0)] == (0, 1, 4) and not problems(d.state)
+    check(d)
+
+
+def test_an_answer_lost_after_the_alter_took_effect_is_seen_as_started():
+    c, d = setup(1, {tp(0): (0, 1, 4)})
+
+    class Lost(Exception):
+        pass
+
+    real = c._alter
+
+    def took_effect_but_unanswered(t, tr):
+        real(t, tr)
+        from engine.cluster.result import Unavailable
+
+        return Unavailable("timed out waiting for the answer")
+
+    c._alter = took_effect_but_unanswered
+    d.tick()
+    assert of_type(d.events, ev.ActionFailed)
+    d.observe()  # the watcher sees the reassignment in progress: it did start
+    assert d.state.steps[tp(0)].started and not d.state.steps[tp(0)].retry
+    c._alter = real
+    run(d, c)
+    assert len([a for a in c.alters if a[1] is not None]) == 1  # never altered twice
+
+
+def test_one_partition_refused_forever_never_holds_up_the_others_and_says_why():
+    c, d = setup(4)
+    c.refuse("alter", "TOPIC_AUTHORIZATION_FAILED", "Not authorized to access topics: [t]", times=10_000, tp=tp(2))
+    for _ in range(100):
+        d.tick()
+        for t in c.in_progress():
+            c.finish(t)
+        d.observe()
+        advance(d, 1)
+    done = {t for t, p in d.state.partitions.items() if p.status == COMPLETED}
+    assert done == {tp(0), tp(1), tp(3)}
+    assert d.state.partitions[tp(2)].status == WAITING
+    reason = d.state.waiting[tp(2)]
+    assert "TOPIC_AUTHORIZATION_FAILED" in reason
+    # backoff: far fewer attempts than ticks
+    refused = [a for a in c.alters if a[0] == tp(2)]
+    assert 3 <= len(refused) <= 12
+    assert summarize(d.state)["waiting"] == {reason: 1}
+
+
+# --- elections -----------------------------------------------------------------------------------------
+
+
+def test_a_refused_election_is_retried_then_given_up_and_the_partition_goes_on():
+    c, d = setup(1, {tp(0): (5, 6, 7)})
+    c.elections = "refuse"
+    run(d, c)
+    failed = [f for f in of_type(d.events, ev.ActionFailed) if f.action == "elect_leader"]
+    assert failed and failed[-1].final and "goes on without it" in failed[-1].message
+    assert failed[0].code == "PREFERRED_LEADER_NOT_AVAILABLE"
+    assert len([f for f in failed if f.tp == tp(0)]) >= retry.ELECTION_ATTEMPTS
+    assert c.assignment()[tp(0)] == (5, 6, 7)
+
+
+def test_a_lost_election_is_noticed_on_the_clock_and_asked_again():
+    c, d = setup(1, {tp(0): (5, 6, 7)})
+    c.elections = "lose"  # Ok, but nothing happens
+    d.tick()
+    c.finish(tp(0))
+    d.observe()
+    assert tp(0) in d.state.elections
+    advance(d, retry.ELECTION_GRACE + 0.1)
+    c.elections = "elect"
+    d.tick()
+    lost = of_type(d.events, ev.ActionFailed)
+    assert lost[-1].code == "ELECTION_LOST"
+    advance(d, retry.backoff(1))
+    d.tick()
+    assert of_type(d.events, ev.ActionRetried)[-1].action == "elect_leader"
+    d.observe()
+    assert tp(0) not in d.state.elections and c.parts[tp(0)].leader == 5
+
+
+def test_election_not_needed_is_success():
+    from engine.cluster.kafka import result_of_code
+    from engine.cluster.result import Ok
+
+    assert isinstance(result_of_code(84, "ELECTION_NOT_NEEDED", "", False), Ok)
+
+
+# --- throttles -------------------------------------------------------------------------------------------
+
+
+def test_a_refused_throttle_is_not_in_force_its_step_waits_and_both_are_retried():
+    c, d = setup(1, {tp(0): (0, 1, 4)})
+    c.refuse("apply", "TOPIC_AUTHORIZATION_FAILED", "not authorized", times=4)
+    d.tick()
+    failed = of_type(d.events, ev.ActionFailed)
+    assert {f.action for f in failed} == {"apply_throttles", "start_step"}
+    assert not d.state.steps[tp(0)].started and not c.in_progress()  # never started unthrottled
+    assert not (d.state.throttles.follower & d.state.throttle_failed.follower)
+    assert any(p["kind"] == "throttles" for p in problems(d.state))
+    run(d, c)
+    assert of_type(d.events, ev.ActionSucceeded)
+    assert c.assignment()[tp(0)] == (0, 1, 4) and not problems(d.state)
+    check(d)
+
+
+def test_a_failed_throttle_removal_stays_in_force_and_is_retried():
+    c, d = setup(1, {tp(0): (0, 1, 4)})
+    d.tick()
+    c.refuse("remove", "_TRANSPORT", "down", times=2)
+    c.finish(tp(0))
+    d.observe()
+    assert d.cluster.throttles["follower"]  # not removed yet
+    assert not d.state.throttles.is_empty()  # and the state knows it
+    run(d, c)
+    check(d)
+
+
+def test_throttles_removed_outside_kreassign_are_set_again_and_leftovers_removed():
+    c, d = setup(2, {tp(0): (0, 1, 4), tp(1): (1, 2, 5)})
+    d.tick()
+    assert d.cluster.throttles["follower"]
+    # kafka-reassign-partitions.sh --verify removed every throttle; and one of ours leaked earlier
+    leaked = {e for e in d.cluster.throttles["leader"]}
+    c.throttles = {"leader": set(), "follower": set(), "brokers_l": set(), "brokers_f": set()}
+    d.feed(ThrottlesObserved(c.throttle_set(), frozenset({"t"}), frozenset(range(8)), d.now))
+    drifted = of_type(d.events, ev.ThrottlesDrifted)[-1]
+    assert drifted.missing.follower and not drifted.unexpected.follower
+    assert c.throttles["follower"] == set(d.state.throttles.follower) and leaked <= c.throttles["leader"]
+    run(d, c)
+    check(d)
+
+
+def test_no_broker_rate_is_sent_to_a_broker_that_is_down():
+    c, d = setup(1, {tp(0): (0, 1, 4)})
+    d.tick()
+    c.brokers[4] = c.brokers[4]._replace(alive=False)  # the destination dies mid-step
+    d.observe()
+    sent = len(c.throttle_calls)
+    d.feed(ChangeThrottle(7_000_000))  # every broker's rate is to be set again
+    new = [t for _op, t in c.throttle_calls[sent:]]
+    assert new and all(4 not in t.leader_brokers | t.follower_brokers for t in new)
+    sent = len(c.throttle_calls)
+    c.brokers[4] = c.brokers[4]._replace(alive=True)
+    d.observe()
+    back = [t for op, t in c.throttle_calls[sent:] if op == "apply" and 4 in t.follower_brokers]
+    assert back and back[0].rate == 7_000_000  # its rate is set again, at the rate in force now
+    run(d, c)
+    check(d)
+
+
+# --- the cluster unreachable ----------------------------------------------------------------------------
+
+
+def test_an_unreachable_cluster_is_recorded_once_and_cleared():
+    c, d = setup(1)
+    d.feed(ObservationFailed("connection refused", d.now))
+    d.feed(ObservationFailed("connection refused", d.now))
+    assert [e.reason for e in of_type(d.events, ev.ClusterUnreachable)] == ["connection refused"]
+    assert problems(d.state)[0]["kind"] == "cluster"
+    d.observe()
+    assert of_type(d.events, ev.ClusterUnreachable)[-1].reason is None and not problems(d.state)
+
+
+# --- properties -------------------------------------------------------------------------------------------
+
+failure = st.sampled_from(["alter-unavailable", "alter-refused", "cancel-unavailable", "apply-refused",
+                           "remove-refused", "elect-refused", "drop", "lose-isr", "unreachable"])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(failure, st.integers(0, 5), st.integers(1, 3)), max_size=8), st.randoms())
+def test_any_mix_of_refusals_drops_and_outages_still_converges_exactly(faults, rnd):
+    c, d = setup(6)
+    for rounds in range(400):
+        if faults and rnd.random() < 0.3:
+            kind, i, times = faults.pop(0)
+            t = tp(i)
+            if kind == "alter-unavailable":
+                c.unavailable("alter", times, t)
+            elif kind == "alter-refused":
+                c.refuse("alter", "REASSIGNMENT_IN_PROGRESS", "", times, t)
+            elif kind == "cancel-unavailable":
+                c.unavailable("cancel", times, t)
+            elif kind in ("apply-refused", "remove-refused"):
+                c.refuse(kind.split("-")[0], "TOPIC_AUTHORIZATION_FAILED", "", times)
+            elif kind == "elect-refused":
+                c.refuse("elect", "PREFERRED_LEADER_NOT_AVAILABLE", "", times, t)
+            elif kind == "drop" and t in c.targets:
+                c.drop(t)
+            elif kind == "unreachable":
+                d.feed(ObservationFailed("down", d.now))
+        d.tick()
+        for t in c.in_progress():
+            if rnd.random() < 0.5:
+                c.finish(t, lose=(c.targets[t][-1],) if rnd.random() < 0.2 else ())
+        d.observe()
+        advance(d, rnd.choice([0.5, 1.0, 5.0]))
+        if d.state.requests["r"].status == COMPLETED and not faults:
+            break
+    assert d.state.requests["r"].status == COMPLETED, summarize(d.state)
+    assert all(c.assignment()[tp(i)] == (5, 6, 7) for i in range(6))
+    check(d)
+    assert all(p.status == COMPLETED for p in d.state.partitions.values())
+    assert not any(f.status == IN_FLIGHT for f in d.state.partitions.values())

@@ -1,0 +1,461 @@
+"""The simulated cluster over the Kafka protocol (``engine.sim.kafka_front``), through real clients.
+
+confluent-kafka (librdkafka) and kafka-python admin clients against the front, and a few raw
+requests (kafka-python's protocol classes on a plain socket) for what the clients would not send:
+a BROKER config sent to another broker than the one it names, an API the front does not serve, an
+ApiVersions version above the highest, an API key no schema knows. One cluster for the module:
+every test leaves it as it found it.
+"""
+
+from __future__ import annotations
+
+import io
+import socket
+import struct
+import time
+
+import pytest
+from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicCollection
+from confluent_kafka import TopicPartition as CTP
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+from kafka.admin import KafkaAdminClient
+from kafka.protocol.admin import DescribeConfigsRequest, DescribeConfigsResponse, IncrementalAlterConfigsRequest
+from kafka.protocol.admin import IncrementalAlterConfigsResponse
+from kafka.protocol.admin import ListGroupsRequest, ListGroupsResponse
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+from kafka.structs import TopicPartition as KTP
+
+from engine.client_config import ClientConfig
+from engine.cluster import Ok
+from engine.cluster.kafka import KafkaCluster
+from engine.partition import TopicPartition
+from engine.sim import scenario as S
+from engine.sim.kafka_api import SUPPORTED
+from engine.sim.kafka_front import KafkaFront
+from engine.sim.server import SimServer
+from tests.engine_harness import wait_for
+
+TOPIC = "front"
+RACKS = {1: "rack-a", 2: "rack-a", 3: "rack-b", 4: "rack-b"}
+SCENARIO = {
+    "name": "front",
+    "brokers": [{"id": b, "rack": r, "network_in": "50 MB/s", "network_out": "50 MB/s"} for b, r in RACKS.items()],
+    "topics": [{"name": TOPIC, "min_insync_replicas": 2, "assignment": [
+        {"replicas": [1, 2, 3], "size": "10 MB"}, {"replicas": [2, 3, 4], "size": "10 MB"},
+        {"replicas": [3, 4, 1], "size": "400 MB", "produce_rate": "100 kB/s"}]},
+        {"name": "other", "min_insync_replicas": 1, "assignment": [{"replicas": [4, 1], "size": "1 MB"}]}],
+}
+ORIGINAL = {0: [1, 2, 3], 1: [2, 3, 4], 2: [3, 4, 1]}
+
+
+@pytest.fixture(scope="module")
+def front():
+    sim = SimServer(S.from_document(SCENARIO), speed=20)
+    sim.start()
+    kafka = KafkaFront(sim)
+    kafka.start()
+    yield kafka
+    kafka.shutdown()
+    sim.shutdown()
+
+
+@pytest.fixture(scope="module")
+def confluent(front):
+    return AdminClient({"bootstrap.servers": front.bootstrap})
+
+
+@pytest.fixture(scope="module")
+def kp(front):
+    client = KafkaAdminClient(bootstrap_servers=front.bootstrap, request_timeout_ms=10000)
+    yield client
+    client.close()
+
+
+def call(front, broker: int, request, version: int, response_cls=None):
+    """One raw request to one broker; its decoded response (None if the connection was closed)."""
+    request = request if request.API_VERSION == version else type(request)[version](**request.to_dict(json=False))
+    request.with_header(correlation_id=7, client_id="raw-test")
+    with socket.create_connection(("127.0.0.1", front.ports[broker]), timeout=10) as s:
+        s.sendall(request.encode(header=True, framed=True))
+        head = _read(s, 4)
+        if head is None:
+            return None
+        (size,) = struct.unpack(">i", head)
+        body = _read(s, size)
+    response_cls = response_cls or request.__class__.__mro__[0]
+    return response_cls.decode(io.BytesIO(body) if response_cls is ApiVersionsResponse else body,
+                               version=version, header=True)
+
+
+def _read(s, n):
+    data = b""
+    while len(data) < n:
+        chunk = s.recv(n - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
+
+def _describe(confluent, topic=TOPIC):
+    desc = confluent.describe_topics(TopicCollection([topic]), request_timeout=10)[topic].result(15)
+    return {p.id: ([r.id for r in p.replicas], sorted(r.id for r in p.isr), p.leader.id if p.leader else None)
+            for p in desc.partitions}
+
+
+def _configs(confluent, restype, name):
+    fs = confluent.describe_configs([ConfigResource(restype, name)], request_timeout=10)
+    return {k: v for k, v in next(iter(fs.values())).result(15).items()}
+
+
+def _restore(confluent, kp):
+    for p, replicas in ORIGINAL.items():
+        kp.alter_partition_reassignments({KTP(TOPIC, p): None}, timeout_ms=10000)
+        kp.alter_partition_reassignments({KTP(TOPIC, p): replicas}, timeout_ms=10000)
+    wait_for(lambda: {p: r for p, (r, isr, _l) in _describe(confluent).items() if sorted(isr) == sorted(r)}
+             == ORIGINAL, 30, "the topic back at its original replicas")
+
+
+# --- brokers and topics -------------------------------------------------------------------------
+
+
+def test_both_clients_list_every_broker_at_its_own_address(front, confluent, kp):
+    nodes = confluent.describe_cluster(request_timeout=10).result(15).nodes
+    assert {(n.id, n.host, n.port, n.rack) for n in nodes} == {
+        (b, "127.0.0.1", front.ports[b], r) for b, r in RACKS.items()}
+    assert len(set(front.ports.values())) == 4
+    cluster = kp.describe_cluster()
+    assert {(b["broker_id"], b["port"], b["rack"]) for b in cluster["brokers"]} == {
+        (b, front.ports[b], r) for b, r in RACKS.items()}
+    assert cluster["controller_id"] in RACKS
+
+
+def test_both_clients_describe_replicas_isr_and_leader(confluent, kp):
+    assert _describe(confluent) == {0: ([1, 2, 3], [1, 2, 3], 1), 1: ([2, 3, 4], [2, 3, 4], 2),
+                                    2: ([3, 4, 1], [1, 3, 4], 3)}
+    (topic,) = kp.describe_topics([TOPIC])
+    assert topic["error_code"] == 0 and len(topic["partitions"]) == 3
+    p2 = next(p for p in topic["partitions"] if p["partition_index"] == 2)
+    assert p2["replica_nodes"] == [3, 4, 1] and sorted(p2["isr_nodes"]) == [1, 3, 4] and p2["leader_id"] == 3
+    with pytest.raises(KafkaException) as e:
+        confluent.describe_topics(TopicCollection(["no-such-topic"]), request_timeout=10)["no-such-topic"].result(15)
+    assert e.value.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+
+
+# --- reassignments ---------------------------------------------------------------------------------
+
+
+def test_alter_list_and_cancel_reassignments_through_kafka_python(front, confluent, kp):
+    # slow the big partition's copy so that it is seen in progress
+    throttle = [ConfigResource(ResourceType.TOPIC, TOPIC, incremental_configs=[
+        ConfigEntry("follower.replication.throttled.replicas", "2:2", incremental_operation=AlterConfigOpType.APPEND)])]
+    confluent.incremental_alter_configs(throttle, request_timeout=10)[throttle[0]].result(15)
+    rate = [ConfigResource(ResourceType.BROKER, "2", incremental_configs=[
+        ConfigEntry("follower.replication.throttled.rate", "100000", incremental_operation=AlterConfigOpType.SET)])]
+    confluent.incremental_alter_configs(rate, request_timeout=10)[rate[0]].result(15)
+    try:
+        answers = kp.alter_partition_reassignments({KTP(TOPIC, 2): [2, 4, 1], KTP(TOPIC, 0): [1, 2, 4],
+                                                    KTP(TOPIC, 9): [1, 2, 3]}, timeout_ms=10000)
+        assert answers[KTP(TOPIC, 2)] is None and answers[KTP(TOPIC, 0)] is None
+        assert answers[KTP(TOPIC, 9)].errno == 3  # UNKNOWN_TOPIC_OR_PARTITION
+        ongoing = wait_for(lambda: (o := kp.list_partition_reassignments()) and KTP(TOPIC, 0) not in o and o,
+                           30, "the small move to finish while the throttled one goes on")
+        assert ongoing == {KTP(TOPIC, 2): {"replicas": [2, 4, 1, 3], "adding_replicas": [2],
+                                            "removing_replicas": [3]}}  # only what is in progress
+        assert kp.list_partition_reassignments([KTP(TOPIC, 0), KTP(TOPIC, 1)]) == {}
+        cancel = kp.alter_partition_reassignments({KTP(TOPIC, 2): None, KTP(TOPIC, 1): None}, timeout_ms=10000)
+        assert cancel[KTP(TOPIC, 2)] is None
+        assert cancel[KTP(TOPIC, 1)].errno == 85  # NO_REASSIGNMENT_IN_PROGRESS
+        assert kp.list_partition_reassignments() == {}
+        assert _describe(confluent)[2][0] == [4, 1, 3]  # reverted: RS minus AR, in RS order (KRaft's revert)
+        # alters over Kafka are recorded like HTTP ones
+        assert {(a["partition"], tuple(a["replicas"])) for a in front.sim.alters} >= {(2, (2, 4, 1)), (0, (1, 2, 4))}
+    finally:
+        for r in (throttle, rate):
+            for c in r:
+                for e in c.incremental_configs:
+                    e.incremental_operation = (AlterConfigOpType.SUBTRACT if e.name.endswith("replicas")
+                                               else AlterConfigOpType.DELETE)
+            confluent.incremental_alter_configs(r, request_timeout=10)[r[0]].result(15)
+        _restore(confluent, kp)
+
+
+def test_invalid_assignments_get_kafkas_codes(kp):
+    answers = kp.alter_partition_reassignments({KTP(TOPIC, 0): [1, 1, 2], KTP(TOPIC, 1): [2, 3, 99]},
+                                               timeout_ms=10000)  # (kafka-python refuses an empty list itself)
+    assert {tp.partition: e.errno for tp, e in answers.items()} == {0: 39, 1: 39}  # INVALID_REPLICA_ASSIGNMENT
+
+
+# --- elections --------------------------------------------------------------------------------------
+
+
+def test_preferred_election_per_partition_codes_through_both_clients(confluent, kp):
+    kp.alter_partition_reassignments({KTP(TOPIC, 1): [4, 3, 2]}, timeout_ms=10000)  # a reorder: leader stays 2
+    wait_for(lambda: _describe(confluent)[1][0] == [4, 3, 2], 10, "the reorder")
+    try:
+        answers = confluent.elect_leaders(ElectionType.PREFERRED, [CTP(TOPIC, 1), CTP(TOPIC, 0), CTP(TOPIC, 7)]
+                                          ).result(15)
+        codes = {tp.partition: (None if e is None else e.code()) for tp, e in answers.items()}
+        assert codes == {1: None, 0: KafkaError.ELECTION_NOT_NEEDED, 7: KafkaError.UNKNOWN_TOPIC_OR_PART}
+        assert _describe(confluent)[1][2] == 4
+        answer = kp.elect_leaders(0, {TOPIC: [1]}, raise_errors=False)
+        (result,) = answer.replica_election_results
+        assert [(r.partition_id, r.error_code) for r in result.partition_result] == [(1, 84)]  # ELECTION_NOT_NEEDED
+    finally:
+        _restore(confluent, kp)
+        confluent.elect_leaders(ElectionType.PREFERRED, [CTP(TOPIC, 1)]).result(15)
+
+
+# --- throttle configs --------------------------------------------------------------------------------
+
+
+def test_throttle_configs_set_read_and_delete_as_kip_73_configs(confluent):
+    topic = ConfigResource(ResourceType.TOPIC, TOPIC, incremental_configs=[
+        ConfigEntry("leader.replication.throttled.replicas", "0:1,0:2", incremental_operation=AlterConfigOpType.APPEND),
+        ConfigEntry("follower.replication.throttled.replicas", "0:3", incremental_operation=AlterConfigOpType.APPEND)])
+    broker = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
+        ConfigEntry("leader.replication.throttled.rate", "7000000", incremental_operation=AlterConfigOpType.SET)])
+    for r in (topic, broker):
+        confluent.incremental_alter_configs([r], request_timeout=10)[r].result(15)
+    configs = _configs(confluent, ResourceType.TOPIC, TOPIC)
+    assert configs["leader.replication.throttled.replicas"].value == "0:1,0:2"
+    assert configs["follower.replication.throttled.replicas"].value == "0:3"
+    assert configs["min.insync.replicas"].value == "2"
+    b1 = _configs(confluent, ResourceType.BROKER, "1")
+    assert b1["leader.replication.throttled.rate"].value == "7000000"
+    assert b1["leader.replication.throttled.rate"].source == 2  # DYNAMIC_BROKER_CONFIG (librdkafka's enum)
+    assert b1["follower.replication.throttled.rate"].value == str(2**63 - 1)  # unset: Long.MAX_VALUE, default
+    # SUBTRACT one entry, then DELETE the rest
+    sub = ConfigResource(ResourceType.TOPIC, TOPIC, incremental_configs=[
+        ConfigEntry("leader.replication.throttled.replicas", "0:2", incremental_operation=AlterConfigOpType.SUBTRACT)])
+    confluent.incremental_alter_configs([sub], request_timeout=10)[sub].result(15)
+    assert _configs(confluent, ResourceType.TOPIC, TOPIC)["leader.replication.throttled.replicas"].value == "0:1"
+    delete = [ConfigResource(ResourceType.TOPIC, TOPIC, incremental_configs=[
+        ConfigEntry(n, None, incremental_operation=AlterConfigOpType.DELETE)
+        for n in ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")]),
+        ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
+            ConfigEntry("leader.replication.throttled.rate", None, incremental_operation=AlterConfigOpType.DELETE)])]
+    for r in delete:
+        confluent.incremental_alter_configs([r], request_timeout=10)[r].result(15)
+    configs = _configs(confluent, ResourceType.TOPIC, TOPIC)
+    assert configs["leader.replication.throttled.replicas"].value == ""
+    assert _configs(confluent, ResourceType.BROKER, "1")["leader.replication.throttled.rate"].value == str(2**63 - 1)
+
+
+def _refusal(confluent, resource, validate_only=False):
+    future = confluent.incremental_alter_configs([resource], request_timeout=10, validate_only=validate_only)[resource]
+    try:
+        future.result(15)
+    except KafkaException as e:
+        return e.args[0].code(), e.args[0].str()
+    return None
+
+
+def test_config_refusals_are_kafkas(confluent):
+    def topic(name, value, op=AlterConfigOpType.SET):
+        return ConfigResource(ResourceType.TOPIC, TOPIC, incremental_configs=[
+            ConfigEntry(name, value, incremental_operation=op)])
+
+    code, message = _refusal(confluent, topic("no.such.config", "1"))
+    assert code == KafkaError.INVALID_CONFIG and "Unknown topic config name: no.such.config" in message
+    code, message = _refusal(confluent, topic("min.insync.replicas", "3", AlterConfigOpType.APPEND))
+    assert code == KafkaError.INVALID_CONFIG and "type is not LIST" in message
+    code, message = _refusal(confluent, topic("leader.replication.throttled.replicas", "zero:one"))
+    assert code == KafkaError.INVALID_CONFIG and "[partitionId]:[brokerId]" in message
+    rate = ConfigResource(ResourceType.BROKER, "3", incremental_configs=[
+        ConfigEntry("follower.replication.throttled.rate", "fast", incremental_operation=AlterConfigOpType.SET)])
+    code, message = _refusal(confluent, rate)
+    assert code == KafkaError.INVALID_REQUEST and "Not a number of type LONG" in message
+    frozen = ConfigResource(ResourceType.BROKER, "3", incremental_configs=[
+        ConfigEntry("broker.rack", "rack-z", incremental_operation=AlterConfigOpType.SET)])
+    code, message = _refusal(confluent, frozen)
+    assert code == KafkaError.INVALID_REQUEST and "Cannot update these configs dynamically" in message
+    unknown = ConfigResource(ResourceType.TOPIC, "no-such-topic", incremental_configs=[
+        ConfigEntry("retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)])
+    assert _refusal(confluent, unknown)[0] == KafkaError.UNKNOWN_TOPIC_OR_PART
+    # validate_only: accepted, nothing changes
+    assert _refusal(confluent, topic("min.insync.replicas", "1"), validate_only=True) is None
+    assert _configs(confluent, ResourceType.TOPIC, TOPIC)["min.insync.replicas"].value == "2"
+
+
+def test_min_insync_replicas_change_reaches_the_simulation(front, confluent):
+    set1 = ConfigResource(ResourceType.TOPIC, "other", incremental_configs=[
+        ConfigEntry("min.insync.replicas", "2", incremental_operation=AlterConfigOpType.SET)])
+    confluent.incremental_alter_configs([set1], request_timeout=10)[set1].result(15)
+    with front.sim.lock:
+        assert front.sim.cluster.state.topics["other"].min_insync_replicas == 2
+    delete = ConfigResource(ResourceType.TOPIC, "other", incremental_configs=[
+        ConfigEntry("min.insync.replicas", None, incremental_operation=AlterConfigOpType.DELETE)])
+    confluent.incremental_alter_configs([delete], request_timeout=10)[delete].result(15)
+    entry = _configs(confluent, ResourceType.TOPIC, "other")["min.insync.replicas"]
+    assert entry.value == "1" and entry.source == 5  # DEFAULT_CONFIG: the broker's default again
+    with front.sim.lock:
+        assert front.sim.cluster.state.topics["other"].min_insync_replicas == 1
+    restore = ConfigResource(ResourceType.TOPIC, "other", incremental_configs=[
+        ConfigEntry("min.insync.replicas", "1", incremental_operation=AlterConfigOpType.SET)])
+    confluent.incremental_alter_configs([restore], request_timeout=10)[restore].result(15)
+
+
+def test_a_broker_config_sent_to_another_broker_is_refused_like_kafka(front):
+    request = IncrementalAlterConfigsRequest[1](resources=[IncrementalAlterConfigsRequest.AlterConfigsResource(
+        resource_type=4, resource_name="2", configs=[
+            IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig(
+                name="leader.replication.throttled.rate", config_operation=0, value="1000")])], validate_only=False)
+    answer = call(front, 1, request, 1, IncrementalAlterConfigsResponse)
+    (r,) = answer.responses
+    assert r.error_code == 42 and r.error_message == "Unexpected broker id, expected 1, but received 2"
+    with front.sim.lock:
+        assert 2 not in front.sim.cluster.state.throttles.leader_rate  # nothing changed
+    describe = DescribeConfigsRequest[4](resources=[DescribeConfigsRequest.DescribeConfigsResource(
+        resource_type=4, resource_name="3", configuration_keys=None)], include_synonyms=True,
+        include_documentation=False)
+    (d,) = call(front, 1, describe, 4, DescribeConfigsResponse).results
+    assert d.error_code == 42 and "expected 1 or empty string, but received 3" in d.error_message
+    (own,) = call(front, 3, describe, 4, DescribeConfigsResponse).results
+    assert own.error_code == 0 and {c.name: c.value for c in own.configs}["broker.id"] == "3"
+
+
+def test_describe_configs_synonyms_as_kafka_configs_prints_them(front):
+    describe = DescribeConfigsRequest[4](resources=[DescribeConfigsRequest.DescribeConfigsResource(
+        resource_type=2, resource_name=TOPIC, configuration_keys=["min.insync.replicas", "retention.ms"])],
+        include_synonyms=True, include_documentation=True)
+    (d,) = call(front, 2, describe, 4, DescribeConfigsResponse).results
+    configs = {c.name: c for c in d.configs}
+    assert set(configs) == {"min.insync.replicas", "retention.ms"}
+    mir = configs["min.insync.replicas"]
+    assert (mir.value, mir.config_source, mir.config_type) == ("2", 1, 3)  # TOPIC_CONFIG, INT
+    assert [(s.name, s.value, s.source) for s in mir.synonyms] == [
+        ("min.insync.replicas", "2", 1), ("min.insync.replicas", "1", 5)]
+    assert configs["retention.ms"].config_source == 5 and configs["retention.ms"].documentation
+
+
+# --- log dirs ------------------------------------------------------------------------------------------
+
+
+def test_describe_log_dirs_sizes_per_broker(front, kp):
+    for broker in (1, 3):
+        (answer,) = kp.describe_log_dirs(topic_partitions={TOPIC: [0, 1, 2]}, brokers=[broker])
+        (log_dir,) = answer["log_dirs"]
+        sizes = {p["partition_index"]: p["partition_size"] for t in log_dir["topics"] for p in t["partitions"]}
+        hosted = {p for p, r in ORIGINAL.items() if broker in r}
+        assert set(sizes) == hosted
+        assert sizes[0] == 10_000_000 and sizes[2] >= 400_000_000
+
+
+def test_the_adapter_reads_sizes_through_the_front(front):
+    cluster = KafkaCluster(ClientConfig({"bootstrap.servers": front.bootstrap}), timeout=10)
+    try:
+        sizes = cluster.sizes([TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 2)])
+        assert sizes[TopicPartition(TOPIC, 0)] == 10_000_000 and sizes[TopicPartition(TOPIC, 2)] >= 400_000_000
+    finally:
+        cluster.close()
+
+
+# --- what the front does not serve ------------------------------------------------------------------------
+
+
+def test_an_unserved_api_is_answered_with_unsupported_version_not_dropped(front):
+    answer = call(front, 1, ListGroupsRequest[4](states_filter=[]), 4, ListGroupsResponse)
+    assert answer.error_code == 35 and answer.groups == []
+    # the connection stays usable: ApiVersions lists what is served
+    versions = call(front, 1, ApiVersionsRequest[3](client_software_name="t", client_software_version="1"), 3,
+                    ApiVersionsResponse)
+    assert versions.error_code == 0
+    assert {k.api_key: (k.min_version, k.max_version) for k in versions.api_keys} == SUPPORTED
+
+
+def test_api_versions_above_the_highest_falls_back_to_v0(front):
+    """Kafka answers an ApiVersions it cannot parse at v0 with UNSUPPORTED_VERSION and its versions."""
+    request = ApiVersionsRequest[3](client_software_name="future", client_software_version="9")
+    request.with_header(correlation_id=11, client_id="raw-test")
+    raw = bytearray(request.encode(header=True, framed=True))
+    raw[6:8] = struct.pack(">h", 99)  # request_api_version
+    with socket.create_connection(("127.0.0.1", front.ports[2]), timeout=10) as s:
+        s.sendall(bytes(raw))
+        (size,) = struct.unpack(">i", _read(s, 4))
+        body = _read(s, size)
+    answer = ApiVersionsResponse.decode(io.BytesIO(body), version=0, header=True)
+    assert answer.header.correlation_id == 11 and answer.error_code == 35
+    assert {k.api_key for k in answer.api_keys} == set(SUPPORTED)
+
+
+def test_an_api_key_no_schema_knows_closes_the_connection_as_kafka_does(front):
+    with socket.create_connection(("127.0.0.1", front.ports[1]), timeout=10) as s:
+        s.sendall(struct.pack(">ihhih", 10, 999, 0, 5, -1))
+        assert _read(s, 4) is None
+
+
+# --- a dead broker -----------------------------------------------------------------------------------------
+
+
+def test_a_dead_broker_refuses_connections_and_leaves_metadata_until_it_is_back(front, confluent, kp):
+    with front.sim.lock:
+        front.sim.cluster.inject(4, "down")
+    try:
+        def refused():
+            try:
+                socket.create_connection(("127.0.0.1", front.ports[4]), timeout=1).close()
+                return False
+            except ConnectionRefusedError:
+                return True
+
+        wait_for(refused, 10, "broker 4's listener to close")
+        nodes = confluent.describe_cluster(request_timeout=10).result(15).nodes
+        assert sorted(n.id for n in nodes) == [1, 2, 3]
+        fenced = {b["broker_id"]: b["is_fenced"] for b in kp.describe_cluster()["brokers"]}
+        assert fenced == {1: False, 2: False, 3: False, 4: True}  # DescribeCluster v2 with fenced brokers
+        cluster = KafkaCluster(ClientConfig({"bootstrap.servers": front.bootstrap}), timeout=10)
+        try:
+            obs = cluster.observe([TopicPartition(TOPIC, 1)])
+            assert {b.id: b.alive for b in obs.brokers} == {1: True, 2: True, 3: True, 4: False}
+            assert 4 not in obs.partitions[TopicPartition(TOPIC, 1)].isr
+        finally:
+            cluster.close()
+    finally:
+        with front.sim.lock:
+            front.sim.cluster.inject(4, "up")
+    wait_for(lambda: not refused(), 10, "broker 4 to listen again")
+    wait_for(lambda: _describe(confluent)[1][1] == [2, 3, 4], 30, "broker 4 back in the ISR")
+
+
+# --- the adapter's client-side refusals now fail CI ------------------------------------------------------------
+
+
+class _OneCallForEveryResource(KafkaCluster):
+    """The adapter as it was before librdkafka's limit was respected: every config resource in one call."""
+
+    def _describe_configs(self, resources):
+        futures = self._admin.describe_configs(resources, request_timeout=self.timeout)
+        return {r: self._wait(f) for r, f in futures.items()}
+
+
+def test_a_client_side_refusal_of_the_adapter_fails_the_contract_against_the_front(front):
+    """The contract suite runs the real adapter against this front, so a call shape the client library
+    refuses (librdkafka: one BROKER ConfigResource per call) is a failing test, not a surprise in production."""
+    from tests.test_cluster_contract import Harness, test_throttles_read_back_what_was_applied_and_leave_other_entries_alone as contract
+
+    good = KafkaCluster(ClientConfig({"bootstrap.servers": front.bootstrap}), timeout=10)
+    bad = _OneCallForEveryResource(ClientConfig({"bootstrap.servers": front.bootstrap}), timeout=10)
+    try:
+        seen = bad.throttles([TOPIC], [1, 2, 3, 4])
+        assert not isinstance(seen, Ok) and "Only one ConfigResource of type BROKER" in str(seen)
+        with pytest.raises(AssertionError):
+            _contract_on(front, bad, contract)
+        _contract_on(front, good, contract)  # the adapter as it is passes the same check
+    finally:
+        good.close()
+        bad.close()
+
+
+def _contract_on(front, cluster, check):
+    """The contract's throttle test on this module's topic (it names its own topic 'contract')."""
+    import tests.test_cluster_contract as contract
+
+    saved = contract.TOPIC
+    contract.TOPIC = TOPIC
+    try:
+        from tests.test_cluster_contract import Harness
+
+        check(Harness(cluster, lambda: time.sleep(0.05), virtual=False))
+    finally:
+        contract.TOPIC = saved
