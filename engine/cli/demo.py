@@ -229,9 +229,11 @@ def _story(args, scenario, out: Path, logs: Path, procs: Processes, started: flo
         line = wait_for("the simulated cluster", lambda: _first_line(sim_log, "Kafka bootstrap "), 30, sim, sim_log)
         sim_url = line.split(" at ", 1)[1].split()[0]
         cluster = "kafka://" + line.split("Kafka bootstrap ", 1)[1].split()[0]
-        say(f"simulated cluster ({len(scenario.brokers)} brokers, {len(scenario.partitions)} partitions) speaking "
-            f"the Kafka protocol at {cluster[len('kafka://'):]}; faults and clock at {sim_url}; its clock runs "
-            f"{args.speed:g}x the wall clock: rates and the throttle below are in cluster time, ETAs on the wall clock")
+        say(f"simulated cluster ({len(scenario.brokers)} brokers, {len(scenario.partitions)} partitions, "
+            f"{args.speed:g}x real time) speaking the Kafka protocol at {cluster[len('kafka://'):]}; "
+            f"faults and clock at {sim_url}", soft_wrap=True)  # one line: the addresses are not split
+        say(f"its clock runs {args.speed:g}x the wall clock: rates and the throttle below are in cluster time, "
+            "ETAs on the wall clock")
 
         port = args.web_port or free_port()
         engine, engine_log = procs.start("engine", KREASSIGN + [
