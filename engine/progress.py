@@ -51,6 +51,14 @@ class RequestProgress(NamedTuple):
             return None
         return done / seconds
 
+    def average_rate(self) -> float | None:
+        """Bytes per second from acceptance to completion (an ended request's rate: its recent
+        window would take in the idle time after it ended)."""
+        if self.accepted_at is None or self.completed_at is None:
+            return None
+        seconds = (self.completed_at - self.accepted_at).total_seconds()
+        return self.bytes_done / seconds if seconds > 0 and self.bytes_done else None
+
     def eta_seconds(self, now: datetime) -> float | None:
         if self.completed_at is not None:
             return 0.0
@@ -164,7 +172,8 @@ def report(state: State, progress: Progress, now: datetime, only: str | None = N
     Per request: ``status`` (active | completed, as the log records it) and ``outcome`` (what an
     operator needs: running, completed, rolled back, cancelled, or a mix), partitions by where they
     are (``completed``, ``rolled_back`` and ``cancelled`` once ended; ``done`` is their sum), bytes,
-    the rate (bytes per wall-clock second) and the ETA (wall-clock seconds; ``eta_state`` says ``paused``
+    the rate (bytes per wall-clock second: over the recent window while running, over its whole run
+    once ended) and the ETA (wall-clock seconds; ``eta_state`` says ``paused``
     while the engine starts no new step, when an ETA would only grow)."""
     requests = []
     for r in sorted(state.requests.values(), key=lambda r: r.seq):
@@ -190,7 +199,7 @@ def report(state: State, progress: Progress, now: datetime, only: str | None = N
             "by_status": {s: n for s, n in counts.items() if n},
             "bytes_total": p.bytes_total if p else None,
             "bytes_done": p.bytes_done if p else 0,
-            "rate_bytes_per_s": p.rate(now) if p else None,
+            "rate_bytes_per_s": (p.rate(now) if running else p.average_rate()) if p else None,
             "eta_seconds": None if (running and state.paused) else eta,
             "eta_state": ("done" if not running else "paused" if state.paused
                           else "unknown" if eta is None else "estimated"),

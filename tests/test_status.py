@@ -342,3 +342,16 @@ def test_a_refused_throttle_change_needs_attention_and_the_cluster_being_unreach
     text = render_text({"attention": entries, **__import__("engine.progress", fromlist=["report"]).report(
         d.state, fold(timeline(d.events))[1], T0)})
     assert "! cannot observe the cluster: connection refused" in text
+
+
+def test_an_ended_request_shows_its_average_rate_not_a_window_that_decays_after_it():
+    d = run_with_sizes()
+    timed = timeline(d.events)
+    state, progress = fold(timed)
+    from engine.progress import report
+
+    r = progress.requests["r"]
+    later = report(state, progress, r.completed_at + timedelta(hours=3))["requests"][0]
+    seconds = (r.completed_at - r.accepted_at).total_seconds()
+    assert later["rate_bytes_per_s"] == pytest.approx(r.bytes_done / seconds)
+    assert "average rate" in render_text({"attention": [], **report(state, progress, r.completed_at)})

@@ -318,7 +318,7 @@ def _story(args, scenario, out: Path, logs: Path, procs: Processes, started: flo
         say(f"  event log:  {prefix}events on {broker.bootstrap} (memory only: gone when the broker stops)")
         if args.keep_running:
             say(f"  status page {page}; kreassign status --bootstrap-server {broker.bootstrap} "
-                f"--broker-profile embedded --prefix {prefix} --watch")
+                f"--broker-profile embedded --prefix {prefix} --time-scale {args.speed:g} --watch")
             say("everything stays up until Ctrl-C")
             while True:
                 time.sleep(1)

@@ -147,7 +147,8 @@ def render(doc: dict, time_scale: float = 1.0):
         rate = r["rate_bytes_per_s"]
         rate_text = format_rate(rate / time_scale) if rate else "-"
         where = (" (all brokers, cluster time)" if scaled else " (all brokers)") if rate else ""
-        parts.append(Text(f"  copied {copied}, rate {rate_text}{where}"))
+        which = "average rate" if r["eta_state"] == "done" else "rate"
+        parts.append(Text(f"  copied {copied}, {which} {rate_text}{where}"))
     rate = doc["throttle_rate"]
     brokers = ",".join(map(str, doc["throttled_brokers"]))
     parts.append(Text(
