@@ -133,6 +133,15 @@ class ThrottlesObserved:
 
 
 @dataclass(frozen=True, slots=True)
+class CatchUpObserved:
+    """Bytes the new replicas of steps in flight still miss (the most any of a step's NR misses),
+    measured on the cluster (DescribeLogDirs: the leader's log size minus theirs)."""
+
+    remaining: Mapping[TopicPartition, int]
+    now: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Tick:
     """Reconcile and schedule: complete what is done, retry what is due, start what may start.
     ``now`` is the shell's clock (seconds); ``None``: no clock, every retry is due."""
@@ -158,5 +167,6 @@ class AdaptThrottle:
 
 
 Input = (
-    Command | Observation | ObservationFailed | ActionOutcome | ThrottlesObserved | Tick | Unverified | AdaptThrottle
+    Command | Observation | ObservationFailed | ActionOutcome | ThrottlesObserved | CatchUpObserved | Tick | Unverified
+    | AdaptThrottle
 )

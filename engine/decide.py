@@ -40,8 +40,8 @@ from engine.cancellation import rollback_skip_reason, settle_target, skip_reason
 from engine.cluster.actions import ApplyThrottles, CancelStep, ElectLeader, RemoveThrottles, StartStep
 from engine.cluster.result import Ok, Refused
 from engine.commands import (
-    ActionOutcome, AdaptThrottle, Cancel, ChangeLimits, ChangeThrottle, Input, Observation, ObservationFailed, Pause,
-    Resume, Submit, ThrottlesObserved, Tick, Unverified,
+    ActionOutcome, AdaptThrottle, Cancel, CatchUpObserved, ChangeLimits, ChangeThrottle, Input, Observation,
+    ObservationFailed, Pause, Resume, Submit, ThrottlesObserved, Tick, Unverified,
 )
 from engine.limits import resolve_changes
 from engine.partition import TopicPartition
@@ -50,7 +50,7 @@ from engine.state import (
     ABORTING, ACTIVE, CANCELLED, COMPLETED, IN_FLIGHT, REVERTED, TERMINAL, State, apply,
 )
 from engine.step import Done, PlanResult, Step, Waiting, plan_step
-from engine.throttles import ThrottleSet, in_force, minus, needed, reconcile
+from engine.throttles import ThrottleSet, in_force, minus, needed, reconcile, union
 from engine.validation import submission_problems
 
 REVERT_GRACE = 5.0
@@ -81,7 +81,7 @@ class _Decision:
 
 
 _CHANGES_THROTTLE_NEEDS = frozenset({
-    ev.StepPlanned, ev.StepCompleted, ev.StepAborted, ev.StepFailed, ev.ThrottleRateChanged,
+    ev.StepPlanned, ev.StepCompleted, ev.StepAborted, ev.StepFailed, ev.ThrottleRateChanged, ev.ThrottleReleased,
 })
 
 
@@ -547,7 +547,7 @@ def _throttles_observed(d: _Decision, o: ThrottlesObserved) -> None:
         frozenset(b for b in pending.leader_brokers if b in o.brokers and b not in read.leader_brokers),
         frozenset(b for b in pending.follower_brokers if b in o.brokers and b not in read.follower_brokers),
     )
-    want = needed(((tp, f.step) for tp, f in s.steps.items()), s.throttle_rate)
+    want = needed(throttled(s), s.throttle_rate)
     ours = s.partitions
     unexpected = ThrottleSet(
         frozenset(e for e in read.leader if e not in want.leader and e not in force.leader
@@ -559,6 +559,113 @@ def _throttles_observed(d: _Decision, o: ThrottlesObserved) -> None:
         return
     d.emit(ev.ThrottlesDrifted(missing, unexpected))
     _reconcile_throttles(d)
+
+
+# --- throttles released before the ISR join ----------------------------------------------------------
+
+
+def throttled(s: State):
+    """(tp, step) of every step in flight whose throttle entries are needed (not released)."""
+    return ((tp, f.step) for tp, f in s.steps.items() if not f.released)
+
+
+def _release_seconds(s: State) -> float:
+    return s.limits.throttle_release_ms / 1000.0
+
+
+def _unthrottled_load(s: State) -> dict[int, int]:
+    """Broker -> bytes of released copies into it still in flight (as much as they had left then)."""
+    load: dict[int, int] = {}
+    for f in s.steps.values():
+        if f.released:
+            for b in f.step.nr:
+                load[b] = load.get(b, 0) + f.released_bytes
+    return load
+
+
+def copy_rates(s: State) -> dict[TopicPartition, float]:
+    """The throttle's share each throttled copy in flight gets (bytes/s): the rate of its busiest
+    receiving broker, split among the throttled copies into it. Empty when throttling is off."""
+    rate = s.throttle_rate
+    if rate is None:
+        return {}
+    into: dict[int, int] = {}
+    for f in s.steps.values():
+        if not f.released and f.step.nr:
+            for b in f.step.nr:
+                into[b] = into.get(b, 0) + 1
+    return {tp: rate / max(into[b] for b in f.step.nr)
+            for tp, f in s.steps.items() if not f.released and f.step.nr}
+
+
+def _catch_up(d: _Decision, o: CatchUpObserved) -> None:
+    """Release a copy from the throttle once what it still misses is what the throttle gives it in
+    ``throttle_release_ms`` (the time to notice and to change the config): its last bytes flow
+    unthrottled and its replicas join the ISR unthrottled, so the leader never waits for an in-sync
+    follower the quota holds back (measured on Kafka 4.0: that stalls acks=all producers for
+    seconds). Per receiving broker at most ``throttle_release_ms`` of the rate copy unthrottled at
+    once: the throttle is exceeded by a bounded amount, never bypassed."""
+    s = d.state
+    if s.throttle_rate is None:
+        return
+    lead = _release_seconds(s)
+    budget = s.throttle_rate * lead
+    shares = copy_rates(s)
+    load = _unthrottled_load(s)
+    for tp in sorted(o.remaining):
+        f = s.steps.get(tp)
+        remaining = o.remaining[tp]
+        if f is None or f.released or f.aborting or not f.started or tp not in shares:
+            continue
+        if remaining <= shares[tp] * lead and all(load.get(b, 0) + remaining <= budget for b in f.step.nr):
+            d.emit(ev.ThrottleReleased(f.request_id, tp, f.number, remaining))
+            for b in f.step.nr:
+                load[b] = load.get(b, 0) + remaining
+
+
+HOT_SECONDS = 2.0
+"""A copy predicted to be this close to its release (or to its end) is looked at at every fast look,
+not only at every poll: it is released in time, and its completion is seen at once."""
+
+
+def _predicted(s: State, tp: TopicPartition, f, share: float, now: float | None, last: dict) -> float | None:
+    """What a copy still misses by now: the least of its last measurement and its size less what the
+    throttle's share has moved since it started; ``None`` when neither is known."""
+    guesses = []
+    if tp in last:
+        guesses.append(last[tp])
+    obs = s.observed.get(tp)
+    if obs is not None and obs.size_bytes is not None and f.started_at is not None and now is not None:
+        guesses.append(obs.size_bytes - share * (now - f.started_at))
+    return min(guesses) if guesses else None
+
+
+def near_done(s: State, now: float | None = None, last: dict | None = None) -> set[TopicPartition]:
+    """Steps in flight worth looking at more often than the rest (every fast look): released (their
+    last bytes flow unthrottled), copying nothing (Kafka completes them at once), awaiting an
+    election, or predicted within HOT_SECONDS of their release (``last``: the catch-up each copy
+    had when last measured)."""
+    hot = {tp for tp, f in s.steps.items() if f.released or not f.step.nr} | set(s.elections.keys())
+    lead = _release_seconds(s)
+    for tp, share in copy_rates(s).items():
+        f = s.steps[tp]
+        if f.started:
+            left = _predicted(s, tp, f, share, now, last or {})
+            if left is not None and left <= share * (lead + HOT_SECONDS):
+                hot.add(tp)
+    return hot
+
+
+def catch_up_due(s: State, now: float | None, last: dict) -> list[TopicPartition]:
+    """Copies to measure at a fast look: the hot ones still throttled."""
+    hot = near_done(s, now, last)
+    return [tp for tp in copying(s) if tp in hot]
+
+
+def copying(s: State) -> list[TopicPartition]:
+    """Steps whose catch-up is worth measuring: started, copying, throttled still."""
+    return sorted(tp for tp, f in s.steps.items()
+                  if f.started and f.step.nr and not f.released and not f.aborting)
 
 
 # --- ticks -------------------------------------------------------------------------------------
@@ -587,11 +694,9 @@ def _tick(d: _Decision, _t: Tick) -> None:
             _resolve(d, decision.tp, decision.result)
     if not starts:
         return
-    want = needed(
-        [(tp, f.step) for tp, f in d.state.steps.items()] + [(x.tp, x.step) for x in starts],
-        d.state.throttle_rate,
-    )
+    want = needed(list(throttled(d.state)) + [(x.tp, x.step) for x in starts], d.state.throttle_rate)
     _removed, to_apply = reconcile(d.state.throttles, want)
+    to_apply = minus(to_apply, _dead_brokers(d.state, to_apply))
     if not to_apply.is_empty():
         d.emit(ev.ThrottlesApplied(to_apply))  # before the steps that need them
     for x in starts:
@@ -601,15 +706,22 @@ def _tick(d: _Decision, _t: Tick) -> None:
 
 def _retry_steps(d: _Decision) -> None:
     """Alters and aborts that failed (the cluster could not be asked) are tried again when due; an
-    alter only once the throttles it needs are in force, so a step never starts unthrottled."""
+    alter only once the throttles it needs are in force, so a step never starts unthrottled. A step
+    not started whose new replicas' broker went down meanwhile is given up: it is planned again."""
     s = d.state
+    live = s.live_brokers()
     for tp in sorted(s.steps.keys()):
         f = s.steps[tp]
+        if not f.started and not f.aborting and live is not None and any(b not in live for b in f.step.nr):
+            down = [b for b in f.step.nr if b not in live]
+            d.emit(ev.StepFailed(f.request_id, tp, f.number,
+                                 f"step {f.number} had not started when broker(s) {down} it copies to went down"))
+            continue
         if not f.retry or not retry.due(f.retry_at, d.now):
             continue
         if f.aborting:
             d.emit(ev.ActionRetried("cancel_step", f.attempt + 1, f.request_id, tp, f.number, at=d.now))
-        elif not f.started and (s.throttle_rate is None or in_force(d.state.throttles, tp, f.step)):
+        elif not f.started and (s.throttle_rate is None or f.released or in_force(d.state.throttles, tp, f.step)):
             d.emit(ev.ActionRetried("start_step", f.attempt + 1, f.request_id, tp, f.number, f.step.tr, d.now))
 
 
@@ -640,10 +752,17 @@ def _reconcile_throttles(d: _Decision) -> None:
     """Bring the throttles in force to what the steps in flight need. Pieces whose last change
     failed wait for their retry time (``throttle_retry_at``); the rest goes at once."""
     s = d.state
-    want = needed(((tp, f.step) for tp, f in s.steps.items()), s.throttle_rate)
+    want = needed(throttled(s), s.throttle_rate)
     to_remove, to_apply = reconcile(s.throttles, want)
-    if not s.throttle_failed.is_empty() and not retry.due(s.throttle_retry_at, d.now):
-        to_remove, to_apply = minus(to_remove, s.throttle_failed), minus(to_apply, s.throttle_failed)
+    failed = s.throttle_failed
+    if not failed.is_empty():
+        if not retry.due(s.throttle_retry_at, d.now):
+            to_remove, to_apply = minus(to_remove, failed), minus(to_apply, failed)
+        else:
+            # a change that failed as unavailable may have happened anyway: what is no longer wanted
+            # is removed (removing what is absent changes nothing), so nothing is left behind
+            stale = minus(minus(failed, want), s.throttles)
+            to_remove = union(to_remove, stale._replace(rate=s.throttles.rate or want.rate))
     dead = _dead_brokers(s, to_remove, to_apply)
     if dead:  # a broker's rate is changed on that broker: wait until it is back, never block on it
         to_remove, to_apply = minus(to_remove, dead), minus(to_apply, dead)
@@ -693,6 +812,7 @@ _HANDLERS: dict[type, Callable[[_Decision, object], None]] = {
     ObservationFailed: _observation_failed,
     ActionOutcome: _outcome,
     ThrottlesObserved: _throttles_observed,
+    CatchUpObserved: _catch_up,
     Tick: _tick,
     Unverified: _unverified,
     AdaptThrottle: _adapt,

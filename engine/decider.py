@@ -49,8 +49,8 @@ from engine.adaptive import AdaptiveThrottle, Sample
 from engine.attention import attention
 from engine.cluster import Cluster
 from engine.cluster.result import Unavailable
-from engine.commands import Input, ObservationFailed, Submit, ThrottlesObserved, Tick
-from engine.decide import handle, watched
+from engine.commands import CatchUpObserved, Input, ObservationFailed, Submit, ThrottlesObserved, Tick
+from engine.decide import catch_up_due, copying, handle, near_done, watched
 from engine.envelope import EventEnvelope, new_id, now
 from engine.executor import Executor, actions, recovery_actions
 from engine.partition import TopicPartition
@@ -90,13 +90,17 @@ class MemoryLog:
 
 class Decider:
     def __init__(self, log: EventLog, cluster: Cluster, *, clock: Callable[[], float] = time.time,
-                 adaptive: AdaptiveThrottle | None = None, verify_interval: float = 10.0):
+                 adaptive: AdaptiveThrottle | None = None, verify_interval: float = 10.0,
+                 poll_interval: float = 0.0):
         self.log = log
         self.cluster = cluster
         self.clock = clock
         self.adaptive = adaptive
         self.verify_interval = verify_interval  # seconds between read-backs of the throttle configs
         self.verified_at: float | None = None
+        self.poll_interval = poll_interval  # seconds between full observations (0: every tick is one)
+        self.full_at: float | None = None
+        self.last_catch_up: dict[TopicPartition, int] = {}  # bytes each copy missed when last measured
         self.state: State = EMPTY
         self.progress = Progress()
         self.recent: deque[EventEnvelope] = deque(maxlen=RECENT)  # for the status page
@@ -182,16 +186,28 @@ class Decider:
         return self.process(inp)
 
     def tick(self) -> list[EventEnvelope]:
+        """One round: observe, decide, act. Every ``poll_interval`` it observes every partition the
+        core watches and measures the catch-up of the copies in flight; in between (the shell calls
+        it every ``fast_interval``) only the steps close to done and the pending elections, so a
+        finished step is seen, and the next one started, within a fraction of a poll."""
+        now = self.clock()
+        full = self.full_at is None or now - self.full_at >= self.poll_interval - 1e-9
+        partitions = watched(self.state) if full else near_done(self.state, now, self.last_catch_up)
+        measure = copying(self.state) if full else catch_up_due(self.state, now, self.last_catch_up)
+        if not full and not partitions and not measure:
+            return []
         self.counts["_ticks"] += 1
         out: list[EventEnvelope] = []
-        now = self.clock()
-        obs = self.cluster.observe(sorted(watched(self.state)))
+        obs = self.cluster.observe(sorted(partitions))
         if isinstance(obs, Unavailable):
             self.blocked = f"cannot observe the cluster: {obs}"
             log.warning("cannot observe the cluster: %s", obs)
             return self.process(ObservationFailed(str(obs), now))
         self.blocked = None
+        if full:
+            self.full_at = now
         out += self.process(dataclasses.replace(obs, now=now))
+        out += self.measure_catch_up(now, measure)
         if self.adaptive is not None:
             self.adaptive, change = self.adaptive.propose(self.state.throttle_rate)
             if change is not None:
@@ -200,6 +216,20 @@ class Decider:
         if self.verified_at is None or now - self.verified_at >= self.verify_interval:
             out += self.verify_throttles(now)
         return out
+
+    def measure_catch_up(self, now: float, tps) -> list[EventEnvelope]:
+        """How much the copies ``tps`` still miss, for the core's release rule."""
+        s = self.state
+        tps = [tp for tp in tps if tp in s.steps] if s.throttle_rate is not None else []
+        if not tps:
+            return []
+        steps = {tp: (s.observed[tp].leader if tp in s.observed else None, s.steps[tp].step.nr) for tp in tps}
+        remaining = self.cluster.catch_up(steps)
+        if isinstance(remaining, Unavailable):
+            log.warning("cannot measure the catch-up of the copies in flight: %s", remaining)
+            return []
+        self.last_catch_up = {tp: n for tp, n in {**self.last_catch_up, **remaining}.items() if tp in s.steps}
+        return self.process(CatchUpObserved(remaining, now))
 
     def verify_throttles(self, now: float) -> list[EventEnvelope]:
         """Read the throttle configuration back and let the core compare it with the log."""

@@ -261,6 +261,16 @@ class ThrottlesRemoved:
 
 
 @dataclass(frozen=True, slots=True)
+class ThrottleReleased:
+    """The step's copy is close to done: its throttle entries go before its replicas join the ISR."""
+
+    request_id: str
+    tp: TopicPartition
+    number: int
+    remaining: int  # bytes still to copy then (counted against its brokers' unthrottled budget)
+
+
+@dataclass(frozen=True, slots=True)
 class ThrottlesDrifted:
     """The throttle configuration read back from the cluster differs from what the log says is
     in force: ``missing`` entries and rates are set again; ``unexpected`` entries (on partitions
@@ -300,7 +310,7 @@ Event = (
     | StepPlanned | StepStarted | StepFailed | StepCompleted | PartitionCompleted | RequestCompleted
     | CancelRequested | CancelSkipped | PartitionCancelled | StepAborted | PartitionReverted
     | ThrottlesApplied | ThrottlesRemoved | LimitsChanged | ThrottleRateChanged | Paused | Resumed
-    | ActionFailed | ActionRetried | ActionSucceeded | ClusterUnreachable | ThrottlesDrifted
+    | ActionFailed | ActionRetried | ActionSucceeded | ClusterUnreachable | ThrottlesDrifted | ThrottleReleased
 )
 
 EVENT_TYPES: tuple[type, ...] = Event.__args__  # type: ignore[attr-defined]

@@ -60,6 +60,14 @@ SETTINGS: tuple[Setting, ...] = (
         "The leader serves every new follower from its disk and NIC while it serves "
         "producers and consumers; two concurrent copies out of one broker are a safe load.",
     ),
+    Setting(
+        "throttle_release_ms", "U", 500,
+        ("throttle.release.ms",),
+        "A copy that misses no more than what the throttle gives it in this many ms is released from "
+        "the throttle, so its replica never joins the ISR while still listed as throttled (measured on "
+        "Kafka 4.0: that stalls acks=all producers for seconds). It covers the time to notice and to "
+        "change the config; per receiving broker at most this many ms of the rate copy unthrottled at once.",
+    ),
 )
 
 _BY_NAME: dict[str, str] = {}
@@ -82,6 +90,7 @@ class Limits:
     max_replica_additions_in_flight: int = 200
     max_incoming_moves_per_broker: int = 2
     max_outgoing_moves_per_broker: int = 2
+    throttle_release_ms: int = 500
 
     def changed(self, changes: Mapping[str, int]) -> "Limits":
         """A copy with ``changes`` applied; keys may be field names or KIP aliases.

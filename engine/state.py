@@ -53,6 +53,8 @@ class InFlightStep(NamedTuple):
     retry: bool = False  # a failed attempt is to be tried again, from retry_at on (None: at once)
     retry_at: float | None = None
     started_at: float | None = None  # the shell's clock when the cluster accepted it
+    released: bool = False  # its throttle entries are no longer needed (small, or close to done)
+    released_bytes: int = 0  # what it still had to copy unthrottled then (its brokers' budget)
 
 
 class Election(NamedTuple):
@@ -294,8 +296,9 @@ def _(s: State, e: ev.PartitionWaiting) -> State:
 @_on(ev.StepPlanned)
 def _(s: State, e: ev.StepPlanned) -> State:
     old = s.partitions[e.tp]
+    f = InFlightStep(e.request_id, e.number, e.step)
     s = s._replace(
-        steps=s.steps.set(e.tp, InFlightStep(e.request_id, e.number, e.step)),
+        steps=s.steps.set(e.tp, f),
         in_flight=s.in_flight.plus(e.step),
     )
     new = old._replace(status=IN_FLIGHT, slot=None, steps_planned=old.steps_planned + 1)
@@ -406,6 +409,14 @@ def _(s: State, e: ev.ThrottlesApplied) -> State:
 @_on(ev.ThrottlesRemoved)
 def _(s: State, e: ev.ThrottlesRemoved) -> State:
     return s._replace(throttles=after_remove(s.throttles, e.throttles), throttle_failed=minus(s.throttle_failed, e.throttles))
+
+
+@_on(ev.ThrottleReleased)
+def _(s: State, e: ev.ThrottleReleased) -> State:
+    f = s.steps.get(e.tp)
+    if f is None or f.number != e.number:
+        return s
+    return s._replace(steps=s.steps.set(e.tp, f._replace(released=True, released_bytes=e.remaining)))
 
 
 @_on(ev.ThrottlesDrifted)

@@ -14,7 +14,9 @@ Agents are short loops; everything they decide is the core's:
   ``executor`` table. When it gets the partition (first start, restart,
   failover) it recovers from the events topic first.
 * a timer on the worker that owns the decisions partition sends a tick into it
-  every ``--poll-interval``: ticks and commands are decided in one sequence.
+  every ``--fast-interval`` (the decider observes everything it watches every
+  ``--poll-interval``, and the steps close to done in between): ticks and
+  commands are decided in one sequence.
 * web (Faust's server): ``/status`` (JSON), ``/metrics`` (Prometheus),
   ``/tables`` (the tables' rows, to compare with a replay of the log).
 
@@ -72,7 +74,12 @@ class Settings:
     registry: Any = None
     web_port: int = 6066
     web_bind: str = "127.0.0.1"
-    poll_interval: float = 1.0
+    poll_interval: float = 1.0  # seconds between full observations of what the core watches
+    fast_interval: float = 0.1  # seconds between looks at the steps close to done
+
+    @property
+    def tick_interval(self) -> float:
+        return min(self.poll_interval, self.fast_interval)
     signing_keys: Mapping[str, bytes] | None = None
     adaptive: AdaptiveThrottle | None = None
     timeout: float = 30.0
@@ -222,7 +229,7 @@ class Engine:
             async for event in stream.events():
                 await self.decide(event.message)
 
-        @app.timer(self.s.poll_interval)
+        @app.timer(self.s.tick_interval)
         async def tick():
             if self.active:
                 await self.decisions.send(key=TICK_KEY, value=b"", headers={KIND: b"tick"})
@@ -306,7 +313,7 @@ class Engine:
         headers = _headers(message)
         kind = headers.get(KIND, b"")
         if kind == b"tick":
-            if time.monotonic() - self.last_tick < self.s.poll_interval / 2:
+            if time.monotonic() - self.last_tick < self.s.tick_interval / 2:
                 return  # ticks queued while the decider was busy: one does for all
             call = None
         else:
@@ -359,7 +366,7 @@ class Engine:
             self.event_log = KafkaEventLog(self.s)
         executed = self.executor_table.get(EXECUTED)
         decider = Decider(self.event_log, self.s.cluster, adaptive=self.s.adaptive,
-                          verify_interval=self.s.verify_interval)
+                          verify_interval=self.s.verify_interval, poll_interval=self.s.poll_interval)
         while True:
             try:
                 self.last_recovery = await loop.run_in_executor(self.pool, decider.recover, executed)

@@ -40,6 +40,7 @@ class FakeCluster:
         self.throttles = {"leader": set(), "follower": set(), "brokers_l": set(), "brokers_f": set()}
         self.alters: list[tuple[TopicPartition, tuple[int, ...] | None]] = []  # every alter/cancel received
         self.throttle_calls: list[tuple[str, ThrottleSet]] = []
+        self.remaining: dict[TopicPartition, int] = {}  # what catch_up answers
         self.failures: dict[tuple, list[Result]] = defaultdict(list)  # (action, tp or None) -> answers to give next
         self.elections = "elect"  # or "refuse" (PREFERRED_LEADER_NOT_AVAILABLE) or "lose" (Ok, nothing happens)
 
@@ -155,6 +156,10 @@ class FakeCluster:
 
     def throttles_of(self, topics, brokers) -> ThrottleSet:
         return self.throttle_set()
+
+    def catch_up(self, steps):
+        """What the test says each copy still misses (``remaining``); 0 for the others."""
+        return {tp: self.remaining.get(tp, 0) for tp in steps}
 
     def sizes(self, partitions):
         return {tp: self.parts[tp].size_bytes for tp in partitions if self.parts[tp].size_bytes is not None}

@@ -231,3 +231,23 @@ def test_sizes_of_partitions(harness):
         assert sizes[P2] >= 500_000_000 and sizes[P0] >= 10_000_000
     else:  # real Kafka: whatever the test produced, never negative
         assert all(v >= 0 for v in sizes.values())
+
+
+def test_catch_up_of_a_copy_in_flight(harness):
+    c = harness.cluster
+    slow = ThrottleSet(frozenset(ThrottledReplica(TOPIC, 2, b) for b in (3, 4)),
+                       frozenset({ThrottledReplica(TOPIC, 2, 1)}), frozenset({3, 4}), frozenset({1}), 1_000_000)
+    assert isinstance(c.apply_throttles(slow), Ok)
+    assert isinstance(c.alter_reassignments({P2: (1, 4)})[P2], Ok)
+    obs = harness.until(lambda o: o.partitions[P2].reassignment_in_progress)
+    leader = obs.partitions[P2].leader
+    first = c.catch_up({P2: (leader, (1,))})
+    assert isinstance(first, dict), first
+    if harness.simulated:  # a 500 MB partition at 1 MB/s: far from done, and less behind a moment later
+        assert 400_000_000 < first[P2] <= 500_000_000
+        deadline = time.monotonic() + 30
+        while c.catch_up({P2: (leader, (1,))})[P2] >= first[P2]:
+            assert time.monotonic() < deadline, "the copy made no progress"
+            harness._wait()
+    assert isinstance(c.cancel_reassignments([P2])[P2], Ok)
+    assert isinstance(c.remove_throttles(slow), Ok)

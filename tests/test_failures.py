@@ -309,3 +309,52 @@ def test_any_mix_of_refusals_drops_and_outages_still_converges_exactly(faults, r
     check(d)
     assert all(p.status == COMPLETED for p in d.state.partitions.values())
     assert not any(f.status == IN_FLIGHT for f in d.state.partitions.values())
+
+
+def test_a_step_not_started_is_given_up_when_its_target_broker_goes_down():
+    c, d = setup(1, {tp(0): (0, 1, 4)})
+    c.unavailable("alter", times=2)
+    d.tick()
+    assert not d.state.steps[tp(0)].started
+    c.brokers[4] = c.brokers[4]._replace(alive=False)
+    d.observe()
+    advance(d, 5)
+    sent = len(c.throttle_calls)
+    d.tick()
+    failed = of_type(d.events, ev.StepFailed)
+    assert failed and "went down" in failed[-1].reason
+    assert not d.state.steps and d.state.partitions[tp(0)].status == WAITING
+    assert all(4 not in t.leader_brokers | t.follower_brokers for _op, t in c.throttle_calls[sent:])
+    c.brokers[4] = c.brokers[4]._replace(alive=True)
+    d.observe()
+    run(d, c)
+    check(d)
+
+
+def test_a_failed_throttle_change_no_longer_wanted_is_undone_so_nothing_is_left_behind():
+    c, d = setup(1, {tp(0): (0, 1, 4)})
+
+    real = c.apply_throttles
+
+    def applied_but_unanswered(t):  # the change happens, the answer is lost
+        real(t)
+        from engine.cluster.result import Unavailable
+
+        return Unavailable("timed out")
+
+    c.apply_throttles = applied_but_unanswered
+    d.tick()
+    c.apply_throttles = real
+    assert not d.state.steps[tp(0)].started and d.cluster.throttles["follower"]  # on the cluster anyway
+    from engine.commands import Cancel
+
+    d.feed(Cancel("r"))
+    run_until_quiet = 0
+    while d.state.requests["r"].status != COMPLETED or not d.state.throttle_failed.is_empty():
+        advance(d, retry.MAX_BACKOFF)
+        d.tick()
+        run_until_quiet += 1
+        assert run_until_quiet < 20
+    assert not d.cluster.throttles["follower"] and not d.cluster.throttles["leader"]
+    assert not d.cluster.throttles["brokers_f"] and not d.cluster.throttles["brokers_l"]
+    assert not problems(d.state)

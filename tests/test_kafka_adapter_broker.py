@@ -63,6 +63,8 @@ def test_observe_snapshot_and_sizes_answer(cluster):
     assert not isinstance(snap, Unavailable) and set(tps) <= set(snap.partitions)
     sizes = cluster.sizes(tps)
     assert isinstance(sizes, dict)  # tansu lacks DescribeLogDirs: known sizes are simply absent
+    catch_up = cluster.catch_up({tps[0]: (cluster.broker_id, (cluster.broker_id,))})
+    assert isinstance(catch_up, dict)
 
 
 def test_throttles_on_topics_and_on_several_brokers_are_sent_the_way_librdkafka_accepts(cluster):

@@ -45,7 +45,10 @@ def test_every_strategy_reaches_the_target_safely_and_kreassign_is_near_the_boun
         results = {s: run(sc, s) for s in STRATEGIES}
         for r in results.values():
             assert r.finished and r.at_target and not r.throttles_left, (kind, r.strategy)
-            assert r.makespan >= bound.seconds * (1 - 1e-6), (kind, r.strategy)
+            # kreassign releases a copy's last throttle_release_ms of bytes from the throttle (before its
+            # replicas join the ISR): each step may beat bytes/rate by that much, never more
+            slack = r.moves * 0.5 if r.strategy == "kreassign" else 0.0
+            assert r.makespan >= bound.seconds * (1 - 1e-6) - slack, (kind, r.strategy)
         k = results["kreassign"]
         assert k.stats.under_min_seconds == 0 and k.stats.min_headroom >= 1
         assert k.makespan <= bound.seconds * 1.10, (kind, k.makespan / bound.seconds)
@@ -65,7 +68,8 @@ def test_the_lower_bound_is_never_above_a_measured_makespan(kind, seed, partitio
     sc = generated(kind, seed=seed, partitions=partitions, throttle=throttle, poll_interval="1s")
     r = run(sc, strategy)
     assert r.finished
-    assert lower_bound(sc).seconds <= r.makespan * (1 + 1e-6)
+    slack = r.moves * 0.5 if strategy == "kreassign" else 0.0  # released tails (engine.decide._catch_up)
+    assert lower_bound(sc).seconds <= r.makespan * (1 + 1e-6) + slack
 
 
 def test_a_broker_outage_is_reported_and_kreassign_waits_it_out():

@@ -25,6 +25,9 @@ def add_parser(sub) -> None:
                    help="address the web server listens on (default 127.0.0.1)")
     g.add_argument("--poll-interval", type=positive_seconds, default=1.0, metavar="S",
                    help="seconds between ticks: observe the partitions in flight, start what may start (default 1)")
+    g.add_argument("--fast-interval", type=positive_seconds, default=0.1, metavar="S",
+                   help="seconds between looks at the steps close to done and the pending elections, so the next "
+                        "step starts within a fraction of a poll (default 0.1)")
     g.add_argument("--verify-interval", type=positive_seconds, default=10.0, metavar="S",
                    help="seconds between read-backs of the throttle configuration from the cluster: what is "
                         "missing is set again (default 10)")
@@ -66,7 +69,8 @@ def run(args) -> int:
     time_scale = args.time_scale or cluster_speed(cluster)
     engine = Engine(Settings(
         config=config, cluster=cluster, prefix=args.prefix, profile=broker_profile(args), registry=registry(args),
-        web_port=args.web_port, web_bind=args.web_bind, poll_interval=args.poll_interval, signing_keys=keys,
+        web_port=args.web_port, web_bind=args.web_bind, poll_interval=args.poll_interval,
+        fast_interval=args.fast_interval, signing_keys=keys,
         adaptive=adaptive, timeout=args.timeout, time_scale=time_scale, verify_interval=args.verify_interval,
     ))
     run_worker(engine, args.log_level)

@@ -63,6 +63,13 @@ class Cluster(Protocol):
         observations leave sizes out because they change all the time)."""
         ...
 
+    def catch_up(self, steps: Mapping[TopicPartition, tuple[int | None, Replicas]]) -> dict[TopicPartition, int] | Unavailable:
+        """Bytes the new replicas of each step still miss: ``steps`` maps a partition to (its leader,
+        its adding replicas); the answer is the leader's log size minus the smallest of theirs, for
+        the partitions where all are known. The core releases a copy this close to done from the
+        throttle before its replicas join the ISR (``engine.decide``)."""
+        ...
+
     def throttles(self, topics: Collection[str], brokers: Collection[int]) -> ThrottleSet | Unavailable:
         """KIP-73 configuration in force on those topics and brokers (``verify`` checks it is gone)."""
         ...

@@ -86,6 +86,7 @@ TRANSIENT_LOCAL_CODES = {
     -163,  # _INTR
     -153,  # _RETRY
 }
+BROKER_TIMEOUT = 5.0  # seconds for a config change sent to one broker (see _alter_configs)
 CLIENT_ERROR = "CLIENT_ERROR"  # the client library raised (TypeError, ValueError ...): a defect of the call
 
 
@@ -199,9 +200,9 @@ class KafkaCluster:
         self._kp = box["client"]
         return self._kp
 
-    def _wait(self, future: Any) -> tuple[Any, Result | None]:
+    def _wait(self, future: Any, timeout: float | None = None) -> tuple[Any, Result | None]:
         try:
-            return future.result(timeout=self.timeout + 5), None
+            return future.result(timeout=(self.timeout if timeout is None else timeout) + 5), None
         except Exception as e:  # noqa: BLE001 - KafkaException, TimeoutError ...
             return None, _confluent_result(e)
 
@@ -327,19 +328,44 @@ class KafkaCluster:
     def partition_sizes(self, brokers: Iterable[int], partitions: Collection[TopicPartition]) -> dict[TopicPartition, int]:
         """Largest replica size of each partition (DescribeLogDirs), asking one broker at a time;
         a broker that fails or lacks the API only loses its own answers."""
+        sizes: dict[TopicPartition, int] = {}
+        for replicas in self._log_sizes(brokers, partitions).values():
+            for tp, size in replicas.items():
+                sizes[tp] = max(sizes.get(tp, 0), size)
+        return sizes
+
+    def catch_up(self, steps: Mapping[TopicPartition, tuple[int | None, Replicas]]) -> dict[TopicPartition, int] | Unavailable:
+        """What the new replicas of each step still miss: the leader's log size minus the smallest of
+        theirs (DescribeLogDirs of the leader and of the new replicas' brokers). A partition whose
+        sizes are not all known is left out."""
+        brokers = {b for leader, nr in steps.values() for b in ((leader,) if leader is not None else ()) + tuple(nr)}
+        sizes = self._log_sizes(sorted(brokers), list(steps))
+        out: dict[TopicPartition, int] = {}
+        for tp, (leader, nr) in steps.items():
+            lead = sizes.get(leader, {}).get(tp)
+            theirs = [sizes.get(b, {}).get(tp) for b in nr]
+            if lead is None or not theirs or any(x is None for x in theirs):
+                continue
+            out[tp] = max(0, lead - min(theirs))
+        return out
+
+    def _log_sizes(self, brokers: Iterable[int], partitions: Collection[TopicPartition]) -> dict[int, dict[TopicPartition, int]]:
+        """broker -> {tp: size of its replica} from DescribeLogDirs, one broker at a time (future logs
+        left out); a broker that fails or lacks the API only loses its own answers, with a warning."""
         kp = self._kafka_python()
         if isinstance(kp, (Unavailable, Refused)):
             return {}
         topics: dict[str, list[int]] = {}
         for tp in partitions:
             topics.setdefault(tp.topic, []).append(tp.partition)
-        sizes: dict[TopicPartition, int] = {}
+        out: dict[int, dict[TopicPartition, int]] = {}
         for b in brokers:
             try:
                 answers = kp.describe_log_dirs(topic_partitions=topics, brokers=[b])
             except Exception as e:  # noqa: BLE001 - that broker's sizes stay unknown
                 log.warning("no partition sizes from broker %s (DescribeLogDirs): %s", b, _kafka_python_result(e))
                 continue
+            mine = out.setdefault(b, {})
             for answer in answers:
                 for log_dir in answer.get("log_dirs", ()):
                     if log_dir.get("error_code", 0):
@@ -349,8 +375,8 @@ class KafkaCluster:
                             if p.get("is_future_key"):
                                 continue
                             tp = TopicPartition(t["name"], p["partition_index"])
-                            sizes[tp] = max(sizes.get(tp, 0), int(p["partition_size"]))
-        return sizes
+                            mine[tp] = max(mine.get(tp, 0), int(p["partition_size"]))
+        return out
 
     # -- act ---------------------------------------------------------------------------------------
 
@@ -438,12 +464,17 @@ class KafkaCluster:
         return first_failure(results)
 
     def _alter_configs(self, resources: list) -> dict[Any, Result]:
+        from confluent_kafka.admin import ResourceType
+
+        # A broker's config goes to that broker: if it just died, librdkafka waits for it until the
+        # timeout. A live broker answers in milliseconds, so waiting long only holds the engine up.
+        timeout = self.timeout if resources[0].restype == ResourceType.TOPIC else min(self.timeout, BROKER_TIMEOUT)
         try:
-            futures = self._admin.incremental_alter_configs(resources, request_timeout=self.timeout)
+            futures = self._admin.incremental_alter_configs(resources, request_timeout=timeout)
         except Exception as e:  # noqa: BLE001
             failure = _confluent_result(e)
             return {r: failure for r in resources}
-        return {resource: self._wait(future)[1] or OK for resource, future in futures.items()}
+        return {resource: self._wait(future, timeout)[1] or OK for resource, future in futures.items()}
 
     def _describe_configs(self, resources: list) -> dict[Any, tuple[Any, Result | None]]:
         """Configs of each resource: topics in one call, each broker in its own (librdkafka's limit)."""

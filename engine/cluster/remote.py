@@ -70,6 +70,14 @@ class RemoteCluster:
             return answer
         return {TopicPartition(d["topic"], d["partition"]): int(d["size"]) for d in answer["sizes"]}
 
+    def catch_up(self, steps) -> dict[TopicPartition, int] | Unavailable:
+        body = {"steps": [{"topic": tp.topic, "partition": tp.partition, "leader": leader, "adding": list(nr)}
+                          for tp, (leader, nr) in steps.items()]}
+        answer = self._call("POST", "/v1/catch_up", body)
+        if isinstance(answer, Unavailable):
+            return answer
+        return {TopicPartition(d["topic"], d["partition"]): int(d["remaining"]) for d in answer["remaining"]}
+
     def snapshot(self) -> ClusterSnapshot | Unavailable:
         answer = self._call("GET", "/v1/snapshot")
         return answer if isinstance(answer, Unavailable) else ClusterSnapshot.from_document(answer)

@@ -17,7 +17,10 @@ and a new replica must receive at least the partition's size. So:
 The bound is the larger. Copies that also carry what is produced meanwhile,
 steps a strategy runs one after another, and idle time only add to the
 makespan, never subtract: the bound is never above a measured makespan
-(property-tested over generated scenarios).
+(property-tested over generated scenarios). One exception, by design:
+kreassign releases the last ``throttle_release_ms`` worth of each copy from the
+throttle so its replicas never join the ISR throttled, so each of its steps may
+beat bytes/rate by up to that much.
 """
 
 from __future__ import annotations

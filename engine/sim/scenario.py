@@ -22,6 +22,7 @@ it too; in short::
     limits: {max_incoming_moves_per_broker: 3}   # kreassign limits (KIP names accepted)
     per_broker_cap: 5                # Cruise Control's moves per broker (per-broker-cap strategy)
     poll_interval: 1s                # how often the watcher polls the cluster
+    fast_interval: 100ms             # how often it looks at the steps close to done (kreassign)
     faults: [{at: 10m, broker: 3, action: down}, {at: 15m, broker: 3, action: up}]
 
 Reassignment kinds. Three are balancing: their targets are what the product's
@@ -77,6 +78,7 @@ from engine.units import UnitError, parse_duration, parse_rate, parse_size
 DEFAULT_NETWORK = 125_000_000  # bytes/s each way: a 1 Gbit/s link
 DEFAULT_PER_BROKER_CAP = 5  # Cruise Control's num.concurrent.partition.movements.per.broker
 DEFAULT_POLL_INTERVAL = 1.0
+DEFAULT_FAST_INTERVAL = 0.1  # the engine's --fast-interval
 KINDS = ("add-broker", "decommission", "rack-migration", "rebalance", "explicit")
 FAULT_ACTIONS = ("down", "up", "slow")
 # the kinds whose targets come from the balancer, and its mode for each
@@ -127,6 +129,7 @@ class Scenario:
     per_broker_cap: int = DEFAULT_PER_BROKER_CAP
     poll_interval: float = DEFAULT_POLL_INTERVAL
     faults: tuple[Fault, ...] = ()
+    fast_interval: float = DEFAULT_FAST_INTERVAL
 
     def current(self) -> dict[TopicPartition, Replicas]:
         return {tp: p.replicas for tp, p in self.partitions.items()}
@@ -182,7 +185,7 @@ def load(path: str) -> Scenario:
 
 _TOP_KEYS = {
     "name", "description", "seed", "network", "brokers", "topics", "reassignment", "throttle",
-    "limits", "per_broker_cap", "poll_interval", "faults",
+    "limits", "per_broker_cap", "poll_interval", "fast_interval", "faults",
 }
 
 
@@ -222,11 +225,15 @@ def from_document(doc: object, base_dir: str = ".") -> Scenario:
     poll = _duration(d.get("poll_interval", DEFAULT_POLL_INTERVAL), "poll_interval")
     if poll <= 0:
         raise ScenarioError("poll_interval: must be above 0")
+    fast = _duration(d.get("fast_interval", DEFAULT_FAST_INTERVAL), "fast_interval")
+    if fast <= 0:
+        raise ScenarioError("fast_interval: must be above 0")
     faults = _faults(d.get("faults", []), by_id)
     return Scenario(
         name=str(d.get("name", "scenario")), description=str(d.get("description", "")).strip(), seed=seed,
         brokers=brokers, topics=topics, partitions=partitions, targets=targets, kind=kind,
         throttle=throttle, limits=dict(limits), per_broker_cap=per_broker_cap, poll_interval=poll, faults=faults,
+        fast_interval=fast,
     )
 
 

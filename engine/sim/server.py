@@ -14,6 +14,7 @@ one lock around the simulated cluster):
 | POST /v1/alter | {"targets": [{"topic", "partition", "replicas"}]} | {"results": [...]} |
 | POST /v1/cancel, /v1/elect | {"partitions": [[topic, p], ...]} | {"results": [...]} |
 | POST /v1/sizes | {"partitions": [[topic, p], ...]} | {"sizes": [{"topic", "partition", "size"}]} |
+| POST /v1/catch_up | {"steps": [{"topic", "partition", "leader", "adding"}]} | {"remaining": [{"topic", "partition", "remaining"}]} |
 | POST /v1/throttles/apply, /v1/throttles/remove | a throttle set | {"result": ...} |
 | POST /v1/faults | {"broker", "action": down/up/slow, "factor"} | {"time"} |
 | GET /v1/state | | time, reassignments in progress, throttles in force, brokers, partitions under min ISR now and ever, lowest ISR headroom |
@@ -92,6 +93,16 @@ class SimServer:
         sizes = self.cluster.sizes(wire.tps_from(body.get("partitions") or []))
         return {"sizes": [{"topic": tp.topic, "partition": tp.partition, "size": n} for tp, n in sorted(sizes.items())]}
 
+    def _catch_up(self, body) -> dict:
+        try:
+            steps = {TopicPartition(str(d["topic"]), int(d["partition"])): (d.get("leader"), tuple(int(b) for b in d["adding"]))
+                     for d in body["steps"]}
+        except (KeyError, TypeError, ValueError) as e:
+            raise wire.WireError(f"expected steps [{{topic, partition, leader, adding}}]: {e}") from None
+        remaining = self.cluster.catch_up(steps)
+        return {"remaining": [{"topic": tp.topic, "partition": tp.partition, "remaining": n}
+                              for tp, n in sorted(remaining.items())]}
+
     def _snapshot(self, _body) -> dict:
         return self.cluster.snapshot().to_document()
 
@@ -162,6 +173,7 @@ _ROUTES: dict[tuple[str, str], Callable[[SimServer, dict], dict]] = {
     ("POST", "/v1/observe"): SimServer._observe,
     ("GET", "/v1/snapshot"): SimServer._snapshot,
     ("POST", "/v1/sizes"): SimServer._sizes,
+    ("POST", "/v1/catch_up"): SimServer._catch_up,
     ("POST", "/v1/alter"): SimServer._alter,
     ("POST", "/v1/cancel"): SimServer._cancel,
     ("POST", "/v1/elect"): SimServer._elect,

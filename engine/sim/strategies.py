@@ -3,7 +3,8 @@
 * ``kreassign``: the real core loop, exactly as the engine runs it: ``handle``
   a ``Submit``, then ``Tick``; the executor (``engine.executor``) carries out
   the events' actions on the cluster and reports back; the watcher observes
-  only ``watched(state)`` every ``poll_interval``. No Kafka involved.
+  ``watched(state)`` and the catch-up of the copies every ``poll_interval``,
+  and the steps close to done every ``fast_interval``. No Kafka involved.
 * ``all-at-once``: what ``kafka-reassign-partitions.sh --execute --throttle``
   does: throttle every moving replica (leader side: its current replicas,
   follower side: the new ones), alter every partition to its final target at
@@ -26,8 +27,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from engine import events as ev
-from engine.commands import ChangeLimits, ChangeThrottle, Observation, Submit, Tick
-from engine.decide import handle, timers_pending, watched
+from engine.commands import CatchUpObserved, ChangeLimits, ChangeThrottle, Observation, Submit, Tick
+from engine.decide import catch_up_due, copying, handle, near_done, timers_pending, watched
 from engine.executor import Executor
 from engine.partition import TopicPartition
 from engine.sim import controller
@@ -104,7 +105,10 @@ def _kreassign(scenario: Scenario, limit: float) -> RunResult:
         log.extend(emitted)
         return emitted
 
-    feed(dataclasses.replace(cluster.observe(), now=cluster.time))
+    first = cluster.observe()  # with sizes, as the engine records them when a request is submitted
+    sizes = cluster.sizes(list(first.partitions))
+    feed(dataclasses.replace(first, now=cluster.time, partitions={
+        tp: p._replace(size_bytes=sizes.get(tp)) for tp, p in first.partitions.items()}))
     if scenario.limits:
         feed(ChangeLimits(dict(scenario.limits)))
     if scenario.throttle != DEFAULT_THROTTLE_RATE:
@@ -112,11 +116,32 @@ def _kreassign(scenario: Scenario, limit: float) -> RunResult:
     rejected = [e for e in feed(Submit(REQUEST_ID, scenario.targets)) if isinstance(e, ev.CommandRejected)]
     if rejected:
         raise SimulationError("the core rejected the reassignment: " + "; ".join(rejected[0].reasons))
+    # The engine's cadence (engine.decider): every poll_interval a full look at what the core watches,
+    # with the catch-up of the copies in flight; every fast_interval in between a look at the steps
+    # close to done. An unchanged cluster gives an unchanged observation: it is not fed again.
     seen = None
-    quiet = False
+    full_at = None
+    last_catch_up: dict = {}
     while True:
-        if not quiet:
-            feed(Tick(cluster.time))
+        now = cluster.time
+        full = full_at is None or now - full_at >= scenario.poll_interval - 1e-9
+        look = watched(state) if full else near_done(state, now, last_catch_up)
+        if full:
+            full_at = now
+        changed = False
+        snapshot = (cluster.state.partitions, cluster.state.brokers)
+        if look and (not full or snapshot != seen):  # a full look at an unchanged cluster sees nothing new
+            changed = bool(feed(dataclasses.replace(cluster.observe(look), now=now)))
+            if full:
+                seen = snapshot
+        tps = (copying(state) if full else catch_up_due(state, now, last_catch_up)) if state.throttle_rate else []
+        if tps:
+            steps = {tp: (state.observed[tp].leader, state.steps[tp].step.nr) for tp in tps}
+            measured = cluster.catch_up(steps)
+            last_catch_up = {tp: n for tp, n in {**last_catch_up, **measured}.items() if tp in state.steps}
+            changed |= bool(feed(CatchUpObserved(measured, now)))
+        if changed or timers_pending(state) or full:
+            feed(Tick(now))
         r = state.requests[REQUEST_ID]
         if r.status == COMPLETED:
             finished = True
@@ -124,13 +149,9 @@ def _kreassign(scenario: Scenario, limit: float) -> RunResult:
         if cluster.time >= limit:
             finished = False
             break
-        clock.wait(scenario.poll_interval)
-        now = (cluster.state.partitions, cluster.state.brokers)
-        if now != seen:  # nothing changed on the cluster: the same observation, no event
-            quiet = not feed(dataclasses.replace(cluster.observe(watched(state)), now=cluster.time)) and not timers_pending(state)
-            seen = now
-        else:
-            quiet = not timers_pending(state)  # else an unchanged state ticks to nothing
+        hot = near_done(state, cluster.time, last_catch_up)
+        clock.wait(scenario.fast_interval if hot or timers_pending(state)
+                   else max(full_at + scenario.poll_interval - now, scenario.fast_interval))
     moves = sum(1 for e in log if isinstance(e, ev.StepPlanned))
     return clock.result("kreassign", finished, moves, len(log))
 

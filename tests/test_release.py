@@ -1,0 +1,94 @@
+"""Throttles released before the ISR join (the producer-safety issue), and the engine's cadence."""
+
+from engine import events as ev
+from engine.commands import CatchUpObserved, ChangeLimits, ChangeThrottle, PartitionTarget, Submit
+from engine.decide import catch_up_due, copy_rates, copying, near_done
+from engine.partition import TopicPartition
+from engine.throttles import needed
+from tests.fake_cluster import Driver, FakeCluster
+
+RATE = 4_000_000
+
+
+def tp(i):
+    return TopicPartition("t", i)
+
+
+def of_type(events, kind):
+    return [e for e in events if isinstance(e, kind)]
+
+
+def started(n=2, rate=RATE):
+    """``n`` partitions copying into broker 4 at once (the default incoming cap is 2)."""
+    c = FakeCluster({tp(i): (i % 3, (i + 1) % 3) for i in range(n)}, range(6))
+    d = Driver(c)
+    d.feed(ChangeThrottle(rate))
+    d.feed(Submit("r", tuple(PartitionTarget("t", i, (i % 3, (i + 1) % 3, 4)) for i in range(n))))
+    d.tick()
+    assert all(f.started for f in d.state.steps.values()) and len(d.state.steps) == n
+    return c, d
+
+
+def test_a_copy_close_to_done_is_released_and_its_entries_go_before_it_joins_the_isr():
+    c, d = started(2)
+    share = RATE / 2  # two throttled copies share broker 4's rate
+    assert copy_rates(d.state) == {tp(0): share, tp(1): share}
+    lead = d.state.limits.throttle_release_ms / 1000
+    d.feed(CatchUpObserved({tp(0): int(share * lead) + 1, tp(1): 10_000_000}))
+    assert not of_type(d.events, ev.ThrottleReleased)  # neither is close enough yet
+    d.feed(CatchUpObserved({tp(0): int(share * lead), tp(1): 10_000_000}))
+    released = of_type(d.events, ev.ThrottleReleased)
+    assert [(e.tp, e.remaining) for e in released] == [(tp(0), int(share * lead))]
+    # its entries are removed now, while the step is still in flight; the other copy keeps its own
+    assert not any(e.partition == 0 for e in d.cluster.throttles["follower"])
+    assert any(e.partition == 1 for e in d.cluster.throttles["follower"])
+    assert d.state.steps[tp(0)].released and tp(0) in d.state.steps
+    assert 4 in d.cluster.throttles["brokers_f"]  # the rate stays while a throttled copy needs it
+    # the remaining copy now has the whole rate to itself
+    assert copy_rates(d.state) == {tp(1): RATE}
+
+
+def test_the_unthrottled_bytes_per_broker_are_bounded():
+    c, d = started(2)
+    budget = RATE * d.state.limits.throttle_release_ms / 1000  # 2 MB into broker 4 at once
+    d.feed(CatchUpObserved({tp(0): 800_000, tp(1): 10_000_000}))
+    assert [e.tp for e in of_type(d.events, ev.ThrottleReleased)] == [tp(0)]
+    # tp(1) alone now gets the whole rate (threshold 2 MB), but 0.8 MB are already unthrottled into 4
+    d.feed(CatchUpObserved({tp(1): 1_500_000}))
+    assert len(of_type(d.events, ev.ThrottleReleased)) == 1
+    d.feed(CatchUpObserved({tp(1): int(budget) - 800_000}))
+    assert len(of_type(d.events, ev.ThrottleReleased)) == 2
+    c2, d2 = started(2)
+    d2.feed(ChangeLimits({"throttle.release.ms": 1}))  # 1 ms of 4 MB/s is 4 kB
+    d2.feed(CatchUpObserved({tp(0): 10_000, tp(1): 10_000}))
+    assert not of_type(d2.events, ev.ThrottleReleased)
+
+
+def test_a_released_step_completes_with_nothing_left_to_remove_and_never_counts_as_throttled():
+    c, d = started(1)
+    d.feed(CatchUpObserved({tp(0): 1000}))
+    assert d.cluster.throttles["follower"] == set()
+    assert needed([], d.state.throttle_rate).is_empty()
+    c.finish(tp(0))
+    d.observe()
+    d.tick()
+    assert d.state.throttles.is_empty() and not d.cluster.throttles["brokers_f"]
+    assert of_type(d.events, ev.RequestCompleted)
+
+
+def test_nothing_is_released_while_throttling_is_off_or_a_step_is_not_started():
+    c, d = started(1)
+    d.feed(ChangeThrottle(None))
+    d.feed(CatchUpObserved({tp(0): 1}))
+    assert not of_type(d.events, ev.ThrottleReleased)
+
+
+def test_the_engine_looks_more_often_at_what_is_close_to_done():
+    c, d = started(2)
+    assert copying(d.state) == [tp(0), tp(1)]
+    share = RATE / 2
+    # a copy whose last measurement puts it within a few seconds of its release is measured at fast looks
+    assert catch_up_due(d.state, None, {tp(0): int(share * 2), tp(1): int(share * 60)}) == [tp(0)]
+    d.feed(CatchUpObserved({tp(0): 100}))
+    assert tp(0) in near_done(d.state)  # released: its completion is watched at fast looks
+    assert tp(1) not in near_done(d.state)
