@@ -290,6 +290,11 @@ def _story(args, scenario, out: Path, logs: Path, procs: Processes, started: flo
                                      (stopped, f"{stopped} cancelled where they stood")) if n]
             say(f"  request {rid}: {', '.join(parts)}. {lines[-1] if lines else result.stderr.strip()}"
                 f" (exit {result.returncode})")
+            if result.returncode != 0:  # say why, in verify's own words
+                known = ("is completed", "was rolled back", "taken over by request", ": cancelled;", "Status of")
+                for line in lines[:-1]:
+                    if line.strip() and not any(k in line for k in known):
+                        say(f"    {line}")
 
         report_dir = out / "report"
         warehouse = out / "warehouse"
