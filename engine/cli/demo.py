@@ -400,7 +400,10 @@ def _follow(console, broker, prefix, request_id, engine, engine_log, speed: floa
                 return
             if cancel:
                 state = follower.state
-                copying = sorted((tp for tp, f in state.steps.items() if f.request_id == request_id and f.step.nr),
+                # copies the engine has seen in progress on the cluster (a step only planned or just
+                # sent may not have reached it yet: that would not be a copy in flight)
+                copying = sorted((tp for tp, f in state.steps.items() if f.request_id == request_id and f.step.nr
+                                  and getattr(state.observed.get(tp), "adding", ())),
                                  key=lambda tp: (-(getattr(state.observed.get(tp), "size_bytes", None) or 0), tp))
                 if copying:
                     publisher, n = cancel
