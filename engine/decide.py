@@ -16,11 +16,11 @@ every failure is an ``ActionFailed`` event with the reason and the time of the
 retry (``engine.retry`` holds the policy). One failing action never holds up
 the others, nor the observation of the cluster.
 
-A ``Tick`` reconciles and schedules: it reconciles every step in flight with
-what the cluster last reported (done, not started, reverted, changed), retries
-what is due, settles partitions whose next step must be planned, removes
-throttles no step needs, and starts the next batch (throttles first, then the
-steps). Because every tick re-derives what to do from the state alone, a batch
+An observation reconciles every step in flight it covers with what the
+cluster reports (done, started, not started, reverted, changed). A ``Tick``
+retries what is due, settles partitions whose next step must be planned,
+removes throttles no step needs, and starts the next batch (throttles first,
+then the steps). Because every tick re-derives what to do from the state alone, a batch
 of events cut short by a crash heals on the next tick.
 
 Contract with the shells (the engine's executor and watcher): the executor
@@ -45,9 +45,9 @@ from engine.commands import (
 )
 from engine.limits import resolve_changes
 from engine.partition import TopicPartition
-from engine.scheduler import Hold, Requeue, Start, next_batch
+from engine.scheduler import WEIGHT_UNITS, Hold, Requeue, Start, next_batch
 from engine.state import (
-    ABORTING, ACTIVE, CANCELLED, COMPLETED, IN_FLIGHT, REVERTED, TERMINAL, State, apply,
+    ABORTING, ACTIVE, CANCELLED, COMPLETED, IN_FLIGHT, REVERTED, TERMINAL, State, apply, release_debt,
 )
 from engine.step import Done, PlanResult, Step, Waiting, plan_step
 from engine.throttles import ThrottleSet, in_force, minus, needed, reconcile, union
@@ -145,6 +145,19 @@ def timers_pending(s: State) -> bool:
     )
 
 
+def weight(s: State, tp: TopicPartition, step: Step) -> int:
+    """What one copy of ``step`` weighs against the per-broker move caps, in eighths of a move: its
+    seconds at the throttle rate over ``full_move_seconds``, from 1 to 8. A whole move when the size
+    or the rate is unknown, or nothing is copied."""
+    obs = s.observed.get(tp)
+    size = obs.size_bytes if obs is not None else None
+    rate = s.throttle_rate
+    if not step.nr or size is None or rate is None:
+        return WEIGHT_UNITS
+    full = rate * s.limits.full_move_seconds
+    return max(1, min(WEIGHT_UNITS, -(-size * WEIGHT_UNITS // full)))
+
+
 def watched(s: State) -> set[TopicPartition]:
     """The partitions an ISR watcher must poll: those with a step in flight, those
     waiting (a change may unblock them) and those awaiting a leader election."""
@@ -154,7 +167,7 @@ def watched(s: State) -> set[TopicPartition]:
 def _resolve(d: _Decision, tp: TopicPartition, result: PlanResult) -> None:
     entry = d.state.partitions[tp]
     if isinstance(result, Step):
-        d.emit(ev.PartitionReady(entry.request_id, tp, result))
+        d.emit(ev.PartitionReady(entry.request_id, tp, result, weight(d.state, tp, result)))
     elif isinstance(result, Waiting):
         d.emit(ev.PartitionWaiting(entry.request_id, tp, result.reason))
     elif entry.rolling_back:
@@ -573,16 +586,6 @@ def _release_seconds(s: State) -> float:
     return s.limits.throttle_release_ms / 1000.0
 
 
-def _unthrottled_load(s: State) -> dict[int, int]:
-    """Broker -> bytes of released copies into it still in flight (as much as they had left then)."""
-    load: dict[int, int] = {}
-    for f in s.steps.values():
-        if f.released:
-            for b in f.step.nr:
-                load[b] = load.get(b, 0) + f.released_bytes
-    return load
-
-
 def copy_rates(s: State) -> dict[TopicPartition, float]:
     """The throttle's share each throttled copy in flight gets (bytes/s): the rate of its busiest
     receiving broker, split among the throttled copies into it. Empty when throttling is off."""
@@ -603,24 +606,27 @@ def _catch_up(d: _Decision, o: CatchUpObserved) -> None:
     ``throttle_release_ms`` (the time to notice and to change the config): its last bytes flow
     unthrottled and its replicas join the ISR unthrottled, so the leader never waits for an in-sync
     follower the quota holds back (measured on Kafka 4.0: that stalls acks=all producers for
-    seconds). Per receiving broker at most ``throttle_release_ms`` of the rate copy unthrottled at
-    once: the throttle is exceeded by a bounded amount, never bypassed."""
+    seconds). What goes unthrottled is bounded per receiving broker by a bucket: at most
+    ``throttle_release_ms`` of the rate at once, paid back at a quarter of the rate (``state.
+    RELEASE_REFILL``), so a broker receives on average at most 25 % more than its throttle."""
     s = d.state
     if s.throttle_rate is None:
         return
     lead = _release_seconds(s)
     budget = s.throttle_rate * lead
     shares = copy_rates(s)
-    load = _unthrottled_load(s)
+    debt: dict[int, float] = {}
     for tp in sorted(o.remaining):
         f = s.steps.get(tp)
         remaining = o.remaining[tp]
         if f is None or f.released or f.aborting or not f.started or tp not in shares:
             continue
-        if remaining <= shares[tp] * lead and all(load.get(b, 0) + remaining <= budget for b in f.step.nr):
-            d.emit(ev.ThrottleReleased(f.request_id, tp, f.number, remaining))
-            for b in f.step.nr:
-                load[b] = load.get(b, 0) + remaining
+        if remaining > shares[tp] * lead:
+            continue
+        owed = {b: debt.get(b, release_debt(s, b, o.now)) for b in f.step.nr}
+        if all(x + remaining <= budget for x in owed.values()):
+            d.emit(ev.ThrottleReleased(f.request_id, tp, f.number, remaining, o.now))
+            debt.update({b: x + remaining for b, x in owed.items()})
 
 
 HOT_SECONDS = 2.0
@@ -642,10 +648,10 @@ def _predicted(s: State, tp: TopicPartition, f, share: float, now: float | None,
 
 def near_done(s: State, now: float | None = None, last: dict | None = None) -> set[TopicPartition]:
     """Steps in flight worth looking at more often than the rest (every fast look): released (their
-    last bytes flow unthrottled), copying nothing (Kafka completes them at once), awaiting an
-    election, or predicted within HOT_SECONDS of their release (``last``: the catch-up each copy
+    last bytes flow unthrottled), being aborted, copying nothing (Kafka completes them at once),
+    awaiting an election, or predicted within HOT_SECONDS of their release (``last``: the catch-up each copy
     had when last measured)."""
-    hot = {tp for tp, f in s.steps.items() if f.released or not f.step.nr} | set(s.elections.keys())
+    hot = {tp for tp, f in s.steps.items() if f.released or f.aborting or not f.step.nr} | set(s.elections.keys())
     lead = _release_seconds(s)
     for tp, share in copy_rates(s).items():
         f = s.steps[tp]
@@ -672,8 +678,8 @@ def copying(s: State) -> list[TopicPartition]:
 
 
 def _tick(d: _Decision, _t: Tick) -> None:
-    for tp in sorted(d.state.steps.keys()):
-        _check_step(d, tp)
+    # Steps in flight are judged when they are observed (``_observe``), never here: a tick may follow
+    # a look at only some partitions, and the last observation of the others may predate their step.
     _retry_steps(d)
     _check_elections(d)
     _settle(d)
@@ -683,13 +689,15 @@ def _tick(d: _Decision, _t: Tick) -> None:
     s = d.state
     starts: list[Start] = []
     rank = (lambda rid: s.requests[rid].rank) if s.requests else (lambda rid: 0)
-    for decision in next_batch(s.ready, s.in_flight, s.limits, lambda tp: plan(s, tp, d.now), rank):
+    for decision in next_batch(s.ready, s.in_flight, s.limits, lambda tp: plan(s, tp, d.now), rank,
+                               lambda tp, step: weight(s, tp, step)):
         if isinstance(decision, Start):
             if _held_by_throttles(d.state, decision.tp, decision.step):
                 continue  # its throttles failed and their retry is not due: it stays ready
             starts.append(decision)
         elif isinstance(decision, Requeue):
-            d.emit(ev.PartitionReady(s.partitions[decision.tp].request_id, decision.tp, decision.step))
+            d.emit(ev.PartitionReady(s.partitions[decision.tp].request_id, decision.tp, decision.step,
+                                     weight(s, decision.tp, decision.step)))
         else:
             _resolve(d, decision.tp, decision.result)
     if not starts:
@@ -701,7 +709,7 @@ def _tick(d: _Decision, _t: Tick) -> None:
         d.emit(ev.ThrottlesApplied(to_apply))  # before the steps that need them
     for x in starts:
         entry = d.state.partitions[x.tp]
-        d.emit(ev.StepPlanned(entry.request_id, x.tp, entry.steps_planned + 1, x.step))
+        d.emit(ev.StepPlanned(entry.request_id, x.tp, entry.steps_planned + 1, x.step, x.weight))
 
 
 def _retry_steps(d: _Decision) -> None:

@@ -73,6 +73,7 @@ class PartitionReady:
     request_id: str
     tp: TopicPartition
     step: Step
+    weight: int = 8  # against the per-broker move caps, in eighths of a move (engine.scheduler)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +91,7 @@ class StepPlanned:
     tp: TopicPartition
     number: int  # 1-based within the request for this partition
     step: Step
+    weight: int = 8  # against the per-broker move caps, in eighths of a move (engine.scheduler)
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,7 +269,8 @@ class ThrottleReleased:
     request_id: str
     tp: TopicPartition
     number: int
-    remaining: int  # bytes still to copy then (counted against its brokers' unthrottled budget)
+    remaining: int  # bytes still to copy then (charged to its receiving brokers' release bucket)
+    at: float | None = None  # the shell's clock
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,6 +61,14 @@ SETTINGS: tuple[Setting, ...] = (
         "producers and consumers; two concurrent copies out of one broker are a safe load.",
     ),
     Setting(
+        "full_move_seconds", "S", 2,
+        ("reassignment.full.move.seconds",),
+        "The per-broker move caps count moves by what they load a broker with: a copy that takes at least "
+        "this long at the throttle rate is a whole move, a shorter one its share of one, at least an "
+        "eighth (two slots hold two big copies, or up to sixteen small ones), so small partitions keep "
+        "the throttle busy instead of holding a slot each.",
+    ),
+    Setting(
         "throttle_release_ms", "U", 500,
         ("throttle.release.ms",),
         "A copy that misses no more than what the throttle gives it in this many ms is released from "
@@ -90,6 +98,7 @@ class Limits:
     max_replica_additions_in_flight: int = 200
     max_incoming_moves_per_broker: int = 2
     max_outgoing_moves_per_broker: int = 2
+    full_move_seconds: int = 2
     throttle_release_ms: int = 500
 
     def changed(self, changes: Mapping[str, int]) -> "Limits":

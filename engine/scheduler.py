@@ -46,16 +46,22 @@ from engine.partition import Replicas, TopicPartition
 from engine.step import Step
 
 
+WEIGHT_UNITS = 8
+"""A move's weight against the per-broker move caps, in eighths of a move: a copy that takes at least
+``full_move_seconds`` at the throttle rate is a whole move (8); a shorter one its share, at least 1/8."""
+
+
 class SchedulingKey(NamedTuple):
     """What a ready step needs: the partitions in one bucket are interchangeable."""
 
     moves_leader: bool
     source: int | None
     nr: Replicas  # sorted
+    weight: int = WEIGHT_UNITS  # of each copy against the per-broker caps, in eighths of a move
 
     @classmethod
-    def of(cls, step: Step) -> "SchedulingKey":
-        return cls(step.moves_leader, step.source, tuple(sorted(step.nr)))
+    def of(cls, step: Step, weight: int = WEIGHT_UNITS) -> "SchedulingKey":
+        return cls(step.moves_leader, step.source, tuple(sorted(step.nr)), weight)
 
 
 CONTINUING, FRESH = 0, 1  # lanes of a bucket, in priority order
@@ -139,18 +145,18 @@ class InFlight(NamedTuple):
     partitions: int = 0
     leader_moves: int = 0
     additions: int = 0
-    incoming: immutables.Map = immutables.Map()  # broker -> copies into it
-    outgoing: immutables.Map = immutables.Map()  # broker -> copies out of it
+    incoming: immutables.Map = immutables.Map()  # broker -> copies into it, in WEIGHT_UNITS
+    outgoing: immutables.Map = immutables.Map()  # broker -> copies out of it, in WEIGHT_UNITS
 
-    def plus(self, step: Step, sign: int = 1) -> "InFlight":
+    def plus(self, step: Step, sign: int = 1, weight: int = WEIGHT_UNITS) -> "InFlight":
         incoming, outgoing = self.incoming, self.outgoing
         if step.nr:
             with incoming.mutate() as m:
                 for b in step.nr:
-                    _bump(m, b, sign)
+                    _bump(m, b, sign * weight)
                 incoming = m.finish()
             with outgoing.mutate() as m:
-                _bump(m, step.source, sign * len(step.nr))
+                _bump(m, step.source, sign * weight * len(step.nr))
                 outgoing = m.finish()
         return InFlight(
             self.partitions + sign,
@@ -160,8 +166,8 @@ class InFlight(NamedTuple):
             outgoing,
         )
 
-    def minus(self, step: Step) -> "InFlight":
-        return self.plus(step, -1)
+    def minus(self, step: Step, weight: int = WEIGHT_UNITS) -> "InFlight":
+        return self.plus(step, -1, weight)
 
 
 def _bump(m, key, delta: int) -> None:
@@ -186,11 +192,12 @@ def refusal(c: InFlight, limits: Limits, key: SchedulingKey) -> object | None:
     if n:
         if c.additions + n > limits.max_replica_additions_in_flight:
             return A
-        cap_in = limits.max_incoming_moves_per_broker
+        w = key.weight
+        cap_in = limits.max_incoming_moves_per_broker * WEIGHT_UNITS
         for b in key.nr:
-            if c.incoming.get(b, 0) >= cap_in:
+            if c.incoming.get(b, 0) + w > cap_in:
                 return ("in", b)
-        if c.outgoing.get(key.source, 0) + n > limits.max_outgoing_moves_per_broker:
+        if c.outgoing.get(key.source, 0) + n * w > limits.max_outgoing_moves_per_broker * WEIGHT_UNITS:
             return ("out", key.source)
     return None
 
@@ -220,6 +227,7 @@ def resources(key: SchedulingKey) -> set:
 class Start(NamedTuple):
     tp: TopicPartition
     step: Step
+    weight: int = WEIGHT_UNITS
 
 
 class Requeue(NamedTuple):
@@ -240,10 +248,11 @@ Decision = Start | Requeue | Hold
 
 Replan = Callable[[TopicPartition], object]  # -> Step | Waiting | Done
 Rank = Callable[[str], int]  # request id -> its rank (steps started + where it joined)
+Weigh = Callable[[TopicPartition, Step], int]  # -> the step's weight, in WEIGHT_UNITS
 
 
 def next_batch(index: ReadyIndex, in_flight: InFlight, limits: Limits, replan: Replan,
-               rank: Rank = lambda _rid: 0) -> list[Decision]:
+               rank: Rank = lambda _rid: 0, weigh: Weigh = lambda _tp, _step: WEIGHT_UNITS) -> list[Decision]:
     """Choose the steps to start now (the module doc has the order and the rules).
 
     ``replan(tp)`` returns the partition's next step from the latest observation;
@@ -289,10 +298,10 @@ def next_batch(index: ReadyIndex, in_flight: InFlight, limits: Limits, replan: R
             continue  # the whole lane waits for the next decision
         result = replan(tp)
         if isinstance(result, Step):
-            new_key = SchedulingKey.of(result)
+            new_key = SchedulingKey.of(result, weigh(tp, result))
             if new_key == key and why is None:
-                out.append(Start(tp, result))
-                c = c.plus(result)
+                out.append(Start(tp, result, key.weight))
+                c = c.plus(result, 1, key.weight)
                 started[rid] = started.get(rid, 0) + 1
             elif new_key != key:
                 out.append(Requeue(tp, result))

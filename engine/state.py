@@ -53,8 +53,8 @@ class InFlightStep(NamedTuple):
     retry: bool = False  # a failed attempt is to be tried again, from retry_at on (None: at once)
     retry_at: float | None = None
     started_at: float | None = None  # the shell's clock when the cluster accepted it
-    released: bool = False  # its throttle entries are no longer needed (small, or close to done)
-    released_bytes: int = 0  # what it still had to copy unthrottled then (its brokers' budget)
+    released: bool = False  # its throttle entries are no longer needed: close to done
+    weight: int = 8  # against the per-broker move caps, in eighths of a move
 
 
 class Election(NamedTuple):
@@ -131,6 +131,7 @@ class State(NamedTuple):
     throttle_error: str | None = None
     throttle_attempt: int = 0  # consecutive failed rounds of throttle changes
     cluster_error: str | None = None  # why the cluster cannot be observed now
+    release_debt: immutables.Map = immutables.Map()  # broker -> (bytes released into it, when): a bucket
     limits: Limits = DEFAULT_LIMITS
     throttle_rate: int | None = DEFAULT_THROTTLE_RATE
     paused: bool = False
@@ -214,7 +215,7 @@ def _count(requests: immutables.Map, request_id: str, status: str, delta: int) -
 
 def _end_step(s: State, tp: TopicPartition) -> tuple[State, InFlightStep]:
     f = s.steps[tp]
-    return s._replace(steps=s.steps.delete(tp), in_flight=s.in_flight.minus(f.step)), f
+    return s._replace(steps=s.steps.delete(tp), in_flight=s.in_flight.minus(f.step, f.weight)), f
 
 
 # --- observations ----------------------------------------------------------------------
@@ -281,7 +282,7 @@ def _(s: State, e: ev.PartitionReady) -> State:
         s = s._replace(ready=s.ready.remove(old.slot))
         old = old._replace(slot=None)
     lane = CONTINUING if (old.steps_planned or old.rolling_back) else FRESH
-    ready, slot = s.ready.add(SchedulingKey.of(e.step), lane, s.seq, e.tp, old.request_id)
+    ready, slot = s.ready.add(SchedulingKey.of(e.step, e.weight), lane, s.seq, e.tp, old.request_id)
     s = s._replace(ready=ready, seq=s.seq + 1)
     return _put(s, e.tp, old._replace(status=READY, slot=slot), old)
 
@@ -296,10 +297,10 @@ def _(s: State, e: ev.PartitionWaiting) -> State:
 @_on(ev.StepPlanned)
 def _(s: State, e: ev.StepPlanned) -> State:
     old = s.partitions[e.tp]
-    f = InFlightStep(e.request_id, e.number, e.step)
+    f = InFlightStep(e.request_id, e.number, e.step, weight=e.weight)
     s = s._replace(
         steps=s.steps.set(e.tp, f),
-        in_flight=s.in_flight.plus(e.step),
+        in_flight=s.in_flight.plus(e.step, 1, e.weight),
     )
     new = old._replace(status=IN_FLIGHT, slot=None, steps_planned=old.steps_planned + 1)
     r = s.requests.get(e.request_id)
@@ -416,7 +417,26 @@ def _(s: State, e: ev.ThrottleReleased) -> State:
     f = s.steps.get(e.tp)
     if f is None or f.number != e.number:
         return s
-    return s._replace(steps=s.steps.set(e.tp, f._replace(released=True, released_bytes=e.remaining)))
+    s = s._replace(steps=s.steps.set(e.tp, f._replace(released=True)))
+    # the bytes it copies unthrottled are charged to its receiving brokers' release bucket
+    bucket = s.release_debt
+    for b in f.step.nr:
+        bucket = bucket.set(b, (release_debt(s, b, e.at) + e.remaining, e.at))
+    return s._replace(release_debt=bucket)
+
+
+RELEASE_REFILL = 0.25
+"""Bytes released from the throttle are paid back at this fraction of the throttle rate: on average a
+broker receives at most 25 % more than its throttle, in bursts of at most ``throttle_release_ms``."""
+
+
+def release_debt(s: "State", broker: int, now: float | None) -> float:
+    """Bytes released from the throttle into ``broker`` not yet paid back by ``now`` (0 without a clock)."""
+    debt = s.release_debt.get(broker)
+    if debt is None or now is None or debt[1] is None or s.throttle_rate is None:
+        return 0.0
+    owed, at = debt
+    return max(0.0, float(int(owed - RELEASE_REFILL * s.throttle_rate * max(0.0, now - at))))  # whole bytes
 
 
 @_on(ev.ThrottlesDrifted)

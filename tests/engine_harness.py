@@ -109,11 +109,12 @@ class SimCluster(Process):
 
 
 class Worker(Process):
-    def __init__(self, broker, prefix: str, cluster: str, poll: float = 0.2, extra: tuple = ()):
+    def __init__(self, broker, prefix: str, cluster: str, poll: float = 0.2, extra: tuple = (),
+                 broker_profile: str = "embedded"):
         self.port = free_port()
         self.web = f"http://127.0.0.1:{self.port}"
         super().__init__(KREASSIGN + [
-            "engine", "--bootstrap-server", broker.bootstrap, "--broker-profile", "embedded", "--prefix", prefix,
+            "engine", "--bootstrap-server", broker.bootstrap, "--broker-profile", broker_profile, "--prefix", prefix,
             "--cluster", cluster, "--web-port", str(self.port), "--poll-interval", str(poll), *extra,
         ], "engine")
 

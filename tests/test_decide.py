@@ -559,3 +559,19 @@ def test_a_target_below_min_insync_is_rejected_unless_allowed():
     assert "below the topic's min.insync.replicas (2)" in of_type(events, ev.CommandRejected)[0].reasons[0]
     events = d.feed(submit("r2", {tp(0): (5,)}, allow_below_min_insync=True))
     assert of_type(events, ev.RequestAccepted)
+
+
+def test_a_copy_weighs_its_seconds_at_the_throttle_against_the_per_broker_caps():
+    from engine.decide import weight
+    from engine.step import plan_step
+
+    c = FakeCluster({tp(0): (0, 1, 2)}, range(8))
+    d = Driver(c)
+    d.feed(ChangeThrottle(50_000_000))
+    s = d.state
+    step = plan_step((0, 1, 2), (0, 1, 3), {0, 1, 2}, 0)
+    obs = s.observed[tp(0)]
+    for size, w in ((None, 8), (1 << 20, 1), (50_000_000, 4), (100_000_000, 8), (10_000_000_000, 8)):
+        s2 = s._replace(observed=s.observed.set(tp(0), obs._replace(size_bytes=size)))
+        assert weight(s2, tp(0), step) == w, size
+    assert weight(s._replace(throttle_rate=None), tp(0), step) == 8  # unthrottled: whole moves

@@ -358,3 +358,21 @@ def test_a_failed_throttle_change_no_longer_wanted_is_undone_so_nothing_is_left_
     assert not d.cluster.throttles["follower"] and not d.cluster.throttles["leader"]
     assert not d.cluster.throttles["brokers_f"] and not d.cluster.throttles["brokers_l"]
     assert not problems(d.state)
+
+
+def test_a_tick_never_judges_a_step_on_an_observation_older_than_the_step():
+    # a cancel right after the step started, then a tick before any new look at the partition:
+    # the last observation still shows the replicas from before the step, which must not read as "aborted"
+    c, d = setup(1, {tp(0): (3, 1, 2)})
+    from engine.commands import Cancel, Tick
+
+    d.feed(Tick(d.now))  # the step starts; no look at the cluster since
+    assert d.state.steps[tp(0)].started
+    d.feed(Cancel("r", rollback=True))
+    d.feed(Tick(d.now))
+    assert not of_type(d.events, ev.StepAborted)
+    d.observe()  # now the cluster is seen: reverted by KRaft to RS - AR, in RS order
+    aborted = of_type(d.events, ev.StepAborted)
+    assert aborted and aborted[0].replicas == c.assignment()[tp(0)]
+    run(d, c)
+    assert c.assignment()[tp(0)] == (0, 1, 2)  # exactly the original replicas, order included

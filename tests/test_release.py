@@ -48,19 +48,22 @@ def test_a_copy_close_to_done_is_released_and_its_entries_go_before_it_joins_the
     assert copy_rates(d.state) == {tp(1): RATE}
 
 
-def test_the_unthrottled_bytes_per_broker_are_bounded():
+def test_what_goes_unthrottled_into_a_broker_is_a_bucket_paid_back_at_a_quarter_of_the_rate():
     c, d = started(2)
-    budget = RATE * d.state.limits.throttle_release_ms / 1000  # 2 MB into broker 4 at once
-    d.feed(CatchUpObserved({tp(0): 800_000, tp(1): 10_000_000}))
+    t = 1000.0
+    budget = RATE * d.state.limits.throttle_release_ms / 1000  # 2 MB at once into broker 4
+    d.feed(CatchUpObserved({tp(0): 800_000, tp(1): 10_000_000}, t))
     assert [e.tp for e in of_type(d.events, ev.ThrottleReleased)] == [tp(0)]
-    # tp(1) alone now gets the whole rate (threshold 2 MB), but 0.8 MB are already unthrottled into 4
-    d.feed(CatchUpObserved({tp(1): 1_500_000}))
+    # tp(1) alone now gets the whole rate (threshold 2 MB), but 0.8 MB were released into 4 just now
+    d.feed(CatchUpObserved({tp(1): 1_500_000}, t))
     assert len(of_type(d.events, ev.ThrottleReleased)) == 1
-    d.feed(CatchUpObserved({tp(1): int(budget) - 800_000}))
+    # a quarter of the rate pays it back: 1 MB/s; after 0.3 s, 0.5 MB are still owed: 1.5 MB fit
+    d.feed(CatchUpObserved({tp(1): 1_500_000}, t + 0.3))
     assert len(of_type(d.events, ev.ThrottleReleased)) == 2
+    assert 1_500_000 <= d.state.release_debt[4][0] <= budget
     c2, d2 = started(2)
     d2.feed(ChangeLimits({"throttle.release.ms": 1}))  # 1 ms of 4 MB/s is 4 kB
-    d2.feed(CatchUpObserved({tp(0): 10_000, tp(1): 10_000}))
+    d2.feed(CatchUpObserved({tp(0): 10_000, tp(1): 10_000}, t))
     assert not of_type(d2.events, ev.ThrottleReleased)
 
 

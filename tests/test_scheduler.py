@@ -258,3 +258,23 @@ def test_batch_is_maximal_but_for_one_reservation(ready, limits):
 
 def brokers_of(s: Step) -> set:
     return {("out", s.leader)} | {("in", b) for b in s.nr}
+
+
+def test_small_copies_weigh_a_share_of_a_move_against_the_per_broker_caps():
+    # sixteen 1-eighth copies fit the default two slots of broker 7; a seventeenth does not
+    small = [(tp(i), step((7,), leader=i % 6), FRESH) for i in range(20)]
+    index = ReadyIndex()
+    plans = {}
+    for seq, (t, s, lane) in enumerate(small):
+        index, _slot = index.add(SchedulingKey.of(s, 1), lane, seq, t)
+        plans[t] = s
+    decisions = next_batch(index, InFlight(), Limits(max_outgoing_moves_per_broker=8), plans.get,
+                           weigh=lambda _tp, _s: 1)
+    assert len(started(decisions)) == 16
+    assert all(d.weight == 1 for d in decisions)
+    # a whole move needs a whole slot free
+    busy = InFlight()
+    for d in decisions[:9]:
+        busy = busy.plus(d.step, 1, d.weight)
+    big_index, big_plans = index_of([(tp(50), step((7,), leader=0), FRESH)])
+    assert started(next_batch(big_index, busy, Limits(), big_plans.get)) == []  # 9/8 taken: 7/8 left
