@@ -13,11 +13,49 @@ line continuations, as Java reads it).
 
 from __future__ import annotations
 
+import logging
 import re
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Mapping
 
 import jproperties
+
+LIBRDKAFKA = logging.getLogger("kreassign.librdkafka")
+"""Where librdkafka's own log lines go (``logged``), instead of raw ``%3|...|FAIL|`` lines on stderr."""
+
+
+class _LastLines(logging.Handler):
+    """Keeps librdkafka's latest log lines, to name the cause in an error message."""
+
+    def __init__(self, n: int = 20):
+        super().__init__(logging.INFO)
+        self.lines: deque[str] = deque(maxlen=n)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+_LAST = _LastLines()
+LIBRDKAFKA.addHandler(_LAST)
+LIBRDKAFKA.propagate = False  # a command line prints its own one-line error; the engine turns this on for its log
+
+
+def logged(conf: Mapping[str, object]) -> dict[str, object]:
+    """A confluent-kafka configuration whose client logs to ``LIBRDKAFKA`` (served by the client's poll)."""
+    return {**conf, "logger": LIBRDKAFKA}
+
+
+def last_failure() -> str | None:
+    """librdkafka's latest error line (a refused or failed connection), without its client and
+    broker prefixes: "Connect to ipv4#127.0.0.1:1 failed: Connection refused (...)"."""
+    for line in reversed(_LAST.lines):
+        if line.startswith(("FAIL", "ERROR")):
+            return _PREFIX.sub("", line)
+    return None
+
+
+_PREFIX = re.compile(r"^\w+ \[[^]]*\] \[[^]]*\]: (\S+/\S+: )?")
 
 
 class ClientConfigError(ValueError):

@@ -47,6 +47,7 @@ from typing import Callable, Iterable, Iterator, Protocol
 
 from engine import events as ev
 from engine.adaptive import AdaptiveThrottle, Sample
+from engine.attention import attention
 from engine.cluster import Cluster
 from engine.cluster.result import Unavailable
 from engine.commands import CatchUpObserved, Input, ObservationFailed, Submit, ThrottlesObserved, Tick
@@ -55,7 +56,7 @@ from engine.envelope import EventEnvelope, new_id, now
 from engine.executor import Executor, actions, recovery_actions
 from engine.partition import TopicPartition
 from engine.progress import Progress, report
-from engine.replay import DEDUPE_WINDOW, RECENT, START, extend
+from engine.replay import DEDUPE_WINDOW, QUIET, RECENT, START, extend
 from engine.snapshot import Fold
 from engine.state import EMPTY, TERMINAL, State, apply
 from engine.summary import bytes_remaining, describe, summarize
@@ -324,7 +325,7 @@ class Decider:
             self.next_offset = getattr(self.log, "next_offset", self.next_offset + len(envelopes))
             self.last_recorded_at = envelopes[-1].recorded_at
             self.state = state
-            self.recent.extend(envelopes)
+            self.recent.extend(e for e in envelopes if type(e.payload) not in QUIET)
             appended.extend(envelopes)
             self.last_event = envelopes[-1].id
             self._track(events)
@@ -404,6 +405,7 @@ class Decider:
         ]
         doc["progress"] = report(s, self.progress, datetime.now(timezone.utc))["requests"]
         doc["recent_events"] = [_event_line(e) for e in reversed(self.recent)]
+        doc["attention"] = attention(s, self.progress.rejected_at, blocked=self.blocked, now=t)
         doc["partitions_remaining"] = self.remaining()
         doc["bytes_remaining"] = bytes_remaining(s, self.sizes) if self.sizes else None
         doc["blocked"] = self.blocked
@@ -415,8 +417,6 @@ class Decider:
     def remaining(self) -> int:
         return sum(r.open for r in self.state.requests.values())
 
-
-RECENT = 50
 
 _WARN = frozenset({ev.ActionFailed, ev.StepFailed, ev.ClusterUnreachable, ev.ThrottlesDrifted, ev.CancelSkipped,
                    ev.TopicAccessDenied})

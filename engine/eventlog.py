@@ -46,7 +46,7 @@ from engine.access import AuthWatch, Need, authentication_failed, explain, group
 from engine.access import TRANSACTIONAL_ID, Resource, denied, user_of
 from engine import events as ev
 from engine.broker_profile import KAFKA, BrokerProfile
-from engine.client_config import ClientConfig
+from engine.client_config import ClientConfig, last_failure, logged
 from engine.codec import codec_for
 from engine.dead_letter import DeadLetter, decode_or_set_aside
 from engine.envelope import CommandEnvelope, EventEnvelope, command_key, event_key, millis, new_id, now
@@ -116,7 +116,7 @@ class _Writer:
             # librdkafka: message.timeout.ms may not exceed transaction.timeout.ms
             settings.update({"transactional.id": transactional_id,
                              "transaction.timeout.ms": max(60_000, int(timeout * 1000))})
-        self.producer = Producer(config.confluent(**settings))
+        self.producer = Producer(logged(config.confluent(**settings)))
         self.bootstrap = bootstrap
         self.last_offset: int | None = None  # of the last message delivered
         self.committed_at: float | None = None  # monotonic time just before the last commit that succeeded began
@@ -399,13 +399,13 @@ def read_topic(
     if expect_partitions is not None and len(partitions) != expect_partitions:
         raise ReadError(f"topic {topic} has {len(partitions)} partitions, expected {expect_partitions}")
     watch = AuthWatch()
-    consumer = Consumer(config.confluent(**{
+    consumer = Consumer(logged(config.confluent(**{
         "group.id": group_id,  # never joined, never committed: partitions are assigned
         "enable.auto.commit": False,
         "enable.partition.eof": True,
         **profile.consumer,
         **watch.config(),
-    }))
+    })))
     principal, bootstrap, user = principal_of(config), config.bootstrap, user_of(config)
 
     def failure(err, p: int | None = None) -> ReadError:
@@ -459,6 +459,53 @@ def read_topic(
                     yield Message(p, offset, m.key(), value)
                 if until_offset is not None and offset + 1 >= until_offset:
                     open_partitions.discard(p)
+    finally:
+        consumer.close()
+
+
+def end_offset(config: ClientConfig, topic: str, *, profile: BrokerProfile = KAFKA, partition: int = 0,
+               timeout: float = DEFAULT_TIMEOUT) -> int:
+    """The partition's listed end (high watermark): every message at or after it is newer than this
+    call. (The embedded broker lists less than the end, which is still a safe place to start from.)"""
+    consumer = Consumer(logged(config.confluent(**{"group.id": "kreassign-reader", "enable.auto.commit": False,
+                                                   **profile.consumer})))
+    try:
+        _topic_metadata(consumer, topic, timeout, config.bootstrap, ReadError)
+        _low, high = consumer.get_watermark_offsets(KafkaTopicPartition(topic, partition), timeout=timeout)
+        return max(high, 0)
+    except KafkaException as e:
+        raise ReadError(f"{topic}: {e.args[0].str()}") from None
+    finally:
+        consumer.close()
+
+
+def follow(config: ClientConfig, topic: str, decode: Callable[[bytes | None], Any],
+           set_aside: Callable[[DeadLetter], None], *, start_offset: int, profile: BrokerProfile = KAFKA,
+           partition: int = 0) -> Iterator[Message | None]:
+    """One partition's messages from ``start_offset`` on, decoded, as they arrive, for as long as the
+    caller iterates; ``None`` whenever the partition's end is reached and nothing newer came within a
+    short poll (the caller decides how long to wait)."""
+    consumer = Consumer(logged(config.confluent(**{
+        "group.id": "kreassign-reader", "enable.auto.commit": False, "enable.partition.eof": True,
+        **profile.consumer,
+    })))
+    try:
+        consumer.assign([KafkaTopicPartition(topic, partition, start_offset)])
+        while True:
+            messages = consumer.consume(100, 0.1)
+            if not messages:
+                yield None
+                continue
+            for m in messages:
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        yield None
+                        continue
+                    raise ReadError(f"{topic}/{partition}: {err.str()}")
+                value = decode_or_set_aside(decode, topic, partition, m.offset(), m.key(), m.value(), set_aside)
+                if value is not None:
+                    yield Message(partition, m.offset(), m.key(), value)
     finally:
         consumer.close()
 

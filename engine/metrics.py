@@ -2,9 +2,10 @@
 
 Read at scrape time from the worker (``engine.worker.Engine``) and its decider:
 counters since the worker started (events appended, steps started and
-completed, dead letters, recoveries) and gauges of the state (decider active,
-partitions remaining, bytes remaining where sizes are known, steps in flight,
-the throttle rate for new steps).
+completed, dead letters, recoveries), the commands rejected by command (counted
+in the state, so since the log began, whichever worker decides), and gauges of
+the state (decider active, partitions remaining, bytes remaining where sizes
+are known, steps in flight, the throttle rate for new steps).
 """
 
 from __future__ import annotations
@@ -61,6 +62,12 @@ class _Collector:
         if d.sizes:
             yield _gauge("kreassign_bytes_remaining", "Bytes still to copy (partitions of known size)",
                          bytes_remaining(s, d.sizes))
+        rejected = CounterMetricFamily(
+            "kreassign_commands_rejected", "Commands the engine rejected, by command (from the event log: since it began)",
+            labels=["command"])
+        for command in ("submit", "cancel", "limits", "throttle", "pause", "resume"):
+            rejected.add_metric([command], s.rejected.get(command, 0))
+        yield rejected
         if s.throttle_rate is not None:
             yield _gauge("kreassign_throttle_rate_bytes", "Replication throttle rate for new steps, bytes/s",
                          s.throttle_rate)

@@ -22,7 +22,7 @@ from engine.access import (
     AUTHORIZATION, THE_CLUSTER, AuthWatch, Need, Resource, authentication_failed, denied, explain, group, principal_of,
     topic, user_of,
 )
-from engine.client_config import ClientConfig
+from engine.client_config import ClientConfig, last_failure, logged
 
 MISSING, DENIED, UNREACHABLE, AUTHENTICATION = "missing", "denied", "unreachable", "authentication"
 
@@ -52,7 +52,7 @@ class Prober:
         self.config = config
         self.timeout = timeout
         self.watch = AuthWatch()
-        self.admin = admin or AdminClient(config.confluent(**self.watch.config()))
+        self.admin = admin or AdminClient(logged(config.confluent(**self.watch.config())))
         self.principal = principal_of(config)
         self.bootstrap = config.bootstrap
 
@@ -86,7 +86,10 @@ class Prober:
         if auth is not None:
             return ProbeError(AUTHENTICATION, authentication_failed(user_of(self.config), auth))
         detail = err.str() if isinstance(err, KafkaError) else f"{type(e).__name__}: {e}"
-        return ProbeError(UNREACHABLE, f"cannot reach the cluster at {self.bootstrap}: {detail}")
+        self.admin.poll(0)  # serves the client's log lines: librdkafka's cause, when it logged one
+        cause = last_failure()
+        return ProbeError(UNREACHABLE, f"cannot reach the cluster at {self.bootstrap}: {detail}"
+                          + (f" ({cause})" if cause else ""))
 
     def _missing(self, need: Need, granted: Sequence[Any] | None) -> Need | None:
         """The operations of ``need`` absent from ``granted`` (None: not reported, nothing known missing)."""

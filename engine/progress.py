@@ -25,7 +25,9 @@ from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from engine import events as ev
-from engine.state import ABORTING, CANCELLED, COMPLETED, IN_FLIGHT, PENDING, READY, REVERTED, WAITING, State
+from engine.state import (
+    ABORTING, CANCELLED, COMPLETED, IN_FLIGHT, PENDING, READY, REJECTIONS_KEPT, REVERTED, WAITING, State,
+)
 
 WINDOW = timedelta(minutes=5)
 
@@ -49,6 +51,14 @@ class RequestProgress(NamedTuple):
             return None
         return done / seconds
 
+    def average_rate(self) -> float | None:
+        """Bytes per second from acceptance to completion (an ended request's rate: its recent
+        window would take in the idle time after it ended)."""
+        if self.accepted_at is None or self.completed_at is None:
+            return None
+        seconds = (self.completed_at - self.accepted_at).total_seconds()
+        return self.bytes_done / seconds if seconds > 0 and self.bytes_done else None
+
     def eta_seconds(self, now: datetime) -> float | None:
         if self.completed_at is not None:
             return 0.0
@@ -60,10 +70,16 @@ class RequestProgress(NamedTuple):
 
 class Progress(NamedTuple):
     requests: dict = {}  # request id -> RequestProgress
+    rejected_at: dict = {}  # command id -> when the engine rejected it (the state's kept rejections)
 
     def after(self, state: State, event: ev.Event, at: datetime) -> "Progress":
         """The progress after ``event``, recorded at ``at``; ``state`` is the state *before* it."""
         kind = type(event)
+        if kind is ev.CommandRejected:
+            kept = {e.command_id for e in state.rejections[-(REJECTIONS_KEPT - 1):]} if state.rejections else set()
+            rejected = {c: t for c, t in self.rejected_at.items() if c in kept}
+            rejected[event.command_id] = at
+            return self._replace(rejected_at=rejected)
         if kind not in _TRACKED:
             return self
         rid = event.request_id
@@ -96,7 +112,7 @@ class Progress(NamedTuple):
             r = _settle(r, event.tp)
         elif kind is ev.RequestCompleted:
             r = r._replace(completed_at=at)
-        return Progress({**self.requests, rid: r})
+        return self._replace(requests={**self.requests, rid: r})
 
 
 _TRACKED = frozenset({ev.RequestAccepted, ev.PartitionQueued, ev.PartitionCancelled, ev.StepCompleted,
@@ -132,29 +148,61 @@ def _settle(r: RequestProgress, tp) -> RequestProgress:
     return r._replace(bytes_total=total, owed=owed)
 
 DONE = (COMPLETED, CANCELLED, REVERTED)
+ENDINGS = ((COMPLETED, "completed"), (REVERTED, "rolled back"), (CANCELLED, "cancelled"))
+"""How a partition's part in a request ended, in the words status uses."""
+
+
+def outcome(status: str, counts: dict) -> str:
+    """A request's outcome in words: ``running`` while anything is open; once ended, ``completed``
+    only if every partition reached its target, else what happened to them (``rolled back``,
+    ``cancelled``, or a mix such as ``ended: 33 completed, 4 rolled back``)."""
+    if status != COMPLETED:
+        return "running"
+    ended = [(word, counts.get(s, 0)) for s, word in ENDINGS if counts.get(s, 0)]
+    if len(ended) == 1:
+        return ended[0][0]
+    if not ended:
+        return "completed"  # a request with no partitions
+    return "ended: " + ", ".join(f"{n} {word}" for word, n in ended)
 
 
 def report(state: State, progress: Progress, now: datetime, only: str | None = None) -> dict:
-    """Everything ``status`` shows, as JSON-ready data (a pure function)."""
+    """Everything ``status`` shows, as JSON-ready data (a pure function).
+
+    Per request: ``status`` (active | completed, as the log records it) and ``outcome`` (what an
+    operator needs: running, completed, rolled back, cancelled, or a mix), partitions by where they
+    are (``completed``, ``rolled_back`` and ``cancelled`` once ended; ``done`` is their sum), bytes,
+    the rate (bytes per wall-clock second: over the recent window while running, over its whole run
+    once ended) and the ETA (wall-clock seconds; ``eta_state`` says ``paused``
+    while the engine starts no new step, when an ETA would only grow)."""
     requests = []
     for r in sorted(state.requests.values(), key=lambda r: r.seq):
         if only is not None and r.request_id != only:
             continue
         p = progress.requests.get(r.request_id)
         counts = {s: r.count(s) for s in (PENDING, READY, WAITING, IN_FLIGHT, ABORTING, *DONE)}
+        eta = p.eta_seconds(now) if p else None
+        running = r.status != COMPLETED
         requests.append({
             "id": r.request_id,
             "status": r.status,
+            "outcome": outcome(r.status, counts),
             "partitions": r.partitions,
             "done": sum(counts[s] for s in DONE),
+            "completed": counts[COMPLETED],
+            "rolled_back": counts[REVERTED],
+            "cancelled": counts[CANCELLED],
             "in_flight": counts[IN_FLIGHT] + counts[ABORTING],
+            "aborting": counts[ABORTING],
             "waiting": counts[WAITING],
             "queued": counts[PENDING] + counts[READY],
             "by_status": {s: n for s, n in counts.items() if n},
             "bytes_total": p.bytes_total if p else None,
             "bytes_done": p.bytes_done if p else 0,
-            "rate_bytes_per_s": p.rate(now) if p else None,
-            "eta_seconds": p.eta_seconds(now) if p else None,
+            "rate_bytes_per_s": (p.rate(now) if running else p.average_rate()) if p else None,
+            "eta_seconds": None if (running and state.paused) else eta,
+            "eta_state": ("done" if not running else "paused" if state.paused
+                          else "unknown" if eta is None else "estimated"),
             "accepted_at": p.accepted_at.isoformat() if p and p.accepted_at else None,
             "completed_at": p.completed_at.isoformat() if p and p.completed_at else None,
         })

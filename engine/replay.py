@@ -136,6 +136,11 @@ def replay(
 
 RECENT = 50
 """Latest events a fold keeps for the status page."""
+QUIET = frozenset({ev.BrokersObserved, ev.TopicObserved, ev.PartitionObserved, ev.ThrottlesApplied,
+                   ev.ThrottlesRemoved, ev.PartitionReady})
+"""Events left out of the status page's recent events: every tick can append some (observations,
+a step's throttles set and removed), and they would push everything else out. Throttles in force,
+waits and the latest observations are shown from the state instead."""
 
 START = Fold(EMPTY, Progress(), (), (), {}, 0, 0, 0, None, None)
 """The fold of no event."""
@@ -155,7 +160,8 @@ def extend(fold: Fold, records: Iterable[tuple[int, EventEnvelope]], until_time:
         nonlocal progress
         payload = envelope.payload
         progress = progress.after(before, payload, envelope.recorded_at)
-        recent.append(envelope)
+        if type(payload) not in QUIET:
+            recent.append(envelope)
         if type(payload) is ev.StepPlanned:
             planned[payload.tp] = envelope.recorded_at.timestamp()
 

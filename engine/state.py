@@ -38,6 +38,9 @@ STATUSES = (PENDING, READY, WAITING, IN_FLIGHT, ABORTING, COMPLETED, CANCELLED, 
 
 ACTIVE = "active"
 
+REJECTIONS_KEPT = 100
+"""``State.rejections`` keeps this many latest rejected commands (a flood of bad commands stays bounded)."""
+
 
 class InFlightStep(NamedTuple):
     request_id: str
@@ -135,6 +138,8 @@ class State(NamedTuple):
     paused: bool = False
     seq: int = 0
     live: frozenset | None = None  # ids of live brokers; None: no broker observed yet
+    rejections: tuple = ()  # the latest REJECTIONS_KEPT CommandRejected events, oldest first
+    rejected: immutables.Map = immutables.Map()  # command -> how many were ever rejected
 
     def live_brokers(self) -> frozenset[int] | None:
         """Ids of live brokers, or ``None`` if no broker was ever observed."""
@@ -255,7 +260,9 @@ def _(s: State, e: ev.RequestAccepted) -> State:
 
 @_on(ev.CommandRejected)
 def _(s: State, e: ev.CommandRejected) -> State:
-    return s
+    """Nothing else changes; the rejection is kept so that status and replay can show it."""
+    return s._replace(rejections=(s.rejections + (e,))[-REJECTIONS_KEPT:],
+                      rejected=s.rejected.set(e.command, s.rejected.get(e.command, 0) + 1))
 
 
 @_on(ev.PartitionQueued)

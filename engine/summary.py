@@ -1,7 +1,8 @@
 """What an operator wants to know of a state: a pure function of ``State``.
 
 ``summarize(state)`` gives a JSON-ready dict (requests, partitions per status,
-steps in flight, why partitions wait, throttles in force, limits, pause);
+steps in flight, why partitions wait, throttles in force, limits, pause, the
+commands the engine rejected with every reason);
 ``to_text`` renders it for a terminal. ``kreassign replay`` prints it for the
 state folded from the events topic; ``kreassign status`` can print it for the
 engine's live state.
@@ -46,8 +47,15 @@ def summarize(state: State) -> dict:
         "throttle_rate": state.throttle_rate,
         "limits": state.limits.as_dict(),
         "paused": state.paused,
+        "rejected": dict(sorted(state.rejected.items())),
+        "rejections": [rejection_row(e) for e in state.rejections],
         "problems": problems(state),
     }
+
+
+def rejection_row(e) -> dict:
+    """A ``CommandRejected`` event as JSON-ready data."""
+    return {"command": e.command, "command_id": e.command_id, "request": e.request_id, "reasons": list(e.reasons)}
 
 
 def problems(state: State, limit: int = 200) -> list[dict]:
@@ -167,6 +175,17 @@ def to_text(summary: dict) -> str:
     lines.append(f"throttle rate for new steps: {_rate(summary['throttle_rate'])}")
     lines.append("limits: " + ", ".join(f"{k}={v}" for k, v in summary["limits"].items()))
     lines.append(f"paused: {'yes' if summary['paused'] else 'no'}")
+    rejected = summary["rejected"]
+    if rejected:
+        kept = summary["rejections"]
+        lines.append(f"rejected commands: {sum(rejected.values())} ("
+                     + ", ".join(f"{c} {n}" for c, n in rejected.items())
+                     + (f"; the latest {len(kept)} below)" if len(kept) < sum(rejected.values()) else ")"))
+        for r in kept:
+            lines.append(f"  {r['command']} {r['command_id'] or '(no command id)'}"
+                         + (f" request {r['request']}" if r["request"] else "") + ": " + "; ".join(r["reasons"]))
+    else:
+        lines.append("rejected commands: none")
     return "\n".join(lines)
 
 

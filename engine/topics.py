@@ -143,8 +143,9 @@ def create(
     ``replication_factor`` -1 takes the broker's ``default.replication.factor``.
     """
     from engine.access import Need, denied, topic as topic_resource
+    from engine.client_config import logged
 
-    admin = AdminClient(dict(admin_config))
+    admin = AdminClient(logged(admin_config))
     user = admin_config.get("sasl.username")
     principal = f"User:{user}" if user else None
     specs = {prefix + s.suffix: s for s in LAYOUT}

@@ -85,6 +85,7 @@ class Settings:
     signing_keys: Mapping[str, bytes] | None = None
     adaptive: AdaptiveThrottle | None = None
     timeout: float = 30.0
+    time_scale: float = 1.0  # the cluster's clock against the wall clock (a simulated cluster): a label for /status
     verify_interval: float = 10.0  # seconds between read-backs of the throttle configuration
     worker_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
     snapshot_every: int = 10_000  # events between snapshots (0: none but at a clean shutdown)
@@ -591,7 +592,7 @@ class Engine:
     # --- status -------------------------------------------------------------------------------------
 
     async def status(self) -> dict:
-        base = {"worker": self.s.worker_id, "active": self.active}
+        base = {"worker": self.s.worker_id, "active": self.active, "time_scale": self.s.time_scale}
         if self.deposed is not None:
             base["deposed"] = self.deposed
         d = self.decider
@@ -630,8 +631,14 @@ def _headers(message) -> dict[str, bytes]:
 def run_worker(engine: Engine, loglevel: str = "warning") -> None:
     """Run until SIGINT/SIGTERM (Faust's worker handles both and stops cleanly)."""
     logging.getLogger("kreassign").setLevel(logging.INFO)
+    from engine.client_config import LIBRDKAFKA
+
+    LIBRDKAFKA.propagate = True  # the engine's own clients' log lines belong in its log
     try:
-        faust.Worker(engine.app, loglevel=loglevel, redirect_stdouts=False, quiet=True).execute_from_commandline()
+        worker = faust.Worker(engine.app, loglevel=loglevel, redirect_stdouts=False, quiet=True)
+        if not sys.stdout.isatty():
+            worker.spinner = None  # its cursor codes would land in a log file
+        worker.execute_from_commandline()
     finally:
         engine.close()
 

@@ -1,72 +1,601 @@
-"""``kreassign analytics report``: an HTML page with PNG plots from the warehouse.
+"""``kreassign analytics report``: an HTML page that answers an operator's questions, with PNG plots.
 
-Plots (matplotlib, Agg backend): bytes moved per broker over time (in and
-out), steps in flight over time, the distribution of step durations, and each
-request's makespan against its lower bound when one is given
-(``--lower-bound [REQUEST=]SECONDS``, e.g. from ``kreassign simulate``).
-Tables: the requests, step-duration percentiles, cancellations and
-rejections by reason. Everything is read through the warehouse's views.
+One section, one figure, per question:
+
+1. Did each request reach its target, and how long did it take against the lower bound?
+2. Is the throttle held per broker? Copy rates in and out of each broker over time, against
+   the throttle rate in force.
+3. How many moves ran at once?
+4. How long did partitions wait, and why? Partition-time per reason: waiting for a slot under
+   the limits, waiting for a broker, a refused step, ...
+5. How long did a copy take, from the cluster's start of copying (``StepStarted``) to its
+   completion as observed (``StepCompleted``)? The resolution is the engine's poll interval.
+6. What was rolled back (KIP-236), and what did the engine reject?
+
+Time. A simulated cluster runs ``--time-scale`` times faster than the wall clock (the demo
+passes its ``--speed``): every duration and rate on the page is then in cluster time
+(simulated seconds), and the page says so at the top; real clusters have scale 1. Buckets
+over time are chosen from the run's length (about 60 per run, at a round size), never a
+fixed minute. ``--lower-bound`` takes cluster-time seconds (``kreassign simulate`` prints
+one; the demo computes its request's).
+
+Everything is read through the warehouse's views with Spark SQL (so it scales with the
+warehouse); only per-bucket and per-reason aggregates reach the driver. The data behind each
+figure is written beside the page as ``report.json``.
 """
 
 from __future__ import annotations
 
 import html
-from datetime import timedelta
+import json
+import math
+from datetime import datetime
 from pathlib import Path
 
 from spark import warehouse as wh
 
 ALL = None  # key of a lower bound that applies to every request
+BUCKETS = 60  # about this many buckets over a run
+ROUND_SECONDS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
+MAX_BROKERS = 8  # the busiest brokers get a panel each in the throttle figure
+WAIT_REASONS = 10
+ROLLED_BACK_ROWS = 200
+
+READY = "ready, waiting for a slot under the limits (partitions, leaders, per-broker moves)"
+BETWEEN = "between steps: waiting for the engine's next decision"
+QUEUED = "queued: waiting to be planned"
 
 
-def steps_in_flight(per_minute: list[tuple]) -> list[tuple]:
-    """(minute, planned, completed, aborted, failed) rows -> (minute, steps in flight at its end)."""
-    level, out = 0, []
-    for minute, planned, completed, aborted, failed in sorted(per_minute):
-        level += planned - completed - aborted - failed
-        out.append((minute, level))
+def bucket_seconds(span_seconds: float, buckets: int = BUCKETS) -> float:
+    """The smallest round bucket size giving at most ``buckets`` buckets over ``span_seconds``."""
+    want = span_seconds / buckets
+    for b in (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, *ROUND_SECONDS):
+        if b >= want:
+            return float(b)
+    return float(ROUND_SECONDS[-1] * math.ceil(want / ROUND_SECONDS[-1]))
+
+
+def time_unit(span_seconds: float) -> tuple[str, float]:
+    """(name, seconds) of the unit an axis spanning ``span_seconds`` reads best in."""
+    if span_seconds <= 300:
+        return "s", 1.0
+    if span_seconds <= 300 * 60:
+        return "min", 60.0
+    return "h", 3600.0
+
+
+def wait_label(event_type: str, reason: str | None) -> str | None:
+    """What a partition waits for after this event of its own (``None``: it is not waiting)."""
+    if event_type == "PartitionReady":
+        return READY
+    if event_type == "PartitionWaiting":
+        return reason
+    if event_type == "StepFailed":
+        return f"the cluster refused a step: {reason}"
+    if event_type in ("StepCompleted", "StepAborted"):
+        return BETWEEN
+    if event_type == "PartitionQueued":
+        return QUEUED
+    return None
+
+
+PARTITION_EVENTS = ("PartitionQueued", "PartitionReady", "PartitionWaiting", "StepPlanned", "StepCompleted",
+                    "StepAborted", "StepFailed", "PartitionCompleted", "PartitionReverted", "PartitionCancelled")
+"""The events that change where a partition stands (observations and the like do not)."""
+
+
+def _ms(ts: datetime) -> int:
+    from datetime import timezone
+
+    return int(ts.replace(tzinfo=timezone.utc).timestamp() * 1000) if ts.tzinfo is None else int(ts.timestamp() * 1000)
+
+
+# --- the data ------------------------------------------------------------------------------------------
+
+
+def collect(spark, lower_bounds: dict | None = None, time_scale: float = 1.0,
+            poll_interval: float | None = None) -> dict:
+    """Every figure's and table's data, as JSON-ready values (durations and rates in cluster time)."""
+    lower_bounds = lower_bounds or {}
+    sql = lambda q: [r.asDict(recursive=True) for r in spark.sql(q).collect()]  # noqa: E731
+    span = sql("SELECT min(recorded_at) AS first, max(recorded_at) AS last FROM audit "
+               "WHERE event_type <> 'undecodable'")[0]
+    doc: dict = {"time_scale": time_scale, "poll_interval_s": poll_interval}
+    if span["first"] is None:
+        return {**doc, "empty": True}
+    t0 = _ms(span["first"])
+    wall = max((_ms(span["last"]) - t0) / 1000, 0.001)
+    bucket = bucket_seconds(wall * time_scale)  # cluster seconds
+    bucket_wall_ms = bucket / time_scale * 1000
+    n_buckets = int(wall * 1000 // bucket_wall_ms) + 1
+    doc.update(first_event=span["first"].isoformat() + "Z", last_event=span["last"].isoformat() + "Z",
+               span_wall_s=wall, span_cluster_s=wall * time_scale, bucket_s=bucket, buckets=n_buckets)
+    doc["requests"] = _requests(sql, lower_bounds, time_scale)
+    doc["throttle"] = _throttle(sql, t0, bucket_wall_ms, n_buckets, bucket, time_scale)
+    doc["in_flight"] = _in_flight(sql, t0, bucket_wall_ms, n_buckets)
+    doc["waits"] = _waits(sql, time_scale)
+    doc["durations"] = _durations(sql, time_scale, poll_interval)
+    doc["rolled_back"] = _rolled_back(sql)
+    doc["rejections"] = sql("SELECT kind, reason, sum(n) AS n FROM cancellations_per_minute "
+                            "GROUP BY kind, reason ORDER BY n DESC, kind, reason LIMIT 50")
+    return doc
+
+
+def _requests(sql, lower_bounds, scale) -> list[dict]:
+    rows = sql("""
+        SELECT r.request_id, r.partitions, r.steps_completed, r.bytes_moved, r.accepted_at, r.completed_at,
+               r.makespan_seconds,
+               CAST(get_json_object(c.payload, '$.completed') AS BIGINT) AS completed,
+               CAST(get_json_object(c.payload, '$.reverted') AS BIGINT) AS rolled_back,
+               CAST(get_json_object(c.payload, '$.cancelled') AS BIGINT) AS cancelled
+        FROM requests r LEFT JOIN (SELECT request_id, max(payload) AS payload FROM audit
+                                   WHERE event_type = 'RequestCompleted' GROUP BY request_id) c USING (request_id)
+        WHERE r.accepted_at IS NOT NULL ORDER BY r.accepted_at, r.request_id""")
+    out = []
+    for r in rows:
+        bound = lower_bounds.get(r["request_id"], lower_bounds.get(ALL))
+        makespan = None if r["makespan_seconds"] is None else r["makespan_seconds"] * scale
+        whole = r["completed_at"] is not None and not (r["rolled_back"] or r["cancelled"])
+        note = ("running" if r["completed_at"] is None
+                else "no bound given" if bound is None
+                else "cancelled in part: its bound does not apply" if not whole else "")
+        out.append({
+            "request": r["request_id"], "partitions": r["partitions"], "completed": r["completed"],
+            "rolled_back": r["rolled_back"], "cancelled": r["cancelled"], "steps_completed": r["steps_completed"],
+            "bytes_moved": r["bytes_moved"],
+            "accepted_at": r["accepted_at"].isoformat() + "Z", "completed_at":
+                r["completed_at"].isoformat() + "Z" if r["completed_at"] else None,
+            "makespan_s": makespan, "lower_bound_s": bound,
+            "makespan_over_bound": (makespan / bound) if (whole and bound and makespan is not None) else None,
+            "note": note,
+        })
     return out
 
 
-MAX_BROKERS = 8
-ONE_MINUTE = timedelta(minutes=1)
+def _spread(source: str, t0: int, bucket_ms: float, weight: str) -> str:
+    """SQL: each interval [s, e) (epoch ms) of ``source`` cut into the buckets it overlaps, with
+    ``weight`` shared in proportion to the overlap: columns k (bucket), the source's keys, share."""
+    b = f"{float(bucket_ms)!r}D"  # a double literal (a plain one would be a decimal)
+    return f"""
+        SELECT *, {weight} * (least(e, {t0} + (k + 1) * {b}) - greatest(s, {t0} + k * {b})) / (e - s) AS share
+        FROM (SELECT *, explode(sequence(CAST(floor((s - {t0}) / {b}) AS BIGINT),
+                                         CAST(floor((e - 1 - {t0}) / {b}) AS BIGINT))) AS k
+              FROM ({source}))"""
 
 
-def per_broker_series(rows: list[tuple]) -> tuple[list, dict[tuple[int, str], list[int]]]:
-    """(minute, broker, bytes_in, bytes_out) rows -> every minute from the first to the last, and
-    for the brokers that moved the most, bytes in and out per minute (0 where none)."""
-    if not rows:
-        return [], {}
+def _throttle(sql, t0, bucket_ms, n, bucket, scale) -> dict:
+    """Copy rates per broker and direction per bucket (cluster bytes/s), and the throttle rate in force."""
+    copies = """
+        SELECT unix_millis(coalesce(started, planned)) AS s,
+               greatest(unix_millis(ended), unix_millis(coalesce(started, planned)) + 1) AS e,
+               t.broker AS broker, t.direction AS direction, t.bytes AS bytes
+        FROM steps LATERAL VIEW explode(transfers) x AS t
+        WHERE outcome = 'completed' AND t.bytes IS NOT NULL"""
+    rows = sql(f"SELECT k, broker, direction, sum(share) AS bytes FROM ({_spread(copies, t0, bucket_ms, 'bytes')}) "
+               "GROUP BY k, broker, direction")
+    totals = sql("SELECT t.broker AS broker, t.direction AS direction, sum(t.bytes) AS bytes "
+                 "FROM steps LATERAL VIEW explode(transfers) x AS t WHERE outcome = 'completed' "
+                 "GROUP BY t.broker, t.direction")
+    series: dict[int, dict[str, list[float]]] = {}
+    for r in rows:
+        if 0 <= r["k"] < n:
+            per = series.setdefault(r["broker"], {"in": [0.0] * n, "out": [0.0] * n})
+            per[r["direction"]][r["k"]] += r["bytes"] / bucket  # bytes per cluster second
+    rates = sql("SELECT unix_millis(recorded_at) AS t, rate, event_type FROM audit "
+                "WHERE event_type IN ('ThrottlesApplied', 'ThrottleRateChanged') ORDER BY kafka_offset")
+    in_force: list[float | None] = []
+    current, i = None, 0
+    for k in range(n):
+        end = t0 + (k + 1) * bucket_ms
+        while i < len(rates) and rates[i]["t"] < end:
+            if rates[i]["event_type"] == "ThrottleRateChanged" or rates[i]["rate"] is not None:
+                current = rates[i]["rate"]
+            i += 1
+        in_force.append(current)
+    moved = {}
+    for r in totals:
+        moved.setdefault(r["broker"], {"in": 0, "out": 0})[r["direction"]] = r["bytes"] or 0
+    busiest = sorted(moved, key=lambda b: (-(moved[b]["in"] + moved[b]["out"]), b))[:MAX_BROKERS]
+    brokers = []
+    for b in sorted(busiest):
+        per = series.get(b, {"in": [0.0] * n, "out": [0.0] * n})
+        peak = {d: max(per[d]) for d in ("in", "out")}
+        limit = max((r for r in in_force if r), default=None)
+        brokers.append({"broker": b, "bytes_in": moved[b]["in"], "bytes_out": moved[b]["out"],
+                        "rate_in": per["in"], "rate_out": per["out"], "peak_in": peak["in"], "peak_out": peak["out"],
+                        "peak_over_throttle": (max(peak.values()) / limit) if limit else None})
+    return {"brokers": brokers, "throttle_rate": in_force, "brokers_total": len(moved)}
 
-    first, last = min(r[0] for r in rows), max(r[0] for r in rows)
-    minutes = [first + timedelta(minutes=i) for i in range(int((last - first).total_seconds() // 60) + 1)]
-    totals: dict[int, int] = {}
-    cells: dict[tuple, int] = {}
-    for minute, broker, bytes_in, bytes_out in rows:
-        totals[broker] = totals.get(broker, 0) + bytes_in + bytes_out
-        cells[(minute, broker, "in")] = bytes_in
-        cells[(minute, broker, "out")] = bytes_out
-    top = sorted(sorted(totals), key=lambda b: -totals[b])[:MAX_BROKERS]
-    return minutes, {(b, d): [cells.get((m, b, d), 0) for m in minutes] for b in sorted(top) for d in ("in", "out")}
+
+def _in_flight(sql, t0, bucket_ms, n) -> dict:
+    """Average steps in flight per bucket (planned to ended), per request."""
+    spans = """
+        SELECT request_id, unix_millis(planned) AS s, greatest(unix_millis(ended), unix_millis(planned) + 1) AS e
+        FROM steps"""
+    rows = sql(f"SELECT k, request_id, sum(share) AS ms FROM ({_spread(spans, t0, bucket_ms, '(e - s)')}) "
+               "GROUP BY k, request_id")
+    by_request: dict[str, list[float]] = {}
+    for r in rows:
+        if 0 <= r["k"] < n:
+            by_request.setdefault(r["request_id"], [0.0] * n)[r["k"]] += r["ms"] / bucket_ms
+    return {"by_request": by_request}
 
 
-def _plot(path: Path, draw) -> None:
+def _waits(sql, scale) -> list[dict]:
+    """Partition-time per reason of waiting (cluster seconds): each partition's time from one of its
+    events to its next, named by the first (``wait_label``)."""
+    events = ", ".join(f"'{e}'" for e in PARTITION_EVENTS)
+    label = "CASE event_type " + " ".join(
+        f"WHEN '{e}' THEN '{wait_label(e, None).replace(chr(39), chr(39) * 2)}'"
+        for e in ("PartitionReady", "StepCompleted", "StepAborted", "PartitionQueued")
+    ) + (" WHEN 'PartitionWaiting' THEN reason"
+         " WHEN 'StepFailed' THEN concat('the cluster refused a step: ', reason) END")
+    rows = sql(f"""
+        WITH e AS (
+            SELECT topic, partition, kafka_offset, recorded_at, event_type, reason,
+                   lead(recorded_at) OVER (PARTITION BY topic, partition ORDER BY kafka_offset) AS next_at
+            FROM audit WHERE topic IS NOT NULL AND partition IS NOT NULL AND event_type IN ({events})),
+        w AS (
+            SELECT {label} AS why, topic, partition,
+                   CAST(sum(unix_millis(next_at) - unix_millis(recorded_at)) AS DOUBLE) / 1000 AS seconds
+            FROM e WHERE next_at IS NOT NULL GROUP BY 1, topic, partition)
+        SELECT why, count(*) AS partitions, sum(seconds) AS total, percentile(seconds, 0.5) AS p50,
+               max(seconds) AS max
+        FROM w WHERE why IS NOT NULL AND seconds > 0 GROUP BY why ORDER BY total DESC, why""")
+    return [{"reason": r["why"], "partitions": r["partitions"], "total_s": r["total"] * scale,
+             "p50_s": r["p50"] * scale, "max_s": r["max"] * scale} for r in rows]
+
+
+def _durations(sql, scale, poll) -> dict:
+    rows = sql("SELECT request_id, copy_seconds FROM steps WHERE outcome = 'completed' "
+               "AND copy_seconds IS NOT NULL AND size(new_replicas) > 0")
+    values = [r["copy_seconds"] * scale for r in rows]
+    per: dict[str, list[float]] = {}
+    for r in rows:
+        per.setdefault(r["request_id"], []).append(r["copy_seconds"] * scale)
+    return {"values_s": values, "resolution_s": poll * scale if poll else None,
+            "by_request": [{"request": rid, "steps": len(v), "p50_s": _pct(v, 0.5), "p95_s": _pct(v, 0.95),
+                            "max_s": max(v)} for rid, v in sorted(per.items())]}
+
+
+def _pct(values: list[float], q: float) -> float:
+    v = sorted(values)
+    k = q * (len(v) - 1)
+    lo = int(k)
+    return v[lo] + (v[min(lo + 1, len(v) - 1)] - v[lo]) * (k - lo)
+
+
+def _rolled_back(sql) -> list[dict]:
+    rows = sql(f"""
+        SELECT r.topic, r.partition, r.request_id, r.recorded_at AS reverted_at, q.original, q.target,
+               c.cancelled_at
+        FROM (SELECT * FROM audit WHERE event_type = 'PartitionReverted') r
+        LEFT JOIN (SELECT topic, partition, request_id, max(get_json_object(payload, '$.original')) AS original,
+                          max(get_json_object(payload, '$.target')) AS target
+                   FROM audit WHERE event_type = 'PartitionQueued' GROUP BY topic, partition, request_id) q
+          USING (topic, partition, request_id)
+        LEFT JOIN (SELECT topic, partition, request_id, min(recorded_at) AS cancelled_at
+                   FROM audit WHERE event_type = 'PartitionCancelled' GROUP BY topic, partition, request_id) c
+          USING (topic, partition, request_id)
+        ORDER BY reverted_at, topic, partition LIMIT {ROLLED_BACK_ROWS}""")
+    return [{"partition": f"{r['topic']}-{r['partition']}", "request": r["request_id"],
+             "original": r["original"], "target": r["target"],
+             "cancelled_at": r["cancelled_at"].isoformat() + "Z" if r["cancelled_at"] else None,
+             "reverted_at": r["reverted_at"].isoformat() + "Z"} for r in rows]
+
+
+# --- the figures ------------------------------------------------------------------------------------------
+
+
+def _figure(path: Path, draw, rows: int = 1, cols: int = 1, height: float = 3.6) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(9, 3.6), dpi=100)
-    if not draw(ax):
-        ax.text(0.5, 0.5, "no data yet", ha="center", va="center", transform=ax.transAxes)
+    fig, axes = plt.subplots(rows, cols, figsize=(10, height * rows), dpi=100, squeeze=False)
+    if not draw(fig, [ax for row in axes for ax in row]):
+        fig.clear()
+        fig.text(0.5, 0.5, "no data", ha="center", va="center")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
 
 
-def _table(columns: list[str], rows: list) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(_cell(v))}</td>" for v in r) + "</tr>" for r in rows)
+def _clock(doc: dict) -> str:
+    scale = doc["time_scale"]
+    return "" if scale == 1 else f", cluster time ({scale:g}x the wall clock)"
+
+
+def _axis(doc: dict) -> tuple[list[float], str]:
+    unit, per = time_unit(doc["span_cluster_s"])
+    xs = [k * doc["bucket_s"] / per for k in range(doc["buckets"] + 1)]
+    return xs, f"{unit} since the first event{_clock(doc)}; buckets of {doc['bucket_s']:g} s"
+
+
+def draw_makespan(doc: dict, path: Path) -> None:
+    reqs = [r for r in doc["requests"] if r["makespan_s"] is not None]
+
+    def draw(fig, axes):
+        ax = axes[0]
+        if not reqs:
+            return False
+        unit, per = time_unit(max(max(r["makespan_s"], r["lower_bound_s"] or 0) for r in reqs))
+        names = [r["request"][:13] for r in reqs][::-1]
+        ax.barh(names, [r["makespan_s"] / per for r in reqs][::-1], color="C0", label="makespan")
+        bounds = [(i, r["lower_bound_s"] / per) for i, r in enumerate(reqs[::-1]) if r["lower_bound_s"]]
+        if bounds:
+            ax.scatter([b for _i, b in bounds], [i for i, _b in bounds], marker="|", s=600, color="C3", zorder=3,
+                       label="lower bound")
+        for i, r in enumerate(reqs[::-1]):
+            if r["makespan_over_bound"]:
+                ax.annotate(f"{r['makespan_over_bound']:.2f}x the bound", (r["makespan_s"] / per, i),
+                            xytext=(4, 0), textcoords="offset points", va="center", fontsize="small")
+            elif r["note"]:
+                ax.annotate(r["note"], (r["makespan_s"] / per, i), xytext=(4, 0), textcoords="offset points",
+                            va="center", fontsize="x-small", color="0.4")
+        ax.set_xlim(0, max(max(r["makespan_s"], r["lower_bound_s"] or 0) for r in reqs) / per * 1.6)
+        ax.set_xlabel(f"{unit}{_clock(doc)}")
+        ax.set_title("Makespan per request (accepted to completed) against its lower bound")
+        ax.legend(fontsize="small", loc="upper right")
+        return True
+
+    _figure(path, draw, height=max(1.6, 0.6 * len(reqs) + 1.2))
+
+
+def draw_throttle(doc: dict, path: Path) -> None:
+    brokers = doc["throttle"]["brokers"]
+    cols = 2
+    rows = max(1, -(-len(brokers) // cols))
+    xs, label = _axis(doc)
+
+    def draw(fig, axes):
+        if not brokers:
+            return False
+        limit = [(r / 1e6) if r else float("nan") for r in doc["throttle"]["throttle_rate"]]
+        top = max([max(b["peak_in"], b["peak_out"]) / 1e6 for b in brokers] + [x for x in limit if x == x] + [1])
+        for ax, b in zip(axes, brokers):
+            ax.stairs([v / 1e6 for v in b["rate_in"]], xs, color="C0", label="in (follower: copies to it)")
+            ax.stairs([v / 1e6 for v in b["rate_out"]], xs, color="C1", linestyle="--",
+                      label="out (leader: copies from it)")
+            ax.stairs(limit, xs, color="C3", linestyle=":", label="throttle rate")
+            ax.set_ylim(0, top * 1.15)
+            ax.set_title(f"broker {b['broker']}", fontsize="small")
+            ax.set_ylabel("MB/s")
+        for ax in axes[len(brokers):]:
+            ax.axis("off")
+        axes[0].legend(fontsize="x-small", loc="upper right")
+        fig.suptitle("Copy rate per broker against the throttle (each copy's bytes spread over its copy time)",
+                     fontsize="medium")
+        fig.supxlabel(label, fontsize="small")
+        return True
+
+    _figure(path, draw, rows, cols, height=2.2)
+
+
+def draw_in_flight(doc: dict, path: Path) -> None:
+    by_request = doc["in_flight"]["by_request"]
+    xs, label = _axis(doc)
+
+    def draw(fig, axes):
+        ax = axes[0]
+        if not by_request:
+            return False
+        bottom = [0.0] * doc["buckets"]
+        for i, (rid, values) in enumerate(sorted(by_request.items())):
+            top = [a + b for a, b in zip(bottom, values)]
+            ax.fill_between(xs[:-1], bottom, top, step="post", color=f"C{i}", alpha=0.7, label=rid[:13])
+            bottom = top
+        ax.set_ylabel("steps in flight (average)")
+        ax.set_xlabel(label)
+        ax.set_title("Moves running at once, per request")
+        ax.legend(fontsize="x-small", title="request", title_fontsize="x-small")
+        return True
+
+    _figure(path, draw)
+
+
+def draw_waits(doc: dict, path: Path) -> None:
+    waits = doc["waits"][:WAIT_REASONS]
+    rest = doc["waits"][WAIT_REASONS:]
+    if rest:
+        waits = waits + [{"reason": f"{len(rest)} other reasons (table below)", "total_s": sum(w["total_s"] for w in rest),
+                          "partitions": sum(w["partitions"] for w in rest)}]
+
+    def draw(fig, axes):
+        ax = axes[0]
+        if not waits:
+            return False
+        unit, per = time_unit(max(w["total_s"] for w in waits))
+        names = [_short(w["reason"]) for w in waits][::-1]
+        ax.barh(names, [w["total_s"] / per for w in waits][::-1], color="C1")
+        for i, w in enumerate(waits[::-1]):
+            ax.annotate(f"{w['partitions']} partitions", (w["total_s"] / per, i), xytext=(4, 0),
+                        textcoords="offset points", va="center", fontsize="x-small")
+        ax.set_xlabel(f"partition-{unit} (summed over partitions){_clock(doc)}")
+        ax.set_title("Why partitions waited: time spent per reason")
+        ax.tick_params(axis="y", labelsize="x-small")
+        return True
+
+    _figure(path, draw, height=max(1.8, 0.45 * len(waits) + 1.4))
+
+
+def draw_durations(doc: dict, path: Path) -> None:
+    d = doc["durations"]
+    values = d["values_s"]
+
+    def draw(fig, axes):
+        ax = axes[0]
+        if not values:
+            return False
+        unit, per = time_unit(max(values))
+        width = max(d["resolution_s"] or 0, bucket_seconds(max(values) - min(values), 30))
+        lo = math.floor(min(values) / width) * width
+        edges = [(lo + i * width) / per for i in range(int((max(values) - lo) // width) + 2)]
+        ax.hist([v / per for v in values], bins=edges, color="C2")
+        ax.set_xlabel(f"{unit} from the cluster's start of copying to completion{_clock(doc)}")
+        ax.set_ylabel("copies")
+        res = d["resolution_s"]
+        ax.set_title("How long copies took" + (f" (observed every {res:g} s: bins are at least that wide)"
+                                               if res else ""))
+        return True
+
+    _figure(path, draw)
+
+
+def draw_outcomes(doc: dict, path: Path) -> None:
+    reqs = [r for r in doc["requests"] if r["completed_at"]]
+
+    def draw(fig, axes):
+        ax = axes[0]
+        if not reqs:
+            return False
+        names = [r["request"][:13] for r in reqs][::-1]
+        left = [0] * len(reqs)
+        for key, word, colour in (("completed", "completed", "#1b7f3b"), ("rolled_back", "rolled back", "#d08a00"),
+                                  ("cancelled", "cancelled", "#8a8f98")):
+            values = [r[key] or 0 for r in reqs][::-1]
+            ax.barh(names, values, left=left, color=colour, label=word)
+            left = [a + b for a, b in zip(left, values)]
+        ax.set_xlabel("partitions")
+        ax.set_title("How each request ended, per partition")
+        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        return True
+
+    _figure(path, draw, height=max(1.6, 0.5 * len(reqs) + 1.2))
+
+
+def _short(text: str, n: int = 70) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+# --- the page -----------------------------------------------------------------------------------------------
+
+FIGURES = {
+    "makespan.png": draw_makespan, "throttle_per_broker.png": draw_throttle, "steps_in_flight.png": draw_in_flight,
+    "waits.png": draw_waits, "copy_durations.png": draw_durations, "outcomes.png": draw_outcomes,
+}
+
+
+def write(spark, warehouse: str, out: Path, lower_bounds: dict[str | None, float] | None = None,
+          time_scale: float = 1.0, poll_interval: float | None = None) -> Path:
+    """Write ``out/index.html``, its PNGs and ``report.json``; the page's path."""
+    out.mkdir(parents=True, exist_ok=True)
+    wh.register(spark, warehouse)
+    doc = collect(spark, lower_bounds, time_scale, poll_interval)
+    (out / "report.json").write_text(json.dumps(doc, indent=1, default=str))
+    page = out / "index.html"
+    if doc.get("empty"):
+        page.write_text(_html_page(warehouse, "<p>The warehouse holds no events yet.</p>"))
+        return page
+    for name, draw in FIGURES.items():
+        draw(doc, out / name)
+    page.write_text(_html_page(warehouse, _body(doc)))
+    return page
+
+
+def _html_page(warehouse: str, body: str) -> str:
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>kreassign analytics report</title>
+<style>body{{font:15px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1060px;color:#1d2433;padding:0 1em}}
+table{{border-collapse:collapse;margin:.6em 0 1.2em;font-size:13px}}td,th{{border:1px solid #d5d9e0;padding:3px 7px;
+text-align:right;font-variant-numeric:tabular-nums}}td:first-child{{white-space:nowrap}}th{{background:#f0f2f6}}td.l,th.l{{text-align:left}}img{{max-width:100%}}
+.clock{{background:#fff6d6;border:1px solid #e8d48a;border-radius:6px;padding:.5em .9em}}.muted{{color:#677}}
+h2{{margin-top:1.8em;font-size:19px}}</style>
+</head><body>
+<h1>kreassign analytics report</h1>
+<p class="muted">Warehouse <code>{html.escape(warehouse)}</code>. Written from the event log by
+<code>kreassign analytics report</code>; the data behind every figure is in <code>report.json</code>.</p>
+{body}
+</body></html>
+"""
+
+
+def _body(doc: dict) -> str:
+    scale = doc["time_scale"]
+    unit_note = "cluster time" if scale != 1 else "seconds"
+    clock = (f'<p class="clock"><b>Simulated cluster at {scale:g}x the wall clock.</b> Every duration and rate below '
+             f"is in cluster time (simulated seconds): {doc['span_wall_s']:.0f} s of wall-clock time were "
+             f"{_dur(doc['span_cluster_s'])} on the cluster.</p>" if scale != 1 else
+             f'<p class="clock">Cluster time is the wall clock (a real cluster). The run spans '
+             f"{_dur(doc['span_cluster_s'])}.</p>")
+    first, last = doc["first_event"][:19].replace("T", " "), doc["last_event"][:19].replace("T", " ")
+    parts = [clock, f"<p class='muted'>Events from {first} to {last} UTC. Buckets over time: "
+                    f"{doc['bucket_s']:g} s of {unit_note}, chosen from the run's length.</p>"]
+    reqs = doc["requests"]
+    parts.append("<h2>1. Did each request reach its target, and how long did it take against the bound?</h2>")
+    parts.append(_table(
+        ["request", "partitions", "completed", "rolled back", "cancelled", "bytes moved", "accepted (UTC)",
+         "makespan", "lower bound", "makespan / bound", "note"],
+        [(r["request"], r["partitions"], r["completed"], r["rolled_back"], r["cancelled"], _size(r["bytes_moved"]),
+          (r["accepted_at"] or "")[11:19], _dur(r["makespan_s"]), _dur(r["lower_bound_s"]),
+          None if r["makespan_over_bound"] is None else f"{r['makespan_over_bound']:.2f}", r["note"])
+         for r in reqs], left=(0, 10)))
+    parts.append('<img src="makespan.png" alt="makespan per request against its lower bound">')
+    t = doc["throttle"]
+    parts.append("<h2>2. Is the throttle held per broker?</h2>")
+    parts.append("<p>Bytes each broker received (<i>in</i>, KIP-73's follower side) and sent (<i>out</i>, the leader "
+                 "side) per second, against the throttle rate in force. A copy's bytes are spread evenly from the "
+                 "cluster's start of copying to its completion as the engine observed it, so a bucket shows the "
+                 "average, not the peak within it" + (f"; the {t['brokers_total']} brokers' busiest "
+                                                      f"{len(t['brokers'])} are shown" if t["brokers_total"] >
+                                                      len(t["brokers"]) else "") + ".</p>")
+    parts.append('<img src="throttle_per_broker.png" alt="copy rate per broker against the throttle">')
+    parts.append(_table(["broker", "bytes in", "bytes out", "peak in MB/s", "peak out MB/s", "peak / throttle"],
+                        [(b["broker"], b["bytes_in"], b["bytes_out"], b["peak_in"] / 1e6, b["peak_out"] / 1e6,
+                          b["peak_over_throttle"]) for b in t["brokers"]]))
+    parts.append("<h2>3. How many moves ran at once?</h2>")
+    parts.append('<img src="steps_in_flight.png" alt="steps in flight over time, per request">')
+    parts.append("<h2>4. How long did partitions wait, and why?</h2>")
+    parts.append("<p>Each partition's time between its own events, named by what it was waiting for; summed over "
+                 "partitions. Time with a step in flight is not waiting and is not counted.</p>")
+    parts.append('<img src="waits.png" alt="time partitions waited, per reason">')
+    parts.append(_table(["reason", "partitions", "total s", "median per partition s", "max s"],
+                        [(w["reason"], w["partitions"], w["total_s"], w["p50_s"], w["max_s"]) for w in doc["waits"]],
+                        left=(0,)))
+    d = doc["durations"]
+    parts.append("<h2>5. How long did a copy take?</h2>")
+    parts.append("<p>From the cluster's start of copying (the step accepted by the cluster, <code>StepStarted</code>) "
+                 "to its completion as observed (<code>StepCompleted</code>)"
+                 + (f"; the engine observes every {d['resolution_s']:g} s{_clock(doc)}, so a copy shorter than that "
+                    "shows as one observation" if d["resolution_s"] else "") + ".</p>")
+    parts.append('<img src="copy_durations.png" alt="distribution of copy durations">')
+    parts.append(_table(["request", "copies", "p50 s", "p95 s", "max s"],
+                        [(r["request"], r["steps"], r["p50_s"], r["p95_s"], r["max_s"]) for r in d["by_request"]]))
+    parts.append("<h2>6. What was rolled back, cancelled or rejected?</h2>")
+    parts.append('<img src="outcomes.png" alt="how each request ended, per partition">')
+    rb = doc["rolled_back"]
+    parts.append(f"<p>Partitions rolled back to their original replicas (KIP-236){': none' if not rb else ''}"
+                 f"{f' (the first {ROLLED_BACK_ROWS})' if len(rb) >= ROLLED_BACK_ROWS else ''}.</p>")
+    if rb:
+        parts.append(_table(["partition", "request", "original replicas", "target", "cancelled (UTC)",
+                             "back at original (UTC)"],
+                            [(r["partition"], r["request"], r["original"], r["target"],
+                              (r["cancelled_at"] or "")[11:23], r["reverted_at"][11:23]) for r in rb],
+                            left=(0, 1, 2, 3)))
+    parts.append("<p>Cancellations, skipped cancels and rejected commands, by reason:</p>")
+    parts.append(_table(["kind", "reason", "count"], [(r["kind"], r["reason"], r["n"]) for r in doc["rejections"]],
+                        left=(0, 1)))
+    return "\n".join(parts)
+
+
+def _dur(seconds: float | None) -> str | None:
+    if seconds is None:
+        return None
+    unit, per = time_unit(seconds)
+    return f"{seconds / per:.1f} {unit}" if unit != "s" else f"{seconds:.0f} s"
+
+
+def _size(n: int | None) -> str | None:
+    from engine.units import format_size
+
+    return None if n is None else format_size(n)
+
+
+def _table(columns: list[str], rows: list, left: tuple[int, ...] = ()) -> str:
+    head = "".join(f"<th{' class=l' if i in left else ''}>{html.escape(c)}</th>" for i, c in enumerate(columns))
+    body = "".join("<tr>" + "".join(f"<td{' class=l' if i in left else ''}>{html.escape(_cell(v))}</td>"
+                                    for i, v in enumerate(r)) + "</tr>" for r in rows)
     return f"<table><tr>{head}</tr>{body or '<tr><td colspan=99>none</td></tr>'}</table>"
 
 
@@ -74,105 +603,7 @@ def _cell(v) -> str:
     if v is None:
         return "-"
     if isinstance(v, float):
-        return f"{v:,.3f}".rstrip("0").rstrip(".")
+        return f"{v:,.3g}" if abs(v) < 100 else f"{v:,.0f}"
     if isinstance(v, int):
         return f"{v:,}"
     return str(v)
-
-
-def write(spark, warehouse: str, out: Path, lower_bounds: dict[str | None, float] | None = None) -> Path:
-    """Write ``out/index.html`` and its PNGs; the page's path."""
-    lower_bounds = lower_bounds or {}
-    out.mkdir(parents=True, exist_ok=True)
-    wh.register(spark, warehouse)
-    sql = lambda q: [tuple(r) for r in spark.sql(q).collect()]  # noqa: E731
-
-    bytes_rows = sql("SELECT minute, broker, bytes_in, bytes_out FROM bytes_per_broker_minute ORDER BY minute, broker")
-    minutes, series = per_broker_series(bytes_rows)
-
-    def draw_bytes(ax) -> bool:
-        brokers = sorted({b for b, _ in series})
-        edges = minutes + [minutes[-1] + (minutes[1] - minutes[0] if len(minutes) > 1 else ONE_MINUTE)] if minutes else []
-        for (broker, direction), values in series.items():
-            ax.step(edges, [v / 1e6 for v in values + values[-1:]], where="post", color=f"C{brokers.index(broker)}",
-                    linestyle="-" if direction == "in" else "--", label=f"{broker} {direction}")
-        ax.set_ylabel("MB per minute")
-        ax.set_title(f"Bytes moved per broker (solid: in, dashed: out; top {MAX_BROKERS} brokers)"
-                     if len({b for b, _ in series}) >= MAX_BROKERS else "Bytes moved per broker (solid: in, dashed: out)")
-        if series:
-            ax.legend(fontsize="x-small", ncol=6, title="broker", title_fontsize="x-small")
-        return bool(series)
-
-    _plot(out / "bytes_per_broker.png", draw_bytes)
-
-    flight = steps_in_flight(sql(
-        "SELECT minute, planned, completed, aborted, failed FROM steps_per_minute ORDER BY minute"))
-
-    def draw_flight(ax) -> bool:
-        ax.step([m for m, _ in flight], [n for _, n in flight], where="post")
-        ax.set_ylabel("steps in flight")
-        ax.set_title("Steps in flight (end of each minute)")
-        return bool(flight)
-
-    _plot(out / "steps_in_flight.png", draw_flight)
-
-    durations = [r[0] for r in sql("SELECT duration_seconds FROM steps WHERE outcome = 'completed'")]
-
-    def draw_durations(ax) -> bool:
-        ax.hist(durations, bins=min(50, max(5, len(durations) // 5 or 1)))
-        ax.set_xlabel("seconds from StepPlanned to StepCompleted")
-        ax.set_ylabel("steps")
-        ax.set_title("Step duration distribution")
-        return bool(durations)
-
-    _plot(out / "step_durations.png", draw_durations)
-
-    requests = sql("SELECT request_id, partitions, steps_completed, bytes_moved, accepted_at, completed_at, "
-                   "makespan_seconds FROM requests ORDER BY accepted_at")
-    finished = [r for r in requests if r[6] is not None]
-
-    def bound(request_id):
-        return lower_bounds.get(request_id, lower_bounds.get(ALL))
-
-    def draw_makespan(ax) -> bool:
-        names = [r[0][:12] for r in finished]
-        ax.bar(names, [r[6] for r in finished], label="makespan")
-        known = [(i, bound(r[0])) for i, r in enumerate(finished) if bound(r[0]) is not None]
-        if known:
-            ax.scatter([i for i, _ in known], [b for _, b in known], color="red", marker="_", s=900, zorder=3,
-                       label="lower bound")
-        ax.set_ylabel("seconds")
-        ax.set_title("Makespan per request" + (" vs lower bound" if known else " (no lower bound given)"))
-        if finished:
-            ax.legend(fontsize="small")
-        return bool(finished)
-
-    _plot(out / "makespan.png", draw_makespan)
-
-    request_rows = [(*r[:6], r[6], bound(r[0]), (r[6] / bound(r[0])) if r[6] and bound(r[0]) else None)
-                    for r in requests]
-    percentiles = sql("SELECT request_id, steps, p50, p95, p99, max FROM step_duration_by_request ORDER BY request_id")
-    reasons = sql("SELECT kind, reason, sum(n) AS n FROM cancellations_per_minute GROUP BY kind, reason "
-                  "ORDER BY n DESC, kind, reason LIMIT 50")
-    page = out / "index.html"
-    page.write_text(f"""<!doctype html>
-<html><head><meta charset="utf-8"><title>kreassign analytics report</title>
-<style>body{{font-family:sans-serif;margin:2em;max-width:1000px}}table{{border-collapse:collapse;margin:1em 0}}
-td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}th{{background:#eee}}img{{max-width:100%}}</style>
-</head><body>
-<h1>kreassign analytics report</h1>
-<p>Warehouse: <code>{html.escape(warehouse)}</code>. Bytes are attributed when a step completes
-(docs/analytics.md).</p>
-<h2>Requests</h2>
-{_table(["request", "partitions", "steps completed", "bytes moved", "accepted", "completed", "makespan s",
-         "lower bound s", "makespan / bound"], request_rows)}
-<img src="makespan.png" alt="makespan per request">
-<h2>Bytes moved per broker</h2><img src="bytes_per_broker.png" alt="bytes moved per broker over time">
-<h2>Steps in flight</h2><img src="steps_in_flight.png" alt="steps in flight over time">
-<h2>Step durations</h2><img src="step_durations.png" alt="step duration distribution">
-{_table(["request", "steps", "p50 s", "p95 s", "p99 s", "max s"], percentiles)}
-<h2>Cancellations and rejections</h2>
-{_table(["kind", "reason", "count"], reasons)}
-</body></html>
-""")
-    return page

@@ -67,8 +67,9 @@ TIMELINE_DDL = (
 VIEWS: dict[str, str] = {
     "steps": f"""
         SELECT topic, partition, request_id, step_number, start AS planned, started, end AS ended,
-               outcome, duration_seconds, source_broker, new_replicas, dropped_replicas, moves_leader,
-               size_bytes, bytes_moved, transfers
+               outcome, duration_seconds,
+               CAST(unix_millis(end) - unix_millis(started) AS DOUBLE) / 1000 AS copy_seconds,
+               source_broker, new_replicas, dropped_replicas, moves_leader, size_bytes, bytes_moved, transfers
         FROM {SPANS} WHERE kind = 'step'""",
     "under_replicated": f"""
         SELECT topic, partition, start, end, duration_seconds FROM {SPANS} WHERE kind = 'under_replicated'""",

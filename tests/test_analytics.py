@@ -19,7 +19,7 @@ from engine.partition import TopicPartition
 from spark.audit import NAMES, UNDECODABLE, RawMessage, audit_row
 from spark.kafka_source import canonical, limit_rows
 from spark.lifecycle import History, PartitionEvent, Span, Transfer, advance, fold, transfers
-from spark.report import steps_in_flight
+from spark.report import bucket_seconds, time_unit, wait_label
 from tests.analytics_log import START, TimedDriver, one_at_a_time, sized_cluster
 
 def encoded(envelope: EventEnvelope, offset: int = 0) -> RawMessage:
@@ -200,9 +200,37 @@ def test_offsets_have_one_json_form():
     assert json.dumps(canonical({10: 1, "2": 3})) == json.dumps(canonical({"2": 3, "10": 1})) == '{"2": 3, "10": 1}'
 
 
-def test_steps_in_flight_accumulate_planned_minus_ended():
-    rows = [(2, 1, 1, 0, 0), (1, 3, 0, 0, 0), (3, 0, 1, 1, 1)]
-    assert steps_in_flight(rows) == [(1, 3), (2, 3), (3, 0)]
+@pytest.mark.parametrize("span, bucket", [
+    (52 * 30, 30), (100, 2), (60, 1), (3600, 60), (7 * 86400, 10800), (0.5, 0.01),
+])
+def test_buckets_follow_the_runs_length_at_a_round_size(span, bucket):
+    assert bucket_seconds(span) == bucket
+    assert span / bucket_seconds(span) <= 60
+
+
+def test_bucket_sizes_are_the_smallest_round_size_within_the_count():
+    from hypothesis import given, strategies as st
+
+    @given(st.floats(0.01, 10**8))
+    def check(span):
+        b = bucket_seconds(span)
+        assert span / b <= 60 + 1e-9
+        smaller = [x for x in (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300,
+                                600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400) if x < b]
+        assert all(span / x > 60 for x in smaller)
+
+    check()
+
+
+def test_time_axes_read_in_a_unit_the_span_calls_for():
+    assert time_unit(90) == ("s", 1.0) and time_unit(1571) == ("min", 60.0) and time_unit(86400) == ("h", 3600.0)
+
+
+def test_what_a_partition_waits_for_after_each_of_its_events():
+    assert wait_label("PartitionReady", None).startswith("ready, waiting for a slot under the limits")
+    assert wait_label("PartitionWaiting", "target broker 6 is offline") == "target broker 6 is offline"
+    assert wait_label("StepFailed", "NOT_CONTROLLER") == "the cluster refused a step: NOT_CONTROLLER"
+    assert wait_label("StepPlanned", None) is None and wait_label("PartitionCompleted", None) is None
 
 
 def test_lower_bounds():
@@ -224,15 +252,3 @@ def test_query_output_formats():
     assert json.loads(out.getvalue()) == {"a": str(START)}
 
 
-def test_bytes_per_broker_series_fill_every_minute_and_keep_the_busiest_brokers():
-    from datetime import datetime
-
-    from spark.report import MAX_BROKERS, per_broker_series
-
-    t = datetime(2026, 1, 1, 10, 0)
-    rows = [(t, 1, 5, 0), (t.replace(minute=2), 2, 0, 7)] + [(t, 100 + b, 1, 0) for b in range(MAX_BROKERS)]
-    minutes, series = per_broker_series(rows)
-    assert minutes == [t, t.replace(minute=1), t.replace(minute=2)]
-    assert series[(1, "in")] == [5, 0, 0] and series[(2, "out")] == [0, 0, 7]
-    assert len({b for b, _ in series}) == MAX_BROKERS and (100, "in") in series
-    assert per_broker_series([]) == ([], {})

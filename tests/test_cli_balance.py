@@ -95,7 +95,7 @@ def test_execute_submits_the_proposal_as_a_request(scenario, broker, topics, cap
 
     assert main(["balance", "--scenario", scenario, "--replica-balance", "--threshold-percentage", "0",
                  "--execute", "--bootstrap-server", broker.bootstrap, "--prefix", topics.commands[: -len("commands")],
-                 "--broker-profile", "embedded", "--format", "json"]) == 0
+                 "--broker-profile", "embedded", "--format", "json", "--no-wait"]) == 0
     doc = json.loads(capsys.readouterr().out)
     set_aside = []
     messages = read_topic(ClientConfig({"bootstrap.servers": broker.bootstrap}), topics.commands,

@@ -48,15 +48,15 @@ def _fail(letter):
     raise AssertionError(letter)
 
 
-def test_execute_publishes_the_reassignment_and_prints_the_request_id(capsys, broker, topics, prefix):
+def test_execute_no_wait_publishes_the_reassignment_and_prints_the_request_id(capsys, broker, topics, prefix):
     code, out, err = kreassign(capsys, broker, prefix, "execute", "--reassignment-json-file", str(TARGET),
-                               "--throttle", "1000000")
+                               "--throttle", "1000000", "--no-wait")
     assert code == 0 and err == ""
     request_id = out.strip()
     [submit] = commands(broker, topics.commands)
     assert submit == Submit(request_id, reassignment_json.parse(TARGET.read_text()), 1_000_000, submit.command_id)
     code, out, _ = kreassign(capsys, broker, prefix, "execute", "--reassignment-json-file", str(TARGET),
-                             "--request-id", "mine")
+                             "--request-id", "mine", "--no-wait")
     assert (code, out) == (0, "mine\n")
 
 
@@ -88,6 +88,19 @@ def test_a_missing_file_and_an_unreachable_cluster_are_one_line_errors(capsys, t
     assert code == 2 and err.count("\n") == 1 and "cannot reach the cluster" in err
 
 
+@pytest.mark.parametrize("argv", [["status"], ["pause"], ["execute", "--reassignment-json-file", str(TARGET)],
+                                  ["list", "--cluster", "kafka"]])
+def test_an_unreachable_cluster_is_one_line_with_librdkafkas_cause_and_no_raw_log_lines(argv):
+    port = _closed_port()
+    result = subprocess.run([sys.executable, "-m", "engine.cli", *argv, "--bootstrap-server", f"127.0.0.1:{port}",
+                             "--timeout", "2"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.count("\n") == 1, result.stderr  # librdkafka writes to the fd itself: checked here
+    assert f"cannot reach the cluster at 127.0.0.1:{port}" in result.stderr
+    assert f"(Connect to ipv4#127.0.0.1:{port} failed: Connection refused" in result.stderr
+    assert "%3|" not in result.stderr
+
+
 def test_control_commands_and_cancel(capsys, broker, topics, prefix, tmp_path):
     partitions = tmp_path / "cancel.json"
     partitions.write_text('{"version":1,"partitions":[{"topic":"orders","partition":1,"replicas":[1,2]}]}')
@@ -102,7 +115,7 @@ def test_control_commands_and_cancel(capsys, broker, topics, prefix, tmp_path):
         ["pause"],
         ["resume"],
     ):
-        code, out, err = kreassign(capsys, broker, prefix, *argv)
+        code, out, err = kreassign(capsys, broker, prefix, *argv, "--no-wait")
         assert (code, err) == (0, ""), argv
         ids.append(out.strip())
     read = commands(broker, topics.commands)  # per partition: order holds per key, not across keys

@@ -91,7 +91,7 @@ def test_verify_and_list(sim_url, broker, topics, capsys):
 
     assert main(["list", *common]) == 0
     out = capsys.readouterr().out
-    assert "req-1: completed, 2/2 partitions done" in out
+    assert "req-1: completed: 2 completed, 0 in flight, 0 waiting, 0 queued (of 2 partitions)" in out
 
     assert main(["verify", "--request", "nope", *common]) == 2
     assert "unknown request 'nope'" in capsys.readouterr().err
@@ -105,4 +105,6 @@ def test_verify_and_status_name_a_rolled_back_partition(sim_url, broker, topics,
     assert "Reassignment of partition v-0 is completed." in out
     assert "Reassignment of partition v-1 was rolled back: it is at its original replicas [2,3]." in out
     assert main(["status", "--request", "req-1", *common[:-2]]) == 0
-    assert "partitions 2/2 done (1 completed, 1 rolled back)," in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "request req-1  ended: 1 completed, 1 rolled back" in out
+    assert "partitions: 1 completed, 1 rolled back (of 2)" in out

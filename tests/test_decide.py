@@ -68,7 +68,9 @@ def test_invalid_submission_is_rejected_naming_every_problem_and_changes_nothing
                      "brokers [9] are not in the cluster", "partition t-2 is listed 2 times",
                      "1 log_dirs for 2 replicas"):
         assert fragment in reasons
-    assert handle(before, cmd)[0] == before
+    after = handle(before, cmd)[0]
+    assert after.rejections == (events[0],) and dict(after.rejected) == {"submit": 1}  # kept for status and replay
+    assert after._replace(rejections=before.rejections, rejected=before.rejected) == before  # nothing else
 
 
 def test_an_observation_without_a_size_keeps_the_known_size():
@@ -170,6 +172,24 @@ def test_limits_apply_from_the_next_decision():
     bad = decide(d.state, ChangeLimits({"max_partitions_in_flight": 0, "nope": 3}))
     assert bad == [ev.CommandRejected("limits", (
         "limit 'max_partitions_in_flight' must be an integer >= 1, got 0", "unknown limit 'nope'"))]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["submit", "cancel", "limits", "pause"]), st.booleans()), max_size=260))
+def test_rejections_are_kept_in_the_state_the_latest_hundred_and_counted_by_command(commands):
+    from collections import Counter
+
+    from engine.state import REJECTIONS_KEPT
+
+    log, state = [], EMPTY
+    for i, (command, rejected) in enumerate(commands):
+        event = ev.CommandRejected(command, (f"reason {i}",), None, f"c{i}") if rejected else ev.Paused(f"c{i}")
+        log.append(event)
+        state = fold([event], state)
+    rejections = [e for e in log if isinstance(e, ev.CommandRejected)]
+    assert list(state.rejections) == rejections[-REJECTIONS_KEPT:]
+    assert dict(state.rejected) == dict(Counter(e.command for e in rejections))
+    assert fold(log) == state
 
 
 def test_throttle_rate_change_reapplies_rates_and_disabling_removes_everything():

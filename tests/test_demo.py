@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from engine.cli.demo import DEFAULT_SCENARIO, exact_rebalance
+from engine.cli.demo import DEFAULT_SCENARIO, POLL_INTERVAL, exact_rebalance
 from engine.sim.scenario import from_document
 
 TINY = {
@@ -112,6 +112,20 @@ def test_the_demo_runs_the_story_and_stops_everything(tmp_path):
     assert any((out / "report").glob("*.png"))
     assert "done in" in text
     assert len(seen) >= 3 and alive(seen) == set()  # broker, sim-cluster, engine (and Spark): all gone
+    # stopped in order (the engine before the broker it reads), and no terminal codes in any log
+    logs = {p.name: p.read_text(errors="replace") for p in (out / "logs").iterdir()}
+    assert {"engine.log", "sim-cluster.log", "analytics.log", "report.log"} <= set(logs)
+    assert "Unable connect to node" not in logs["engine.log"] and "Connection refused" not in logs["engine.log"]
+    assert not [name for name, body in logs.items() if "\x1b" in body]
+    # the clock and the bound reach the report
+    assert "its clock runs 5x the wall clock" in text and "lower bound" in text
+    report = json.loads((out / "report" / "report.json").read_text())
+    assert report["time_scale"] == 5 and report["poll_interval_s"] == POLL_INTERVAL
+    first = report["requests"][0]
+    # the bound reaches the report; Kafka's quota window (which the sim models) lets about 10 s of throttle through
+    # early, so a makespan can come in a little under bytes / rate: 0.998 was seen on a loaded machine
+    assert first["lower_bound_s"] > 0 and first["makespan_over_bound"] > 0.8
+    assert "Simulated cluster at 5x the wall clock" in (out / "report" / "index.html").read_text()
 
 
 def test_ctrl_c_at_any_moment_leaves_nothing_running(tmp_path):
@@ -126,3 +140,31 @@ def test_ctrl_c_at_any_moment_leaves_nothing_running(tmp_path):
         time.sleep(0.2)
     assert alive(seen) == set()
     assert "interrupted: stopping everything" in log.read_text()
+
+
+def test_without_java_the_demo_says_so_before_it_starts_anything(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    env["PATH"] = str(tmp_path / "empty")  # no java on it
+    out = tmp_path / "out"
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "engine.cli", "demo", "--out", str(out)], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and time.monotonic() - started < 60
+    assert result.stderr.count("\n") == 1
+    assert "the analytics step needs pyspark and Java 17 or later: java is not on the PATH" in result.stderr
+    assert "kreassign demo --no-analytics" in result.stderr
+    assert not out.exists()  # nothing was started, nothing written
+
+
+def test_the_demo_folder_is_a_new_one_under_the_cache_directory(tmp_path, monkeypatch):
+    from engine.cli import CliError
+    from engine.cli.demo import output_folder
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    first = output_folder(None)
+    assert first.parent == tmp_path / "cache" / "kreassign" / "demo"
+    first.mkdir(parents=True)
+    assert output_folder(None) != first
+    (tmp_path / "old" / "warehouse").mkdir(parents=True)
+    with pytest.raises(CliError, match="holds an earlier run"):
+        output_folder(str(tmp_path / "old"))

@@ -134,6 +134,224 @@ def test_status_reads_the_log(broker, topics, capsys):
     assert main(["status", "--bootstrap-server", broker.bootstrap, "--prefix", topics.events[: -len("events")],
                  "--broker-profile", "embedded"]) == 0
     out = capsys.readouterr().out
-    assert "request r  completed" in out and "partitions 4/4 done" in out and "copied 20 GB of 20 GB" in out
+    assert "request r  completed" in out and "partitions: 4 completed (of 4)" in out and "copied 20 GB of 20 GB" in out
     assert main(["status", "--bootstrap-server", broker.bootstrap, "--prefix", topics.events[: -len("events")],
                  "--broker-profile", "embedded", "--request", "nope"]) == 2
+
+
+# --- what status says of an ended request, a pause, rejections, a simulated clock ----------------------------
+
+
+def rolled_back(n=4, cancel_some=None):
+    """A request whose copies were in flight when it was cancelled with rollback (all or ``cancel_some``)."""
+    from engine.commands import Cancel
+
+    c = FakeCluster({tp(i): (0, 1, 2) for i in range(n)}, range(8))
+    d = Driver(c)
+    d.feed(Observation(partitions={tp(i): c.parts[tp(i)]._replace(size_bytes=GB) for i in range(n)}))
+    d.feed(submit("r", {tp(i): (3, 4, 2) for i in range(n)}))
+    d.tick()
+    assert c.in_progress()
+    d.feed(Cancel("r", cancel_some, rollback=True))
+    d.run()
+    return d
+
+
+def render_text(doc, scale=1.0) -> str:
+    from rich.console import Console
+
+    from engine.cli.status import render
+
+    console = Console(width=160, record=True, file=open("/dev/null", "w"))
+    console.print(render(doc, scale))
+    return console.export_text()
+
+
+def status_doc(d, now=T0 + timedelta(hours=1)):
+    from engine.attention import attention
+    from engine.progress import report
+
+    state, progress = fold(timeline(d.events))
+    return {"attention": attention(state, progress.rejected_at), **report(state, progress, now)}
+
+
+def test_a_request_rolled_back_entirely_says_rolled_back_not_completed():
+    from engine.cli.status import segments
+
+    doc = status_doc(rolled_back())
+    [r] = doc["requests"]
+    assert r["status"] == "completed"  # the log's word: the request has ended
+    assert (r["outcome"], r["completed"], r["rolled_back"], r["done"]) == ("rolled back", 0, 4, 4)
+    assert segments(r) == [("rolled_back", 40)]
+    text = render_text(doc)
+    assert "request r  rolled back" in text and "partitions: 0 completed, 4 rolled back (of 4)" in text
+    assert "completed" not in text.splitlines()[0]
+
+
+def test_a_partial_rollback_is_shown_beside_the_completed_partitions():
+    from engine.cli.status import segments
+
+    doc = status_doc(rolled_back(cancel_some=(tp(0),)))
+    [r] = doc["requests"]
+    assert (r["outcome"], r["completed"], r["rolled_back"]) == ("ended: 3 completed, 1 rolled back", 3, 1)
+    assert dict(segments(r)) == {"completed": 30, "rolled_back": 10}
+    assert "partitions: 3 completed, 1 rolled back (of 4)" in render_text(doc)
+
+
+def test_the_bar_has_every_status_in_proportion_and_exactly_its_width():
+    from hypothesis import given, strategies as st
+
+    from engine.cli.status import BAR, segments
+
+    keys = ("completed", "rolled_back", "cancelled", "in_flight", "waiting", "queued")
+
+    @given(st.lists(st.integers(0, 10_000), min_size=6, max_size=6))
+    def check(counts):
+        r = dict(zip(keys, counts))
+        cells = segments(r)
+        if not sum(counts):
+            assert cells == []
+            return
+        assert sum(n for _k, n in cells) == BAR
+        assert [k for k, _n in cells] == [k for k in keys if r[k]]  # every non-empty status, in order
+        assert all(n >= 1 for _k, n in cells)
+
+    check()
+
+
+def test_while_paused_the_eta_says_paused_and_attention_says_so():
+    from engine.commands import Pause
+
+    c = FakeCluster({tp(i): (0, 1, 2) for i in range(3)}, range(8))
+    d = Driver(c)
+    d.feed(Observation(partitions={tp(i): c.parts[tp(i)]._replace(size_bytes=GB) for i in range(3)}))
+    d.feed(submit("r", {tp(i): (3, 4, 2) for i in range(3)}))
+    d.tick()
+    c.finish(c.in_progress()[0])
+    d.observe()
+    d.tick()
+    d.feed(Pause())
+    doc = status_doc(d, now=T0 + timedelta(seconds=len(d.events)))
+    [r] = doc["requests"]
+    assert (r["outcome"], r["eta_state"], r["eta_seconds"]) == ("running", "paused", None)
+    assert [e["kind"] for e in doc["attention"]] == ["paused"]
+    text = render_text(doc)
+    assert "ETA paused" in text and "paused: no new step starts until kreassign resume" in text
+
+
+def test_rejections_and_waits_need_attention_with_their_reasons_and_times():
+    from engine.commands import Cancel
+
+    c = FakeCluster({tp(i): (0, 1, 2) for i in range(3)}, range(5))  # brokers 0-4
+    d = Driver(c)
+    from engine.partition import Broker
+
+    d.feed(Observation(brokers=tuple(Broker(b, alive=b != 4) for b in range(5))))  # broker 4 is down
+    d.feed(Cancel("nope"))
+    d.feed(submit("r", {tp(0): (4, 3, 2), tp(1): (4, 3, 0)}))
+    doc = status_doc(d)
+    kinds = [e["kind"] for e in doc["attention"]]
+    assert kinds[-1] == "rejected" and "waiting" in kinds
+    rejected = doc["attention"][-1]
+    assert rejected["title"] == "cancel of request nope rejected: unknown request 'nope'"
+    assert rejected["at"] == (T0 + timedelta(seconds=[i for i, e in enumerate(d.events)
+                                                      if isinstance(e, ev.CommandRejected)][0])).isoformat()
+    waiting = next(e for e in doc["attention"] if e["kind"] == "waiting")
+    assert waiting["count"] == 2 and waiting["partitions"] == ["t-0", "t-1"] and waiting["reason"] == "new preferred leader broker 4 is offline"
+    text = render_text(doc)
+    assert text.startswith("needs attention:")
+    assert "! cancel of request nope rejected: unknown request 'nope'" in text
+    assert "~ 2 partitions waiting: " in text
+
+
+def test_a_simulated_clock_labels_rates_in_cluster_time():
+    d = run_with_sizes()
+    timed = timeline(d.events)
+    cut = [i for i, (_at, e) in enumerate(timed) if isinstance(e, ev.StepCompleted)][1] + 1
+    state, progress = fold(timed[:cut])
+    from engine.progress import report
+
+    doc = {"attention": [], **report(state, progress, timed[cut - 1][0])}
+    wall = doc["requests"][0]["rate_bytes_per_s"]
+    text = render_text(doc, scale=30)
+    from engine.units import format_rate
+
+    assert f"rate {format_rate(wall / 30)} (all brokers, cluster time)" in text
+    assert "the cluster runs 30x the wall clock" in text and "wall clock" in text
+
+
+def test_the_same_wait_for_different_brokers_is_one_entry_with_a_line_per_broker():
+    from engine.attention import attention
+    from engine.state import fold as fold_state
+
+    state = fold_state([ev.RequestAccepted("r", 4, "d")] + [
+        ev.PartitionQueued("r", tp(i), (0, 1, 2), (3, 1, 2)) for i in range(4)
+    ] + [
+        ev.PartitionWaiting("r", tp(0), "waiting for broker 3 to become leader (preferred leader election)"),
+        ev.PartitionWaiting("r", tp(1), "waiting for broker 3 to become leader (preferred leader election)"),
+        ev.PartitionWaiting("r", tp(2), "waiting for broker 5 to become leader (preferred leader election)"),
+        ev.PartitionWaiting("r", tp(3), "target broker 9 is offline"),
+    ])
+    entries = attention(state)
+    assert [(e["kind"], e["count"]) for e in entries] == [("waiting", 3), ("waiting", 1)]
+    assert entries[0]["title"] == "3 partitions waiting: waiting for broker N to become leader (preferred leader election)"
+    assert entries[0]["lines"] == ["broker 3: partitions t-0, t-1", "broker 5: partitions t-2", "request r"]
+    assert entries[1]["title"] == "1 partition waiting: target broker 9 is offline"
+    assert entries[1]["partitions"] == ["t-3"]
+
+
+# --- what the cluster refused (the core's action outcomes) needs attention, with attempt and retry ----------
+
+
+def test_steps_the_cluster_did_not_start_are_one_entry_with_partitions_attempt_and_retry():
+    from engine.attention import attention
+    from tests.test_failures import setup
+
+    c, d = setup(3, {tp(i): (0, 1, 4) if i == 0 else ((i + 1) % 4, (i + 2) % 4, 4) for i in range(3)})
+    c.unavailable("alter", times=10)  # every alter: connection refused
+    d.tick()
+    entries = attention(d.state, now=d.now)
+    refused = [e for e in entries if e["kind"] == "step"]
+    assert len(refused) == 1, entries
+    e = refused[0]
+    assert e["severity"] == "error" and e["count"] == len(d.state.steps) >= 2
+    assert e["title"].startswith(f"{e['count']} steps the cluster did not start: ")
+    assert "connection refused" in e["title"]
+    assert e["partitions"] == sorted(str(t) for t in d.state.steps)
+    assert e["attempt"] == 1 and e["retry_at"] == "1970-01-01T00:16:41+00:00"  # the engine clock: 1001 s
+    assert "attempt 1 (highest); next try at 00:16:41 UTC (in 1 s)" in e["lines"]
+    assert "request r" in e["lines"]
+    assert entries[0] is e  # refusals come before waits
+
+
+def test_a_refused_throttle_change_needs_attention_and_the_cluster_being_unreachable_replaces_blocked():
+    from engine.attention import attention
+    from engine.commands import ObservationFailed
+    from tests.test_failures import setup
+
+    c, d = setup(1, {tp(0): (0, 1, 4)})
+    c.refuse("apply", "TOPIC_AUTHORIZATION_FAILED", "not authorized", times=4)
+    d.tick()
+    kinds = {e["kind"]: e for e in attention(d.state, now=d.now)}
+    assert "TOPIC_AUTHORIZATION_FAILED" in kinds["throttles"]["title"] and kinds["throttles"]["attempt"] == 1
+    d.feed(ObservationFailed("connection refused", d.now))
+    entries = attention(d.state, blocked="cannot observe the cluster: connection refused", now=d.now)
+    assert [e["kind"] for e in entries].count("cluster") == 1 and "blocked" not in [e["kind"] for e in entries]
+    assert next(e for e in entries if e["kind"] == "cluster")["title"] == \
+        "cannot observe the cluster: connection refused"
+    text = render_text({"attention": entries, **__import__("engine.progress", fromlist=["report"]).report(
+        d.state, fold(timeline(d.events))[1], T0)})
+    assert "! cannot observe the cluster: connection refused" in text
+
+
+def test_an_ended_request_shows_its_average_rate_not_a_window_that_decays_after_it():
+    d = run_with_sizes()
+    timed = timeline(d.events)
+    state, progress = fold(timed)
+    from engine.progress import report
+
+    r = progress.requests["r"]
+    later = report(state, progress, r.completed_at + timedelta(hours=3))["requests"][0]
+    seconds = (r.completed_at - r.accepted_at).total_seconds()
+    assert later["rate_bytes_per_s"] == pytest.approx(r.bytes_done / seconds)
+    assert "average rate" in render_text({"attention": [], **report(state, progress, r.completed_at)})

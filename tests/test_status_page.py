@@ -19,7 +19,7 @@ from engine.cli.demo import DEFAULT_SCENARIO as DEMO_SCENARIO
 
 from engine.sim.scenario import load as load_scenario
 from tests.engine_harness import SimCluster, Worker, wait_for
-from tests.test_engine import procs, publisher  # noqa: F401  (procs is a fixture)
+from tests.test_engine import procs, publisher, scenario_doc  # noqa: F401  (procs is a fixture)
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(
@@ -33,6 +33,14 @@ def chromium(tmp_path, *args) -> subprocess.CompletedProcess:
     profile = tmp_path / f"chromium-{len(list(tmp_path.iterdir()))}"
     return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args],
                           capture_output=True, text=True, timeout=60)
+
+
+def card(dom: str, rid: str) -> tuple[str, str]:
+    """A request's card on the page: (its data-outcome, its HTML up to the next card or section)."""
+    m = re.search(rf'<div class="card request" data-request="{re.escape(rid)}" data-outcome="([^"]+)">', dom)
+    assert m, dom[:3000]
+    rest = dom[m.end():]
+    return m.group(1), re.split(r'<div class="card request"|<h2>', rest, maxsplit=1)[0]
 
 
 def test_status_page_renders_the_running_request(broker, topics, tmp_path, procs):  # noqa: F811
@@ -52,11 +60,16 @@ def test_status_page_renders_the_running_request(broker, topics, tmp_path, procs
 
     dom = chromium(tmp_path, "--dump-dom", worker.web + "/").stdout
     assert f'data-request="{rid}"' in dom, dom[:2000]
-    assert re.search(rf"partitions \d+/{len(targets)} done, [1-9]\d* in flight", dom), dom[:3000]
-    assert 'class="bar"><div style="width:' in dom
+    outcome, body = card(dom, rid)
+    assert outcome == "running"
+    assert re.search(r'<span class="count">[1-9]\d*</span> in flight', body), body
+    assert f"(of {len(targets)})" in body and '<div class="seg-in_flight" style="width:' in body
+    # the sim-cluster runs at 2x: rates are labelled in cluster time
+    assert "its clock runs <b>2x</b> the wall clock" in dom
     # recent events: the engine's last 50, whichever kinds they are at this moment (observations, steps ...)
     events = re.search(r'<table id="events">.*?<tbody>(.*?)</tbody>', dom, re.S).group(1)
-    assert re.search(r"<tr><td>\d\d:\d\d:\d\d</td><td>(Step|Partition|Throttle|Request)[A-Za-z]+</td>", events), events[:2000]
+    assert re.search(r"<tr><td>\d\d:\d\d:\d\d</td><td>(Step|Partition|Request)[A-Za-z]+</td>", events), events[:2000]
+    assert "<td>Throttles" not in events and "Observed</td>" not in events  # left out: they flood the list
     assert re.search(r'<div id="summary"[^>]*>worker <code>[^<]+</code> · <span class="ok">running</span>', dom)
 
     shot = tmp_path / "status.png"
@@ -67,3 +80,50 @@ def test_status_page_renders_the_running_request(broker, topics, tmp_path, procs
     assert len(colours) > 20  # text, bars, tables: not a blank page
     background = max(colours)[0] / (1200 * 900)
     assert background < 0.97  # something is drawn on a good part of the page
+
+
+def test_a_request_rolled_back_entirely_shows_rolled_back_and_a_rejection_stays_in_view(
+    broker, topics, tmp_path, procs,  # noqa: F811
+):
+    from PIL import Image
+
+    from engine import events as ev
+    from engine.sim import scenario as S
+    from tests.engine_harness import EventTail
+
+    prefix = topics.events[: -len("events")]
+    doc = scenario_doc(40, brokers=5, size="300 MB")
+    sim = SimCluster(doc, speed=5, tmp_path=tmp_path)
+    procs.append(sim)
+    worker = Worker(broker, prefix, f"sim+{sim.url}")
+    procs.append(worker)
+    worker.wait_active()
+    targets = tuple(S.from_document(doc).targets)
+    tail = EventTail(broker, topics.events)
+    with publisher(broker, topics) as p:
+        rid = p.submit(targets)
+        wait_for(lambda: tail.payloads(ev.StepCompleted), 60, "a first step completed")  # something to copy back
+        p.cancel(rid, rollback=True, include_completed=True)  # the completed partitions go back too
+        p.cancel("no-such-request")
+    wait_for(lambda: any(isinstance(e, ev.RequestCompleted) for e in tail.payloads()), 120, "the rollback to end")
+    ended = [e for e in tail.payloads(ev.RequestCompleted)][0]
+    tail.close()
+    assert (ended.completed, ended.reverted) == (0, len(targets))
+    wait_for(lambda: (worker.active() or {}).get("attention"), 30, "the rejection on /status")
+
+    dom = chromium(tmp_path, "--dump-dom", worker.web + "/").stdout
+    outcome, body = card(dom, rid)
+    assert outcome == "rolled back"  # not "completed"
+    assert '<span class="outcome warn">rolled back</span>' in body
+    assert '<span class="count">0</span> completed' in body
+    assert f'<span class="count">{len(targets)}</span> rolled back' in body
+    assert '<div class="seg-rolled_back" style="width:100.00%"' in body and '<div class="seg-completed"' not in body
+    attention = re.search(r'<div id="attention"[^>]*>(.*?)</div>\s*<h2>', dom, re.S).group(1)
+    assert "cancel of request no-such-request rejected: unknown request 'no-such-request'" in attention
+    assert 'class="entry error" data-kind="rejected"' in attention
+
+    shot = tmp_path / "rolled-back.png"
+    chromium(tmp_path, "--window-size=1200,900", f"--screenshot={shot}", worker.web + "/")
+    image = Image.open(shot).convert("RGB")
+    amber = sum(n for n, rgb in image.getcolors(maxcolors=1 << 20) if rgb == (0xD0, 0x8A, 0x00))
+    assert amber > 1000  # the rolled-back bar is drawn, in its colour

@@ -38,7 +38,14 @@ def add_parser(sub) -> None:
     _warehouse_options(r)
     r.add_argument("--out", required=True, metavar="DIR", help="directory for index.html and the plots")
     r.add_argument("--lower-bound", action="append", default=[], metavar="[REQUEST=]SECONDS",
-                   help="a request's makespan lower bound (every request's without REQUEST=); repeatable")
+                   help="a request's makespan lower bound in cluster-time seconds (every request's without "
+                        "REQUEST=; kreassign simulate prints one); repeatable")
+    r.add_argument("--time-scale", type=_positive, default=1.0, metavar="X",
+                   help="the cluster's clock ran X times the wall clock (a simulated cluster, e.g. the demo's "
+                        "--speed): durations and rates are shown in cluster time, labelled (default 1)")
+    r.add_argument("--poll-interval", type=_positive, metavar="S",
+                   help="the engine's --poll-interval (wall-clock seconds): the resolution of observed durations, "
+                        "stated on the page")
     r.set_defaults(func=report)
 
 
@@ -113,6 +120,16 @@ def write_rows(columns: list[str], rows: list[tuple], fmt: str, out) -> None:
         out.write(f"({len(rows)} rows)\n")
 
 
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
+    return value
+
+
 def parse_lower_bounds(items: list[str]) -> dict[str | None, float]:
     bounds: dict[str | None, float] = {}
     for item in items:
@@ -134,6 +151,6 @@ def report(args) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise CliError(f"--out {args.out}: not a directory")
-    page = write(_open_warehouse(args), args.warehouse, out, bounds)
+    page = write(_open_warehouse(args), args.warehouse, out, bounds, args.time_scale, args.poll_interval)
     print(page)
     return 0

@@ -1,6 +1,7 @@
 """``kreassign balance``: show cluster state, propose balanced targets (KAFKA-5319).
 
-The cluster comes from a live cluster (``--bootstrap-server``) or a scenario
+The cluster comes from a live cluster (``--bootstrap-server``, or ``--cluster``
+as it is now: ``kafka://HOST:PORT``, ``sim+http://HOST:PORT``) or a scenario
 file (``--scenario``). Proposals print like ``kafka-reassign-partitions.sh
 --generate``: the current assignment of every partition that changes (keep it
 for rollback), then the proposed reassignment, both in Kafka's JSON; a summary
@@ -17,17 +18,21 @@ import json
 from engine import reassignment_json
 from engine.balancer import MODES, BalanceError, Proposal, cluster_state, propose
 from engine.cli import CliError, read_text
-from engine.cli.connection import add_arguments, positive_rate, publish
+from engine.cli import verdicts
+from engine.cli.connection import add_arguments, add_cluster_arguments, positive_rate
 from engine.cluster.snapshot import ClusterSnapshot
-from engine.commands import PartitionTarget
+from engine.commands import PartitionTarget, Submit
+from engine.envelope import new_id
 from engine.units import format_size
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("balance", help="show cluster balance or propose replica/leader-balanced targets")
     p.add_argument("--scenario", metavar="FILE",
-                   help="balance the cluster of a scenario file instead of the live one at --bootstrap-server")
+                   help="balance the cluster of a scenario file (its starting point) instead of the live one")
     add_arguments(p, required=False, signing=True)
+    add_cluster_arguments(p, required=False)
+    verdicts.add_arguments(p)
     p.add_argument("--execute", action="store_true",
                    help="submit the proposal to the engine as a request (published to --bootstrap-server)")
     p.add_argument("--throttle", type=positive_rate, metavar="BYTES_PER_SEC",
@@ -61,15 +66,17 @@ def _ids(text: str) -> list[int]:
 
 
 def load_snapshot(args) -> ClusterSnapshot:
-    """The scenario's cluster if one is given, else the live cluster at --bootstrap-server."""
+    """The scenario's cluster if one is given, else the live cluster (--cluster, --bootstrap-server)."""
     from engine.cluster.connect import ConnectError, snapshot_of
 
     try:
         if args.scenario:
             return snapshot_of(scenario_file=args.scenario)
-        return snapshot_of(bootstrap=args.bootstrap_server, command_config=args.command_config, timeout=args.timeout)
+        return snapshot_of(bootstrap=args.bootstrap_server, command_config=args.command_config, timeout=args.timeout,
+                           cluster=args.cluster, cluster_command_config=args.cluster_command_config)
     except ConnectError as e:
-        raise CliError(f"{args.scenario or args.bootstrap_server}: {e}") from None
+        where = args.scenario or (args.bootstrap_server if args.cluster == "kafka" else args.cluster)
+        raise CliError(f"{where}: {e}") from None
 
 
 def _topics_to_move(path: str) -> list[str]:
@@ -84,8 +91,10 @@ def _topics_to_move(path: str) -> list[str]:
 
 
 def run(args) -> int:
-    if not args.scenario and not args.bootstrap_server:
-        raise CliError("give the cluster: --bootstrap-server B or --scenario FILE")
+    if not args.scenario and not args.bootstrap_server and args.cluster == "kafka":
+        raise CliError("give the cluster: --bootstrap-server B, --cluster sim+http://HOST:PORT or --scenario FILE")
+    if args.scenario and args.cluster != "kafka":
+        raise CliError("--scenario and --cluster name two different clusters: give one")
     if args.execute and not args.bootstrap_server:
         raise CliError("--execute publishes to the engine's event log: give --bootstrap-server")
     if args.execute and args.show_cluster_state:
@@ -118,22 +127,29 @@ def run(args) -> int:
                 f.write(reassignment_json.dumps(proposal.proposed) + "\n")
         except OSError as e:
             raise CliError(f"{args.output_file}: {e.strerror}") from None
-    request_id = None
+    request_id = command = envelope = verdict = None
     if args.execute and proposal.proposed:
         targets = tuple(PartitionTarget(tp.topic, tp.partition, r) for tp, r in sorted(proposal.proposed.items()))
-        request_id = publish(args, lambda pub: pub.submit(targets, args.throttle))
+        command = Submit(new_id(), targets, args.throttle)
+        request_id = command.request_id
+        envelope, verdict = verdicts.publish_and_wait(args, command)
     if args.format == "json":
         print(json.dumps({
             "request_id": request_id,
+            "verdict": verdict.to_json() if verdict is not None else None,
             "current": reassignment_json.document(proposal.current),
             "proposed": reassignment_json.document(proposal.proposed),
             "summary": _summary_document(proposal),
         }))
-    else:
-        print(render_proposal(proposal, args.threshold_percentage))
+        return verdicts.exit_status(args, verdict) if command is not None else 0
+    print(render_proposal(proposal, args.threshold_percentage))
+    if command is None:
         if args.execute:
-            print(f"Submitted as request {request_id}" if request_id else "Nothing to submit: the proposal is empty")
-    return 0
+            print("Nothing to submit: the proposal is empty")
+        return 0
+    print(f"Submitted as request {request_id}; the engine's verdict:" if not args.no_wait
+          else "Submitted as request:")
+    return verdicts.show(args, "balance", command, envelope.id, verdict)
 
 
 def _mode(args) -> tuple[str, dict]:

@@ -8,7 +8,10 @@ replicas; ``--include-completed`` also those that had completed.
 
 ``--partitions`` takes Kafka's reassignment JSON (a file, or the JSON text
 itself): ``{"partitions": [{"topic": "t", "partition": 0}, ...]}``; replica
-lists may be present (the same file as ``execute``) and are ignored.
+lists may be present (the same file as ``execute``) and are ignored. Prints the
+engine's verdict: what was cancelled, which copies in flight are being aborted,
+what was skipped and why (KIP-236), or why the cancel was rejected
+(``engine.cli.verdicts``).
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ from __future__ import annotations
 import json
 
 from engine.cli import CliError, read_text
-from engine.cli.connection import add_arguments, publish
+from engine.cli import verdicts
+from engine.cli.connection import add_arguments
+from engine.commands import Cancel
 from engine.partition import TopicPartition
 
 
@@ -31,6 +36,7 @@ def add_parser(sub) -> None:
     p.add_argument("--include-completed", action="store_true",
                    help="with --rollback: also move partitions that had completed back to their original replicas")
     add_arguments(p, signing=True)
+    verdicts.add_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -67,5 +73,5 @@ def run(args) -> int:
         partitions = parse_partitions(text, "--partitions" if inline else args.partitions)
     if args.include_completed and not args.rollback:
         raise CliError("--include-completed only applies with --rollback")
-    print(publish(args, lambda p: p.cancel(args.request, partitions, args.rollback, args.include_completed)))
-    return 0
+    return verdicts.send(args, Cancel(args.request, partitions, args.rollback,
+                                      include_completed=args.include_completed), "cancel")

@@ -13,13 +13,24 @@ production cluster), then:
 3. verifies both requests on the cluster (targets reached, throttles cleared),
    runs the analytics job over the event log and writes the HTML report;
 4. prints where everything is, and stops every process it started (unless
-   ``--keep-running``). Ctrl-C at any moment stops them too.
+   ``--keep-running``), the engine first, then the simulated cluster, then the
+   broker they both use. Ctrl-C at any moment stops them too.
+
+Before anything starts it checks what the analytics step needs (pyspark and
+Java 17 or later), unless ``--no-analytics``. Its folder (logs, warehouse,
+report) goes under the user's cache directory unless ``--out`` says where.
+The simulated cluster runs ``--speed`` times faster than the wall clock: the
+live status, the engine's status page and the report show rates and durations
+in cluster time and say so.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -40,8 +51,9 @@ def add_parser(sub) -> None:
                    help="the cluster and its reassignment (default ops/scenarios/demo.yaml)")
     p.add_argument("--speed", type=float, default=30.0, metavar="X",
                    help="simulated time runs X times the wall clock (default 30)")
-    p.add_argument("--out", default="kreassign-demo", metavar="DIR",
-                   help="where the warehouse, the report and the logs go (default ./kreassign-demo)")
+    p.add_argument("--out", metavar="DIR",
+                   help="a new folder for the warehouse, the report and the logs (default: one per run under "
+                        "$XDG_CACHE_HOME/kreassign/demo, ~/.cache when unset)")
     p.add_argument("--web-port", type=int, default=0, metavar="N", help="engine status page port (default: a free one)")
     p.add_argument("--keep-running", action="store_true",
                    help="leave the broker, the simulated cluster and the engine (status page) up until Ctrl-C")
@@ -49,8 +61,14 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
+POLL_INTERVAL = 0.2
+"""The engine's, in wall-clock seconds: at the default speed (30x) that is 6 s of cluster time, the
+resolution of every duration the engine observes (at 0.5 s, copies of 6 s all showed as 15 s)."""
+
+
 class Processes:
-    """Every process the demo starts, each in a session of its own: stop() ends them all."""
+    """Every process the demo starts, each in a session of its own: stop() ends them all, the last
+    started first, each gone before the next is asked (the engine before the cluster it acts on)."""
 
     def __init__(self, logs: Path):
         self.logs = logs
@@ -69,10 +87,8 @@ class Processes:
                     os.killpg(proc.pid, signal.SIGTERM)
                 except ProcessLookupError:
                     continue
-        deadline = time.monotonic() + 10
-        for proc in reversed(self.started):
             try:
-                proc.wait(max(deadline - time.monotonic(), 0.1))
+                proc.wait(10)
             except subprocess.TimeoutExpired:
                 try:
                     os.killpg(proc.pid, signal.SIGKILL)
@@ -114,7 +130,14 @@ def run(args) -> int:
         raise CliError(f"{args.scenario}: {e}") from None
     if not scenario.targets:
         raise CliError(f"{args.scenario}: the scenario moves nothing")
-    out = Path(args.out).resolve()
+    if not args.speed > 0:
+        raise CliError(f"--speed must be above 0, got {args.speed:g}")
+    if not args.no_analytics:
+        problem = analytics_problem()
+        if problem:
+            raise CliError(f"the analytics step needs pyspark and Java 17 or later: {problem}; install it, or run "
+                           "kreassign demo --no-analytics")
+    out = output_folder(args.out)
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     procs = Processes(logs)
@@ -134,6 +157,57 @@ def run(args) -> int:
         signal.signal(signal.SIGTERM, previous)
 
 
+def analytics_problem() -> str | None:
+    """Why the analytics step could not run here, or ``None``: pyspark missing, or no Java 17+ where
+    Spark looks for it ($JAVA_HOME/bin/java, else java on the PATH)."""
+    import importlib.util
+
+    if importlib.util.find_spec("pyspark") is None:
+        return "pyspark is not installed (pip install -e '.[analytics]')"
+    home = os.environ.get("JAVA_HOME")
+    java = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    if not java or not os.access(java, os.X_OK):
+        return (f"JAVA_HOME={home} has no bin/java" if home else "java is not on the PATH") + \
+            " (Debian/Ubuntu: apt-get install openjdk-17-jre-headless)"
+    try:
+        answer = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"{java} -version failed: {e}"
+    found = re.search(r'version "(\d+)(?:\.(\d+))?', answer.stderr + answer.stdout)
+    major = None if found is None else int(found.group(2) if found.group(1) == "1" and found.group(2) else
+                                            found.group(1))
+    if major is None or major < 17:
+        return f"{java} is Java {major if major is not None else '(version unknown)'}"
+    return None
+
+
+def output_folder(given: str | None) -> Path:
+    """The run's folder: ``--out`` (which must not hold an earlier run: its warehouse would resume from
+    offsets of a broker that is gone), or a new one under the cache directory."""
+    if given is not None:
+        out = Path(given).resolve()
+        if (out / "warehouse").exists():
+            raise CliError(f"--out {given}: it holds an earlier run (warehouse/); give a new folder or remove it")
+        return out
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    base = cache / "kreassign" / "demo" / datetime.now().strftime("%Y%m%d-%H%M%S")
+    out, n = base, 1
+    while out.exists():
+        n += 1
+        out = base.with_name(f"{base.name}-{n}")
+    return out
+
+
+@contextlib.contextmanager
+def stopped_first(procs: Processes):
+    """Stops ``procs`` on the way out: inside the broker's ``with``, so the engine and the simulated
+    cluster are gone before the broker they use stops (else the engine logs its connection errors)."""
+    try:
+        yield
+    finally:
+        procs.stop()
+
+
 def _story(args, scenario, out: Path, logs: Path, procs: Processes, started: float) -> int:
     from rich.console import Console
 
@@ -144,8 +218,9 @@ def _story(args, scenario, out: Path, logs: Path, procs: Processes, started: flo
     console = Console()
     say = console.print
     say(f"[bold]kreassign demo[/bold]: {scenario.name}: {scenario.description.strip()}")
+    say(f"writing to {out}")
     prefix = "demo."
-    with EmbeddedBroker() as broker:
+    with EmbeddedBroker() as broker, stopped_first(procs):  # the engine and the sim stop before the broker
         create({"bootstrap.servers": broker.bootstrap}, prefix)
         say(f"embedded broker (tansu, memory storage) at {broker.bootstrap}; topics {prefix}*")
 
@@ -156,12 +231,15 @@ def _story(args, scenario, out: Path, logs: Path, procs: Processes, started: flo
         cluster = "kafka://" + line.split("Kafka bootstrap ", 1)[1].split()[0]
         say(f"simulated cluster ({len(scenario.brokers)} brokers, {len(scenario.partitions)} partitions, "
             f"{args.speed:g}x real time) speaking the Kafka protocol at {cluster[len('kafka://'):]}; "
-            f"faults and clock at {sim_url}")
+            f"faults and clock at {sim_url}", soft_wrap=True)  # one line: the addresses are not split
+        say(f"its clock runs {args.speed:g}x the wall clock: rates and the throttle below are in cluster time, "
+            "ETAs on the wall clock")
 
         port = args.web_port or free_port()
         engine, engine_log = procs.start("engine", KREASSIGN + [
             "engine", "--bootstrap-server", broker.bootstrap, "--broker-profile", "embedded", "--prefix", prefix,
-            "--cluster", cluster, "--web-port", str(port), "--poll-interval", "0.5"])
+            "--cluster", cluster, "--web-port", str(port), "--poll-interval", str(POLL_INTERVAL),
+            "--time-scale", f"{args.speed:g}"])
         page = f"http://127.0.0.1:{port}/"
         wait_for("the engine to become active", lambda: (_status(page) or {}).get("active")
                  and not (_status(page) or {}).get("recovering"), 90, engine, engine_log)
@@ -169,10 +247,16 @@ def _story(args, scenario, out: Path, logs: Path, procs: Processes, started: flo
 
         common = dict(prefix=prefix, profile=EMBEDDED)
         with Publisher(broker.bootstrap, **common) as publisher:
+            from engine.sim.bound import lower_bound
+
+            bounds = {}
+            bound = lower_bound(scenario)
             say(f"\n[bold]1.[/bold] {scenario.kind} ({len(scenario.targets)} partitions, "
-                f"{_size(scenario.moved_bytes())} to copy): submitted")
-            first = publisher.submit(scenario.targets)
-            _follow(console, broker, prefix, first, engine, engine_log)
+                f"{_size(scenario.moved_bytes())} to copy; lower bound {bound.seconds:.0f} s of cluster time, set by "
+                f"{bound.binding}): submitted")
+            first = publisher.submit(scenario.targets, scenario.throttle)
+            bounds[first] = bound.seconds
+            _follow(console, broker, prefix, first, engine, engine_log, args.speed)
 
             snap = _snapshot(cluster)
             proposal = exact_rebalance(snap.assignment(), snap.racks(), [b.id for b in snap.brokers if b.alive])
@@ -182,8 +266,9 @@ def _story(args, scenario, out: Path, logs: Path, procs: Processes, started: flo
                 targets = tuple(PartitionTarget(tp.topic, tp.partition, r) for tp, r in sorted(proposal.proposed.items()))
                 say(f"\n[bold]2.[/bold] exact rebalance ({len(targets)} partitions, {proposal.replicas_moved} "
                     f"replicas to move): submitted")
-                second = publisher.submit(targets)
-                _follow(console, broker, prefix, second, engine, engine_log,
+                second = publisher.submit(targets, scenario.throttle)
+                bounds[second] = second_bound(scenario, targets).seconds
+                _follow(console, broker, prefix, second, engine, engine_log, args.speed,
                         cancel=(publisher, max(1, len(targets) // 3)))
             else:
                 second = None
@@ -205,6 +290,11 @@ def _story(args, scenario, out: Path, logs: Path, procs: Processes, started: flo
                                      (stopped, f"{stopped} cancelled where they stood")) if n]
             say(f"  request {rid}: {', '.join(parts)}. {lines[-1] if lines else result.stderr.strip()}"
                 f" (exit {result.returncode})")
+            if result.returncode != 0:  # say why, in verify's own words
+                known = ("is completed", "was rolled back", "taken over by request", ": cancelled;", "Status of")
+                for line in lines[:-1]:
+                    if line.strip() and not any(k in line for k in known):
+                        say(f"    {line}")
 
         report_dir = out / "report"
         warehouse = out / "warehouse"
@@ -217,7 +307,9 @@ def _story(args, scenario, out: Path, logs: Path, procs: Processes, started: flo
             if analytics.returncode != 0:
                 raise CliError(f"the analytics job failed; see {alog}")
             report, rlog = procs.start("report", KREASSIGN + [
-                "analytics", "report", "--warehouse", str(warehouse), "--out", str(report_dir)])
+                "analytics", "report", "--warehouse", str(warehouse), "--out", str(report_dir),
+                "--time-scale", f"{args.speed:g}", "--poll-interval", str(POLL_INTERVAL),
+                *[f"--lower-bound={rid}={seconds:.3f}" for rid, seconds in bounds.items()]])
             wait_for("the report", lambda: report.poll() is not None, 300)
             if report.returncode != 0:
                 raise CliError(f"writing the report failed; see {rlog}")
@@ -231,11 +323,22 @@ def _story(args, scenario, out: Path, logs: Path, procs: Processes, started: flo
         say(f"  event log:  {prefix}events on {broker.bootstrap} (memory only: gone when the broker stops)")
         if args.keep_running:
             say(f"  status page {page}; kreassign status --bootstrap-server {broker.bootstrap} "
-                f"--broker-profile embedded --prefix {prefix} --watch")
+                f"--broker-profile embedded --prefix {prefix} --time-scale {args.speed:g} --watch")
             say("everything stays up until Ctrl-C")
             while True:
                 time.sleep(1)
     return 0
+
+
+def second_bound(scenario, targets):
+    """The lower bound of the second request: its targets, from where the first one left the cluster."""
+    import dataclasses
+
+    from engine.sim.bound import lower_bound
+
+    after = scenario.target_assignment()
+    partitions = {tp: dataclasses.replace(p, replicas=after[tp]) for tp, p in scenario.partitions.items()}
+    return lower_bound(dataclasses.replace(scenario, partitions=partitions, targets=tuple(targets)))
 
 
 def _snapshot(cluster: str):
@@ -272,7 +375,7 @@ def _status(page: str) -> dict | None:
         return None
 
 
-def _follow(console, broker, prefix, request_id, engine, engine_log, cancel=None) -> None:
+def _follow(console, broker, prefix, request_id, engine, engine_log, speed: float, cancel=None) -> None:
     """Show the request's progress live until it completes.
 
     ``cancel=(publisher, n)``: as soon as copies of the request are in flight, cancel up to ``n`` of
@@ -282,16 +385,14 @@ def _follow(console, broker, prefix, request_id, engine, engine_log, cancel=None
 
     from rich.live import Live
 
-    from engine.cli.status import Follower, render
-    from engine.progress import report
+    from engine.cli.status import Follower, document, render
 
     follower = Follower(Namespace(bootstrap_server=broker.bootstrap, command_config=None, prefix=prefix,
                                   broker_profile="embedded", schema_registry_url=None, timeout=30.0))
     with Live(console=console, refresh_per_second=4, transient=False) as live:
         while True:
             follower.poll()
-            doc = report(follower.state, follower.progress, datetime.now(timezone.utc), request_id)
-            live.update(render(doc))
+            live.update(render(document(follower, request_id, speed), speed))
             r = follower.state.requests.get(request_id)
             if r is not None and r.status == "completed":
                 if cancel:
@@ -299,7 +400,10 @@ def _follow(console, broker, prefix, request_id, engine, engine_log, cancel=None
                 return
             if cancel:
                 state = follower.state
-                copying = sorted((tp for tp, f in state.steps.items() if f.request_id == request_id and f.step.nr),
+                # copies the engine has seen in progress on the cluster (a step only planned or just
+                # sent may not have reached it yet: that would not be a copy in flight)
+                copying = sorted((tp for tp, f in state.steps.items() if f.request_id == request_id and f.step.nr
+                                  and getattr(state.observed.get(tp), "adding", ())),
                                  key=lambda tp: (-(getattr(state.observed.get(tp), "size_bytes", None) or 0), tp))
                 if copying:
                     publisher, n = cancel

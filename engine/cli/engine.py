@@ -39,6 +39,10 @@ def add_parser(sub) -> None:
                    help="write a snapshot of the state to <prefix>snapshots every N events, and at a clean "
                         "shutdown; recovery and status fold only the events after the latest one (default "
                         "10000; 0: only at shutdown)")
+    g.add_argument("--time-scale", type=positive_seconds, metavar="X",
+                   help="the cluster's clock runs X times the wall clock (a simulated cluster): /status and the "
+                        "status page show rates in cluster time, labelled (default: a sim+http cluster's own "
+                        "speed, else 1)")
     g.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"],
                    help="Faust's log level (default warning)")
     p.set_defaults(func=run)
@@ -50,10 +54,13 @@ def run(args) -> int:
     from engine.signing import SigningError, load_keys
     from confluent_kafka.admin import AdminClient
 
+    from engine.client_config import logged
     from engine.probe import ProbeError
+
     from engine.topics import TopicsError, create, layout_problems
     from engine.worker import Engine, Settings, run_worker
 
+    check_port(args.web_bind, args.web_port)
     config = client_config(args)
     try:
         keys = load_keys(args.signing_keys) if args.signing_keys else None
@@ -61,17 +68,18 @@ def run(args) -> int:
         problems = start_up_check(args, config)  # before anything is decided (engine.preflight)
         if problems:
             raise CliError(problems)
-        if layout_problems(AdminClient(config.confluent()), args.prefix, args.timeout):
+        if layout_problems(AdminClient(logged(config.confluent())), args.prefix, args.timeout):
             create(config.confluent(), args.prefix, timeout=args.timeout)  # names what is wrong if it cannot
         cluster = open_cluster(args.cluster, args.bootstrap_server, args.command_config, args.timeout,
                                args.cluster_command_config)
     except (SigningError, BoundsError, TopicsError, ConnectError, ProbeError) as e:
         raise CliError(str(e)) from None
+    time_scale = args.time_scale or cluster_speed(cluster)
     engine = Engine(Settings(
         config=config, cluster=cluster, prefix=args.prefix, profile=broker_profile(args), registry=registry(args),
         web_port=args.web_port, web_bind=args.web_bind, poll_interval=args.poll_interval,
         fast_interval=args.fast_interval, signing_keys=keys,
-        adaptive=adaptive, timeout=args.timeout, verify_interval=args.verify_interval,
+        adaptive=adaptive, timeout=args.timeout, time_scale=time_scale, verify_interval=args.verify_interval,
         snapshot_every=args.snapshot_every,
     ))
     run_worker(engine, args.log_level)
@@ -105,3 +113,34 @@ def start_up_check(args, config) -> str | None:
     if not problems:
         return None
     return paragraph(prober.principal, config.bootstrap, problems)
+
+
+def cluster_speed(cluster) -> float:
+    """A running sim-cluster's speed (its ``/v1/health``); 1 for any other cluster, whose clock is
+    the wall clock (a Kafka cluster has no other)."""
+    health = getattr(cluster, "health", None)
+    if health is None:
+        return 1.0
+    answer = health()
+    speed = answer.get("speed") if isinstance(answer, dict) else None
+    return float(speed) if isinstance(speed, (int, float)) and speed > 0 else 1.0
+
+
+def check_port(bind: str, port: int) -> None:
+    """Fail with one line if the web server could not listen there (before Faust starts, which would
+    say it with a long traceback). Port 0 means any free port."""
+    import errno
+    import socket
+
+    if port == 0:
+        return
+    try:
+        family = socket.AF_INET6 if ":" in bind else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the web server does
+            s.bind((bind, port))
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            raise CliError(f"port {port} is in use on {bind}: pass --web-port with another port "
+                           "(each worker on a host needs its own)") from None
+        raise CliError(f"cannot listen on {bind}:{port} (--web-bind, --web-port): {e.strerror}") from None

@@ -1,25 +1,29 @@
-"""``kreassign execute``: publish a reassignment (a submit command); print its request id.
+"""``kreassign execute``: publish a reassignment (a submit command) and print the engine's verdict.
 
 What can be checked without the cluster is checked here (the file's shape,
 duplicate partitions, empty or repeated replica lists, negative ids,
 log_dirs); a problem gives one line naming the file, exit status 2, and
 nothing is published. What needs the cluster (topics, partitions, brokers)
 is checked by the engine, which rejects the whole request with every reason
-(``CommandRejected`` on the events topic).
+(``CommandRejected`` on the events topic): the command waits for that verdict
+and prints it, accepted with the request id (exit 0) or rejected with every
+reason (exit 1); ``engine.cli.verdicts`` has the details and ``--no-wait``.
 """
 
 from __future__ import annotations
 
 from engine import reassignment_json
 from engine.cli import CliError, read_text
-from engine.cli.connection import add_arguments, positive_rate, publish
+from engine.cli import verdicts
+from engine.cli.connection import add_arguments, positive_rate
 from engine.commands import PartitionTarget, Submit
+from engine.envelope import new_id
 from engine.partition import TopicInfo
 from engine.validation import submission_problems
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("execute", help="publish a reassignment (Kafka reassignment JSON); prints the request id")
+    p = sub.add_parser("execute", help="publish a reassignment (Kafka reassignment JSON); prints the engine's verdict and the request id")
     p.add_argument("--reassignment-json-file", required=True, metavar="FILE", help="proposed assignment (Kafka JSON)")
     p.add_argument("--throttle", type=positive_rate, metavar="BYTES_PER_SEC",
                    help="replication throttle for this and later moves (default: keep the current rate)")
@@ -28,6 +32,7 @@ def add_parser(sub) -> None:
                    help="accept targets with fewer replicas than the topic's min.insync.replicas "
                         "(acks=all producers would then fail with NOT_ENOUGH_REPLICAS)")
     add_arguments(p, signing=True)
+    verdicts.add_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -54,6 +59,15 @@ def run(args) -> int:
     problems = local_problems(targets, args.request_id)
     if problems:
         raise CliError(f"{path}: " + "; ".join(problems))
-    request_id = publish(args, lambda p: p.submit(targets, args.throttle, args.request_id, args.allow_below_min_insync))
-    print(request_id)
-    return 0
+    command = Submit(args.request_id or new_id(), targets, args.throttle,
+                     allow_below_min_insync=args.allow_below_min_insync)
+    if args.request_id is not None and not args.no_wait:
+        from engine.decide import _digest  # the core's digest of a submit's targets
+
+        known = verdicts.already_accepted(args, args.request_id, _digest(command))
+        if known is not None:
+            print(f"request {args.request_id}: already accepted with exactly these targets "
+                  f"({known.partitions} partitions, {known.status}); the engine takes this as a re-delivery "
+                  "and decides nothing new")
+            return verdicts.ACCEPTED
+    return verdicts.send(args, command, "execute")

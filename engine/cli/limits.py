@@ -9,7 +9,9 @@ also with dashes or dots) or the KIP aliases (``reassignment.parallel.partition.
 from __future__ import annotations
 
 from engine.cli import CliError
-from engine.cli.connection import add_arguments, publish
+from engine.cli import verdicts
+from engine.cli.connection import add_arguments
+from engine.commands import ChangeLimits
 from engine.limits import SETTINGS, resolve_changes
 
 
@@ -19,6 +21,7 @@ def add_parser(sub) -> None:
                    help="a limit and its new value (repeatable)")
     p.add_argument("--list", action="store_true", help="print the limit names, aliases and defaults; publish nothing")
     add_arguments(p, required=False, signing=True)  # --list needs no cluster
+    verdicts.add_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -48,5 +51,4 @@ def run(args) -> int:
     if not args.bootstrap_server:
         raise CliError("--bootstrap-server is required")
     changes = parse_changes(args.changes)
-    print(publish(args, lambda p: p.change_limits(changes)))
-    return 0
+    return verdicts.send(args, ChangeLimits(changes), "limits")

@@ -29,8 +29,10 @@ def run(args) -> int:
     doc = report(follower.state, follower.progress, datetime.now(timezone.utc))
     print("Requests:" if doc["requests"] else "Requests: none")
     for r in doc["requests"]:
-        print(f"{r['id']}: {r['status']}, {r['done']}/{r['partitions']} partitions done, "
-              f"{r['in_flight']} in flight, {r['waiting']} waiting")
+        ended = ", ".join(f"{r[k]} {word}" for k, word in (("completed", "completed"), ("rolled_back", "rolled back"),
+                                                          ("cancelled", "cancelled")) if r[k] or k == "completed")
+        print(f"{r['id']}: {r['outcome']}: {ended}, {r['in_flight']} in flight, {r['waiting']} waiting, "
+              f"{r['queued']} queued (of {r['partitions']} partitions)")
     cluster = open_cluster_of(args)
     try:
         obs = cluster.observe(None)

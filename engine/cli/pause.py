@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from engine.cli.connection import add_arguments, publish
+from engine.cli import verdicts
+from engine.cli.connection import add_arguments
+from engine.commands import Pause
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("pause", help="start no new step (steps in flight finish)")
     add_arguments(p, signing=True)
-    p.set_defaults(func=lambda args: print(publish(args, lambda pub: pub.pause())))
+    verdicts.add_arguments(p)
+    p.set_defaults(func=lambda args: verdicts.send(args, Pause(), "pause"))

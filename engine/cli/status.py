@@ -4,11 +4,14 @@ It folds the events topic (the log is the source of truth, so status works
 whether the engine runs or not) into the core's state and, beside it, the
 progress in bytes and time (``engine.progress``), starting from the latest
 snapshot (``<prefix>snapshots``), so it starts as fast on a long log as on a
-short one. A snapshot it cannot use is named on standard error. Per request: partitions
-done / in flight / waiting / total, bytes copied / to copy, the recent copy
-rate and the ETA it gives; then the throttle and limits in force, and the
-reasons of anything waiting or skipped. ``--watch`` follows the log and
-redraws every second until Ctrl-C.
+short one; a snapshot it cannot use is named on standard error. First what needs attention
+(``engine.attention``: partitions waiting and why, cancels skipped and why,
+pause, the latest rejected commands with every reason); then per request its
+outcome (running, completed, rolled back, cancelled or a mix), a bar of its
+partitions by status, bytes copied / to copy, the recent copy rate and the ETA
+it gives (``paused`` while paused); then the throttle and limits in force.
+``--time-scale X`` labels a simulated cluster's rates in cluster time.
+``--watch`` follows the log and redraws every second until Ctrl-C.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import time
 from datetime import datetime, timezone
 
 from engine.cli import CliError
-from engine.cli.connection import add_arguments, broker_profile, client_config, registry
+from engine.cli.connection import add_arguments, broker_profile, client_config, positive_seconds, registry
 from engine.progress import Progress, report
 from engine.state import State
 from engine.units import format_duration, format_rate, format_size
@@ -29,6 +32,9 @@ def add_parser(sub) -> None:
     p.add_argument("--request", metavar="ID", help="only this request")
     p.add_argument("--watch", action="store_true", help="follow the log and redraw every second (Ctrl-C stops)")
     p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--time-scale", type=positive_seconds, default=1.0, metavar="X",
+                   help="the cluster's clock runs X times the wall clock (a simulated cluster, e.g. the demo's "
+                        "--speed): rates are shown in cluster time, labelled (default 1)")
     add_arguments(p)
     p.set_defaults(func=run)
 
@@ -85,50 +91,125 @@ class Follower:
         self.started = True
 
 
-def render(doc: dict):
-    """A rich renderable of ``report``'s data: a block per request, then what is in force."""
+SEGMENTS = (  # (count key, word, style, bar character): the bar's segments, in this order
+    ("completed", "completed", "green", "█"),
+    ("rolled_back", "rolled back", "yellow", "▓"),
+    ("cancelled", "cancelled", "bright_black", "▒"),
+    ("in_flight", "in flight", "blue", "▞"),
+    ("waiting", "waiting", "red", "!"),
+    ("queued", "queued", "white", "░"),
+)
+"""Colours for a terminal and a character each for where there are none (a log file, NO_COLOR)."""
+BAR = 40
+SEVERITY_STYLE = {"error": "bold red", "warning": "yellow"}
+
+
+def segments(r: dict, width: int = BAR) -> list[tuple[str, int]]:
+    """(count key, characters) of a request's bar: each partition status in proportion, every
+    non-empty one at least one character, the total exactly ``width`` (when there are partitions)."""
+    counts = [(key, r[key]) for key, *_ in SEGMENTS if r[key]]
+    total = sum(n for _k, n in counts)
+    if not total:
+        return []
+    cells = [(key, max(1, round(width * n / total))) for key, n in counts]
+    while sum(c for _k, c in cells) > width:  # rounding up the small ones took too much: trim the largest
+        i = max(range(len(cells)), key=lambda j: cells[j][1])
+        cells[i] = (cells[i][0], cells[i][1] - 1)
+    if sum(c for _k, c in cells) < width:
+        i = max(range(len(cells)), key=lambda j: cells[j][1])
+        cells[i] = (cells[i][0], cells[i][1] + width - sum(c for _k, c in cells))
+    return cells
+
+
+def render(doc: dict, time_scale: float = 1.0):
+    """A rich renderable of ``report``'s data with ``attention``: what needs attention first, then a
+    block per request (a bar of its partitions by status, bytes, rate, ETA), then what is in force.
+    ``time_scale``: how many times faster than the wall clock the cluster's clock runs (a simulated
+    cluster); rates are then given in cluster time, durations on the wall clock, each labelled."""
     from rich.console import Group
-    from rich.progress_bar import ProgressBar
-    from rich.table import Table
     from rich.text import Text
 
-    parts: list = []
+    parts: list = attention_lines(doc.get("attention", []))
+    scaled = time_scale != 1
     if not doc["requests"]:
         parts.append(Text("no reassignment requests"))
     for r in doc["requests"]:
-        total = r["bytes_total"] or None
-        fraction = (r["bytes_done"] / total) if total else (r["done"] / r["partitions"] if r["partitions"] else 1.0)
-        fraction = min(fraction, 1.0)
-        eta = r["eta_seconds"]
-        eta_text = "done" if r["status"] == "completed" else (format_duration(eta) if eta is not None else "unknown")
-        parts.append(Text.assemble(("request ", "bold"), (r["id"], "bold cyan"), f"  {r['status']}"))
-        bar = Table.grid(padding=(0, 1))
-        bar.add_row("  ", ProgressBar(total=1.0, completed=fraction, width=40), f"{fraction:4.0%}", f"ETA {eta_text}")
+        parts.append(Text.assemble(("request ", "bold"), (r["id"], "bold cyan"), "  ", _outcome(r)))
+        bar = Text("  ")
+        for key, n in segments(r):
+            style, char = next((st, ch) for k, _w, st, ch in SEGMENTS if k == key)
+            bar.append(char * n, style=style)
+        total = r["bytes_total"]
+        if total:
+            bar.append(f"  {min(r['bytes_done'] / total, 1.0):4.0%} of bytes")
+        if r["eta_state"] != "done":
+            bar.append(f"  ETA {_eta(r)}{' wall clock' if scaled and r['eta_state'] == 'estimated' else ''}")
         parts.append(bar)
-        by = r["by_status"]
-        ended = ", ".join(f"{by[s]} {word}" for s, word in (("completed", "completed"), ("reverted", "rolled back"),
-                                                             ("cancelled", "cancelled")) if by.get(s))
-        parts.append(Text(
-            f"  partitions {r['done']}/{r['partitions']} done"
-            f"{f' ({ended})' if ended and by.get('completed', 0) != r['done'] else ''}, {r['in_flight']} in flight, "
-            f"{r['waiting']} waiting, {r['queued']} queued"
-        ))
+        line = Text("  partitions: ")
+        shown = [(key, word, style) for key, word, style, _c in SEGMENTS if r[key] or key in ("completed",)]
+        for i, (key, word, style) in enumerate(shown):
+            line.append(("" if i == 0 else ", ") + f"{r[key]} {word}", style=style)
+        line.append(f" (of {r['partitions']})")
+        parts.append(line)
         copied = (f"{format_size(r['bytes_done'])} of {format_size(total)}" if total
                   else f"{format_size(r['bytes_done'])} (sizes unknown)")
-        rate = format_rate(r["rate_bytes_per_s"]) if r["rate_bytes_per_s"] else "-"
-        parts.append(Text(f"  copied {copied}, rate {rate}"))
+        rate = r["rate_bytes_per_s"]
+        rate_text = format_rate(rate / time_scale) if rate else "-"
+        where = (" (all brokers, cluster time)" if scaled else " (all brokers)") if rate else ""
+        which = "average rate" if r["eta_state"] == "done" else "rate"
+        parts.append(Text(f"  copied {copied}, {which} {rate_text}{where}"))
     rate = doc["throttle_rate"]
     brokers = ",".join(map(str, doc["throttled_brokers"]))
     parts.append(Text(
-        f"throttle {format_rate(rate) if rate else 'none'}{' in force on brokers ' + brokers if brokers else ''}; "
+        f"throttle {format_rate(rate) if rate else 'none'}{' per broker' if rate else ''}"
+        f"{' in force on brokers ' + brokers if brokers else ''}; "
         f"steps in flight {len(doc['steps_in_flight'])}; paused {'yes' if doc['paused'] else 'no'}"
     ))
     parts.append(Text("limits: " + ", ".join(f"{k}={v}" for k, v in doc["limits"].items())))
-    for reason, n in list(doc["waiting"].items())[:8]:
-        parts.append(Text(f"waiting ({n}): {reason}"))
-    for s in doc["skipped"][:8]:
-        parts.append(Text(f"skipped {s['partition']}: {s['reason']}"))
+    if scaled:
+        parts.append(Text(f"rates and the throttle are in cluster time (the cluster runs {time_scale:g}x the wall "
+                          "clock); ETAs on the wall clock", style="italic"))
     return Group(*parts)
+
+
+def attention_lines(entries: list[dict]) -> list:
+    """``engine.attention`` entries as rich lines: each title marked by severity, its lines below."""
+    from rich.text import Text
+
+    if not entries:
+        return []
+    out = [Text("needs attention:", style="bold")]
+    for e in entries:
+        at = f"  ({e['at'][11:19]} UTC)" if e.get("at") else ""
+        out.append(Text.assemble(("  ! " if e["severity"] == "error" else "  ~ ", SEVERITY_STYLE[e["severity"]]),
+                                 (e["title"], SEVERITY_STYLE[e["severity"]]), at))
+        for line in e["lines"]:
+            out.append(Text(f"      {line}"))
+    return out
+
+
+def _outcome(r: dict):
+    from rich.text import Text
+
+    word = r["outcome"]
+    style = {"completed": "green", "running": "", "rolled back": "yellow", "cancelled": "bright_black"}.get(word, "yellow")
+    return Text(word, style=style)
+
+
+def _eta(r: dict) -> str:
+    state = r["eta_state"]
+    if state == "estimated":
+        return format_duration(r["eta_seconds"])
+    return {"paused": "paused (no new step starts)", "unknown": "unknown"}[state]
+
+
+def document(follower: "Follower", request: str | None, time_scale: float) -> dict:
+    """``report`` with what needs attention and the time scale: what status prints (JSON too)."""
+    from engine.attention import attention
+
+    doc = report(follower.state, follower.progress, datetime.now(timezone.utc), request)
+    return {"attention": attention(follower.state, follower.progress.rejected_at, request, now=time.time()),
+            "time_scale": time_scale, **doc, "rejected": dict(sorted(follower.state.rejected.items()))}
 
 
 def run(args) -> int:
@@ -143,20 +224,18 @@ def run(args) -> int:
     if args.request and args.request not in follower.state.requests and not args.watch:
         raise CliError(f"unknown request '{args.request}'")
     if args.format == "json":
-        now = datetime.now(timezone.utc)
-        print(json.dumps(report(follower.state, follower.progress, now, args.request)))
+        print(json.dumps(document(follower, args.request, args.time_scale)))
         return 0
     console = Console()
     if not args.watch:
-        console.print(render(report(follower.state, follower.progress, datetime.now(timezone.utc), args.request)))
+        console.print(render(document(follower, args.request, args.time_scale), args.time_scale))
         return 0
     from rich.live import Live
 
     with Live(console=console, refresh_per_second=2) as live:
         try:
             while True:
-                now = datetime.now(timezone.utc)
-                live.update(render(report(follower.state, follower.progress, now, args.request)))
+                live.update(render(document(follower, args.request, args.time_scale), args.time_scale))
                 time.sleep(1.0)
                 follower.poll()
         except KeyboardInterrupt:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from engine.cli.connection import add_arguments, positive_rate, publish
+from engine.cli import verdicts
+from engine.cli.connection import add_arguments, positive_rate
+from engine.commands import ChangeThrottle
 
 
 def add_parser(sub) -> None:
@@ -12,6 +14,7 @@ def add_parser(sub) -> None:
     p.add_argument("--rate", required=True, type=_rate, metavar="BYTES_PER_SEC|none",
                    help="bytes/s per broker and direction; 'none' removes throttling")
     add_arguments(p, signing=True)
+    verdicts.add_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -25,5 +28,4 @@ def _rate(text: str) -> int | None:
 
 
 def run(args) -> int:
-    print(publish(args, lambda p: p.change_throttle(args.rate)))
-    return 0
+    return verdicts.send(args, ChangeThrottle(args.rate), "throttle")

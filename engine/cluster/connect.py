@@ -78,8 +78,10 @@ def open_cluster(spec: str, bootstrap: str | None = None, command_config: str | 
 
 
 def snapshot_of(scenario_file: str | None = None, bootstrap: str | None = None,
-                command_config: str | None = None, timeout: float = 30.0) -> ClusterSnapshot:
-    """The cluster a planner works on: a scenario's starting point, or a live cluster now."""
+                command_config: str | None = None, timeout: float = 30.0, cluster: str = "kafka",
+                cluster_command_config: str | None = None) -> ClusterSnapshot:
+    """The cluster a planner works on: a scenario's starting point, or a live cluster now
+    (``cluster`` as ``open_cluster`` takes it)."""
     if scenario_file is not None:
         from engine.sim import scenario
 
@@ -87,11 +89,11 @@ def snapshot_of(scenario_file: str | None = None, bootstrap: str | None = None,
             return scenario.load(scenario_file).snapshot()
         except scenario.ScenarioError as e:
             raise ConnectError(str(e)) from None
-    cluster = open_cluster("kafka", bootstrap, command_config, timeout)
+    live = open_cluster(cluster, bootstrap, command_config, timeout, cluster_command_config)
     try:
-        snap = cluster.snapshot()
+        snap = live.snapshot()
     finally:
-        cluster.close()
+        live.close()
     if isinstance(snap, Unavailable):
-        raise ConnectError(f"cannot read the cluster at {bootstrap}: {snap.message}")
+        raise ConnectError(f"cannot read the cluster at {bootstrap if cluster == 'kafka' else cluster}: {snap.message}")
     return snap

@@ -47,7 +47,7 @@ from typing import Any, Callable, Collection, Iterable, Mapping
 
 from engine import access
 from engine.access import THE_CLUSTER, Need
-from engine.client_config import ClientConfig
+from engine.client_config import ClientConfig, logged
 from engine.cluster.result import OK, Ok, Refused, Result, Unavailable, first_failure
 from engine.cluster.snapshot import ClusterSnapshot
 from engine.commands import Observation
@@ -175,8 +175,8 @@ class KafkaCluster:
             from confluent_kafka.admin import AdminClient
 
             try:
-                admin = AdminClient(config.confluent(**{"client.id": config.properties.get("client.id", "kreassign"),
-                                                        **self._watch.config()}))
+                admin = AdminClient(logged(config.confluent(**{"client.id": config.properties.get("client.id", "kreassign"),
+                                                               **self._watch.config()})))
             except (KafkaException, ValueError, TypeError) as e:
                 raise KafkaClusterError(f"confluent-kafka client settings: {e}") from None
         self._admin = admin

@@ -372,16 +372,95 @@ def test_bad_sql_is_one_line_and_exit_2(story, capsys, sql, words):
     assert len(err.splitlines()) == 1 and words in err and err.startswith("kreassign analytics: error:")
 
 
-def test_report_writes_html_and_plots(story, tmp_path, capsys):
-    out = tmp_path / "report"
+def test_the_report_answers_each_question_from_the_log(story, tmp_path):
+    """Every figure's data (report.json) equals what the test computes from the events itself, in
+    cluster time (--time-scale 10); the page says so; each figure is a real, non-blank image."""
+    from PIL import Image
+
+    from spark.report import FIGURES, READY, bucket_seconds
+
+    scale, poll, out = 10.0, 7.0, tmp_path / "report"
     assert main(["analytics", "report", "--warehouse", str(story.warehouse), "--out", str(out),
-                 "--lower-bound", "req-a=60"]) == 0
+                 "--lower-bound", "req-a=60", "--time-scale", "10", "--poll-interval", "7"]) == 0
     page = (out / "index.html").read_text()
-    for png in ("bytes_per_broker.png", "steps_in_flight.png", "step_durations.png", "makespan.png"):
+    doc = json.loads((out / "report.json").read_text())
+    for png in FIGURES:
         data = (out / png).read_bytes()
-        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000, png
-        assert f'src="{png}"' in page
-    assert "req-a" in page and ">60<" in page  # the lower bound given, in the requests table
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and f'src="{png}"' in page, png
+        assert len(Image.open(out / png).convert("RGB").getcolors(maxcolors=1 << 20)) > 20, png  # drawn on
+    assert "Simulated cluster at 10x the wall clock" in page
+
+    times = [e.recorded_at for e in story.all]
+    span = (max(times) - min(times)).total_seconds() * scale
+    assert doc["bucket_s"] == bucket_seconds(span) and span / doc["bucket_s"] <= 60  # from the run's length
+
+    # 1. each request's outcome as its RequestCompleted says; makespan in cluster time against the bound
+    accepted = {e.payload.request_id: e.recorded_at for e in story.all if isinstance(e.payload, ev.RequestAccepted)}
+    ended = {e.payload.request_id: e for e in story.all if isinstance(e.payload, ev.RequestCompleted)}
+    rows = {r["request"]: r for r in doc["requests"]}
+    assert set(rows) == set(accepted)  # rejected submits are no requests
+    for rid, e in ended.items():
+        r = rows[rid]
+        assert (r["completed"], r["rolled_back"], r["cancelled"]) == (e.payload.completed, e.payload.reverted,
+                                                                      e.payload.cancelled)
+        assert r["makespan_s"] == pytest.approx((e.recorded_at - accepted[rid]).total_seconds() * scale)
+    assert rows["req-a"]["lower_bound_s"] == 60
+    assert rows["req-a"]["makespan_over_bound"] == pytest.approx(rows["req-a"]["makespan_s"] / 60)
+    assert rows["req-b"]["rolled_back"] == 2 and rows["req-b"]["makespan_over_bound"] is None
+    assert rows["req-b"]["note"] == "no bound given"
+
+    # 2. per broker: the copy-rate series add up to the bytes each broker received and sent
+    size, bytes_in, bytes_out = {}, Counter(), Counter()
+    planned, started, copies = {}, {}, []
+    for e in story.all:
+        p = e.payload
+        if isinstance(p, ev.PartitionObserved) and p.state.size_bytes is not None:
+            size[p.tp] = p.state.size_bytes
+        elif isinstance(p, ev.StepPlanned):
+            planned[(p.request_id, p.tp, p.number)] = p.step
+        elif isinstance(p, ev.StepStarted):
+            started[(p.request_id, p.tp, p.number)] = e.recorded_at
+        elif isinstance(p, ev.StepCompleted):
+            step = planned[(p.request_id, p.tp, p.number)]
+            for b in step.nr:
+                bytes_in[b] += size[p.tp]
+            if step.nr:
+                bytes_out[step.leader] += size[p.tp] * len(step.nr)
+                copies.append((e.recorded_at - started[(p.request_id, p.tp, p.number)]).total_seconds() * scale)
+    brokers = {b["broker"]: b for b in doc["throttle"]["brokers"]}
+    assert set(brokers) == set(bytes_in) | set(bytes_out)
+    for b, row in brokers.items():
+        assert (row["bytes_in"], row["bytes_out"]) == (bytes_in[b], bytes_out[b])
+        assert sum(row["rate_in"]) * doc["bucket_s"] == pytest.approx(bytes_in[b])
+        assert sum(row["rate_out"]) * doc["bucket_s"] == pytest.approx(bytes_out[b])
+    rates = [r for r in doc["throttle"]["throttle_rate"] if r is not None]
+    assert rates[0] == 30 * MB and rates[-1] == 20 * MB  # req-a's throttle, then the operator's change
+
+    # 4. partition-time spent ready but held back by the limits: from each PartitionReady to the partition's next event
+    kinds = ("PartitionQueued", "PartitionReady", "PartitionWaiting", "StepPlanned", "StepCompleted", "StepAborted",
+             "StepFailed", "PartitionCompleted", "PartitionReverted", "PartitionCancelled")
+    by_partition = defaultdict(list)
+    for e in story.all:
+        if type(e.payload).__name__ in kinds:
+            by_partition[e.payload.tp].append(e)
+    ready = defaultdict(float)
+    for tp, es in by_partition.items():
+        for a, b in zip(es, es[1:]):
+            if isinstance(a.payload, ev.PartitionReady):
+                ready[tp] += (b.recorded_at - a.recorded_at).total_seconds() * scale
+    waits = {w["reason"]: w for w in doc["waits"]}
+    assert waits[READY]["total_s"] == pytest.approx(sum(ready.values()))
+    assert waits[READY]["partitions"] == sum(1 for v in ready.values() if v > 0)
+
+    # 5. copies, from the cluster's start of copying to completion, at the engine's resolution
+    assert sorted(doc["durations"]["values_s"]) == pytest.approx(sorted(copies))
+    assert doc["durations"]["resolution_s"] == poll * scale and "the engine observes every 70 s" in page
+
+    # 6. what was rolled back, and what was rejected
+    reverted = {str(e.payload.tp) for e in story.all if isinstance(e.payload, ev.PartitionReverted)}
+    assert {r["partition"] for r in doc["rolled_back"]} == reverted and len(reverted) == 2
+    assert all(r["original"] and r["target"] and r["cancelled_at"] for r in doc["rolled_back"])
+    assert any(r["kind"] == "rejected" and r["reason"] == "unknown request 'no-such-request'" for r in doc["rejections"])
 
 
 def test_spark_kafka_connector_missing_is_one_line(story, broker, capsys):

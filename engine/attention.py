@@ -1,0 +1,210 @@
+"""What needs an operator's attention now, as a list of entries (a pure function of the state).
+
+Waits, refusals and rejections are the answers operators look for first, and
+a list of recent events scrolls them away within seconds. ``attention`` turns
+the state into a short list that holds them for as long as they are true
+(and the latest rejections for good): ``kreassign status``, ``/status`` and
+the status page show it first, in this order:
+
+| kind | severity | when |
+| --- | --- | --- |
+| ``blocked`` | error | the engine cannot act on or observe the cluster (the decider says why) |
+| ``cluster``, ``throttles``, ``step``, ``abort``, ``election`` | error | what the cluster refused or could not be asked (``engine.summary.problems``): one entry per kind and error, with the partitions, the attempt and when it is tried again |
+| ``waiting`` | warning | partitions that cannot take their next step, one entry per reason (and when a refused step is planned again) |
+| ``paused`` | warning | the engine starts no new step |
+| ``skipped`` | warning | partitions a cancel left alone (KIP-236's rules), one entry per reason |
+| ``rejected`` | error | the latest rejected commands, each with every reason and its time |
+
+Every entry has the same shape, so a renderer needs no knowledge of kinds::
+
+    {"kind": str, "severity": "error" | "warning", "title": str, "lines": [str],
+     "count": int, "at": ISO time or None, "partitions": [str], "reason": str or None,
+     "attempt": int or None, "retry_at": ISO time or None}
+
+A new kind is added here, from the state, in the same shape; the renderers
+show it as it is. Times of retries are the engine's clock (epoch seconds in
+the state), shown as UTC times and, given ``now``, as "in N s".
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from datetime import datetime, timezone
+from typing import Iterable
+
+from engine.state import State
+from engine.summary import problems
+
+SHOWN_PARTITIONS = 12  # partitions named per entry; the rest are counted
+SHOWN_REJECTIONS = 5
+
+
+def attention(state: State, rejected_at: dict | None = None, only: str | None = None,
+              blocked: str | None = None, now: float | None = None) -> list[dict]:
+    """The entries, most urgent first (see the module doc). ``only``: one request's partitions
+    (and its rejections); ``blocked``: the decider's reason for holding actions back, if any;
+    ``now``: the engine's clock (epoch seconds), to say how soon a retry comes."""
+    rejected_at = rejected_at or {}
+    members = None
+    if only is not None:
+        r = state.requests.get(only)
+        members = set(r.members.keys()) if r is not None else set()
+    out: list[dict] = []
+    found = problems(state)
+    if blocked and not any(p["kind"] == "cluster" for p in found):
+        out.append(_entry("blocked", "error", f"the engine is held back: {blocked}"))
+    out.extend(_refusals(state, found, members, now))
+    by_reason: dict[str, list] = defaultdict(list)
+    for tp, reason in state.waiting.items():
+        if members is None or tp in members:
+            by_reason[reason].append(tp)
+    for shape, reasons in _by_shape(by_reason):
+        tps = [tp for r in reasons for tp in by_reason[r]]
+        requests = sorted({state.partitions[tp].request_id for tp in tps})
+        if len(reasons) == 1:
+            lines = [_named(tps)]
+        else:  # the same wait for different brokers: one entry, a line per broker
+            lines = [f"{_numbers(r)}: {_named(by_reason[r])}"
+                     for r in sorted(reasons, key=lambda r: (-len(by_reason[r]), r))]
+        lines.append(f"request{'s' if len(requests) > 1 else ''} {', '.join(requests)}")
+        retries = [state.partitions[tp].retry_at for tp in tps if state.partitions[tp].retry_at is not None]
+        if retries:  # steps the cluster refused: planned again after a backoff
+            lines.append(f"planned again {_when(min(retries), now)}")
+        out.append(_entry(
+            "waiting", "warning", f"{_n(len(tps), 'partition')} waiting: {shape if len(reasons) > 1 else reasons[0]}",
+            lines, count=len(tps), partitions=tps, reason=shape if len(reasons) > 1 else reasons[0],
+            retry_at=_iso(min(retries)) if retries else None,
+        ))
+    if state.paused:
+        n = len(state.steps)
+        out.append(_entry("paused", "warning", "paused: no new step starts until kreassign resume"
+                          + (f" ({_n(n, 'step')} in flight finish{'es' if n == 1 else ''})" if n else "")))
+    skipped: dict[str, list] = defaultdict(list)
+    for tp, entry in state.partitions.items():
+        if entry.note and (members is None or tp in members):
+            skipped[entry.note].append(tp)
+    for reason, tps in sorted(skipped.items(), key=lambda x: (-len(x[1]), x[0])):
+        out.append(_entry("skipped", "warning", f"{_n(len(tps), 'partition')} not cancelled: {reason}",
+                          [_named(tps)], count=len(tps), partitions=tps, reason=reason))
+    rejections = [e for e in state.rejections if only is None or e.request_id == only]
+    shown = rejections[-SHOWN_REJECTIONS:]
+    total = sum(state.rejected.values()) if only is None else len(rejections)
+    for e in reversed(shown):
+        at = rejected_at.get(e.command_id)
+        what = e.command + (f" of request {e.request_id}" if e.request_id else "")
+        n = len(e.reasons)
+        title = f"{what} rejected: {e.reasons[0]}" if n == 1 else f"{what} rejected ({n} reasons)"
+        lines = ([] if n == 1 else list(e.reasons[:SHOWN_PARTITIONS])
+                 + ([f"and {n - SHOWN_PARTITIONS} more reasons"] if n > SHOWN_PARTITIONS else []))
+        lines.append(f"command {e.command_id}" if e.command_id else "command without an id")
+        if e is shown[0] and total > len(shown):
+            lines.append(f"{total - len(shown)} earlier rejections: kreassign replay --format json lists "
+                         f"the latest {len(state.rejections)}")
+        out.append(_entry("rejected", "error", title, lines,
+                          at=at.isoformat() if isinstance(at, datetime) else None, reason="; ".join(e.reasons)))
+    return out
+
+
+NOUNS = {"step": ("step the cluster did not start", "steps the cluster did not start"),
+         "abort": ("abort of a step that failed", "aborts of steps that failed"),
+         "election": ("preferred leader election that failed", "preferred leader elections that failed")}
+
+
+def _refusals(state: State, found: list[dict], members: set | None, now: float | None) -> list[dict]:
+    """``engine.summary.problems`` as entries: the cluster and throttle ones as they are, the
+    per-partition ones grouped by kind and error (numbers as N), each with its partitions, the
+    highest attempt and the soonest retry."""
+    out: list[dict] = []
+    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for p in found:
+        if "partition" in p:
+            if members is None or _tp_in(p["partition"], members):
+                why = p["message"].split(" failed: ", 1)[-1]  # the cluster's answer, without "step 3"
+                groups[(p["kind"], _NUMBER.sub("N", why))].append(p)
+            continue
+        lines = []
+        if p.get("attempt"):
+            lines.append(f"attempt {p['attempt']}; next try {_when(p.get('retry_at'), now)}")
+        out.append(_entry(p["kind"], "error", p["message"], lines, attempt=p.get("attempt"),
+                          retry_at=_iso(p.get("retry_at")), reason=p["message"]))
+    for (kind, shape), ps in sorted(groups.items(), key=lambda x: (-len(x[1]), x[0])):
+        tps = [p["partition"] for p in ps]
+        attempt = max(p.get("attempt") or 1 for p in ps)
+        retries = [p["retry_at"] for p in ps if p.get("retry_at") is not None]
+        why = ps[0]["message"].split(" failed: ", 1)[-1] if len(ps) == 1 else shape
+        one, many = NOUNS.get(kind, (kind, kind))
+        title = f"{len(ps)} {one if len(ps) == 1 else many}: {why}"
+        requests = sorted({p["request"] for p in ps if p.get("request")})
+        lines = [_named(tps)] + ([f"request{'s' if len(requests) > 1 else ''} {', '.join(requests)}"]
+                                 if requests else [])
+        lines.append(f"attempt {attempt}{' (highest)' if len(ps) > 1 else ''}; next try "
+                     + (_when(min(retries), now) if retries else "at the next decision"))
+        out.append(_entry(kind, "error", title, lines, count=len(ps), partitions=tps, reason=shape,
+                          attempt=attempt, retry_at=_iso(min(retries)) if retries else None))
+    return out
+
+
+def _tp_in(name: str, members: set) -> bool:
+    return any(str(tp) == name for tp in members)
+
+
+def _iso(t: float | None) -> str | None:
+    return None if t is None else datetime.fromtimestamp(t, tz=timezone.utc).isoformat()
+
+
+def _when(t: float | None, now: float | None) -> str:
+    """A retry time as an operator reads it: "at 17:01:04 UTC (in 12 s)"."""
+    if t is None:
+        return "at the next decision"
+    at = datetime.fromtimestamp(t, tz=timezone.utc).strftime("%H:%M:%S UTC")
+    if now is None:
+        return f"at {at}"
+    return f"at {at} ({'now' if t <= now else f'in {t - now:.0f} s'})"
+
+
+def _by_shape(by_reason: dict[str, list]) -> list[tuple[str, list[str]]]:
+    """Reasons grouped by their shape (numbers as N: "waiting for broker N to become leader"), the
+    groups with the most partitions first."""
+    shapes: dict[str, list[str]] = defaultdict(list)
+    for reason in by_reason:
+        shapes[_NUMBER.sub("N", reason)].append(reason)
+    size = {shape: sum(len(by_reason[r]) for r in reasons) for shape, reasons in shapes.items()}
+    return sorted(shapes.items(), key=lambda x: (-size[x[0]], x[0]))
+
+
+_NUMBER = re.compile(r"\b\d+\b")
+
+
+def _numbers(reason: str) -> str:
+    """What tells a reason from others of its shape: each number with the word before it ("broker 3")."""
+    words = reason.split()
+    return ", ".join(" ".join(words[max(i - 1, 0):i + 1])
+                     for i, w in enumerate(words) if _NUMBER.fullmatch(w.strip(",;:()")))
+
+
+def _entry(kind: str, severity: str, title: str, lines: Iterable[str] = (), *, count: int = 1,
+           at: str | None = None, partitions: Iterable = (), reason: str | None = None, attempt: int | None = None,
+           retry_at: str | None = None) -> dict:
+    return {"kind": kind, "severity": severity, "title": title, "lines": list(lines), "count": count, "at": at,
+            "partitions": _names(partitions)[:1000], "reason": reason, "attempt": attempt,
+            "retry_at": retry_at}
+
+
+def _names(tps) -> list[str]:
+    """Partition names in topic, then partition number order ("t-2" before "t-10")."""
+    def key(name: str):
+        topic, _, n = name.rpartition("-")
+        return (topic, int(n)) if n.isdigit() else (name, -1)
+
+    return sorted((str(tp) for tp in tps), key=key)
+
+
+def _named(tps) -> str:
+    names = _names(tps)
+    more = len(names) - SHOWN_PARTITIONS
+    return "partitions " + ", ".join(names[:SHOWN_PARTITIONS]) + (f" and {more} more" if more > 0 else "")
+
+
+def _n(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"

@@ -1,0 +1,173 @@
+"""The engine's verdict on one command, read from the events it appended (pure).
+
+Every command the engine decides leaves exactly one event carrying its
+``command_id``: the rejection (``CommandRejected``, with every reason) or the
+event that records its acceptance (``RequestAccepted``, ``CancelRequested``,
+``LimitsChanged``, ``ThrottleRateChanged``, ``Paused``, ``Resumed``). The rest
+of that decision (the same append, so the same ``recorded_at``) says what the
+acceptance did: partitions queued or waiting and why, partitions cancelled,
+copies being aborted, cancels skipped and why. ``Watch`` reads events in log
+order and answers once the verdict's decision is complete.
+
+One command has no event: a submit re-delivered with an id and targets the
+engine already has (``decide`` treats it as a re-delivery). ``kreassign
+execute --request-id`` checks for that before it publishes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime
+from typing import NamedTuple
+
+from engine import events as ev
+from engine.envelope import EventEnvelope
+from engine.units import format_rate
+
+VERDICT_EVENTS = (ev.CommandRejected, ev.RequestAccepted, ev.CancelRequested, ev.LimitsChanged,
+                  ev.ThrottleRateChanged, ev.Paused, ev.Resumed)
+
+
+class Verdict(NamedTuple):
+    command_id: str
+    accepted: bool
+    command: str  # submit, cancel, limits, throttle, pause, resume
+    request_id: str | None
+    summary: str  # one line: what was accepted, or what was rejected
+    details: tuple[str, ...] = ()  # accepted: what it did beyond the summary; rejected: every reason
+    at: datetime | None = None
+
+    def to_json(self) -> dict:
+        return {"command_id": self.command_id, "verdict": "accepted" if self.accepted else "rejected",
+                "command": self.command, "request": self.request_id, "summary": self.summary,
+                "details": list(self.details), "at": self.at.isoformat() if self.at else None}
+
+
+class Watch:
+    """Feed the events appended after the command was published; ``verdict`` once it is known.
+
+    ``complete`` is true once the verdict's decision has ended (an event recorded
+    at another time follows it, or ``end()`` says the log has no more for now).
+    """
+
+    def __init__(self, command_id: str):
+        self.command_id = command_id
+        self.first: EventEnvelope | None = None
+        self.decision: list[ev.Event] = []
+        self.complete = False
+
+    def feed(self, envelope: EventEnvelope) -> None:
+        if self.complete:
+            return
+        e = envelope.payload
+        if self.first is None:
+            if isinstance(e, VERDICT_EVENTS) and getattr(e, "command_id", "") == self.command_id:
+                self.first = envelope
+                self.decision = [e]
+            return
+        if envelope.recorded_at != self.first.recorded_at:
+            self.complete = True
+            return
+        self.decision.append(e)
+
+    def end(self) -> None:
+        """The log holds nothing more right now: a decision is appended whole, so it is complete."""
+        if self.first is not None:
+            self.complete = True
+
+    @property
+    def verdict(self) -> Verdict | None:
+        if not self.complete:
+            return None
+        return verdict_of(self.command_id, self.decision, self.first.recorded_at)
+
+
+def verdict_of(command_id: str, decision: list[ev.Event], at: datetime | None = None) -> Verdict:
+    """The verdict from a decision's events, the first of which carries ``command_id``."""
+    first = decision[0]
+    if isinstance(first, ev.CommandRejected):
+        n = len(first.reasons)
+        what = first.command + (f" of request {first.request_id}" if first.request_id else "")
+        return Verdict(command_id, False, first.command, first.request_id,
+                       f"rejected: {what} ({n} {'reason' if n == 1 else 'reasons'})", tuple(first.reasons), at)
+    if isinstance(first, ev.RequestAccepted):
+        return _submit(command_id, first, decision, at)
+    if isinstance(first, ev.CancelRequested):
+        return _cancel(command_id, first, decision, at)
+    if isinstance(first, ev.LimitsChanged):
+        limits = ", ".join(f"{k}={v}" for k, v in first.limits.as_dict().items())
+        return Verdict(command_id, True, "limits", None, "accepted: limits in force from the next decision",
+                       (f"limits: {limits}",), at)
+    if isinstance(first, ev.ThrottleRateChanged):
+        rate = "none (unthrottled)" if first.rate is None else format_rate(first.rate)
+        return Verdict(command_id, True, "throttle", None, f"accepted: throttle rate for new steps {rate}",
+                       ("steps in flight keep copying; their brokers' rate is updated with the next decision",), at)
+    if isinstance(first, ev.Paused):
+        return Verdict(command_id, True, "pause", None,
+                       "accepted: paused: no new step starts until resume; steps in flight finish", (), at)
+    return Verdict(command_id, True, "resume", None, "accepted: resumed: steps start again", (), at)
+
+
+def _submit(command_id: str, first: ev.RequestAccepted, decision: list[ev.Event], at) -> Verdict:
+    rid = first.request_id
+    ready = waiting = done = 0
+    reasons: Counter = Counter()
+    taken_from: Counter = Counter()
+    details: list[str] = []
+    for e in decision[1:]:
+        if isinstance(e, ev.PartitionReady) and e.request_id == rid:
+            ready += 1
+        elif isinstance(e, ev.PartitionWaiting) and e.request_id == rid:
+            waiting += 1
+            reasons[e.reason] += 1
+        elif isinstance(e, ev.PartitionCompleted) and e.request_id == rid:
+            done += 1
+        elif isinstance(e, ev.PartitionCancelled) and e.superseded_by == rid:
+            taken_from[e.request_id] += 1
+        elif isinstance(e, ev.ThrottleRateChanged) and e.command_id == command_id:
+            details.append("throttle rate for new steps: "
+                           + ("none (unthrottled)" if e.rate is None else format_rate(e.rate)))
+    inherited = first.partitions - ready - waiting - done
+    parts = [f"{ready} ready to start"] + ([f"{waiting} waiting"] if waiting else []) + (
+        [f"{done} already at their target"] if done else []) + (
+        [f"{inherited} finish a step in flight first"] if inherited > 0 else [])
+    for reason, n in reasons.most_common():
+        details.append(f"waiting ({n}): {reason}")
+    for other, n in sorted(taken_from.items()):
+        details.append(f"took over {n} partitions from request {other} (its pending steps there are dropped)")
+    return Verdict(command_id, True, "submit", rid,
+                   f"accepted: request {rid}: {first.partitions} partitions ({', '.join(parts)})", tuple(details), at)
+
+
+def _cancel(command_id: str, first: ev.CancelRequested, decision: list[ev.Event], at) -> Verdict:
+    rid = first.request_id
+    cancelled = aborting = reverted = 0
+    skipped: list[str] = []
+    stays: list[str] = []
+    for e in decision[1:]:
+        if getattr(e, "request_id", None) != rid:
+            continue
+        if isinstance(e, ev.PartitionCancelled) and e.superseded_by is None:
+            cancelled += 1
+            aborting += e.aborting is not None
+            if e.final and e.reason:
+                stays.append(f"{e.tp}: {e.reason}")
+        elif isinstance(e, ev.CancelSkipped):
+            skipped.append(f"skipped {e.tp}: {e.reason}")
+        elif isinstance(e, ev.PartitionReverted):
+            reverted += 1
+    which = "the whole request" if first.partitions is None else f"{len(first.partitions)} named partitions"
+    mode = ("without rollback" if not first.rollback else "with rollback to the original replicas"
+            + (", completed partitions too" if first.include_completed else ""))
+    parts = [f"{cancelled} partitions cancelled"]
+    if aborting:
+        parts.append(f"{aborting} copies in flight being aborted")
+    if reverted:
+        parts.append(f"{reverted} already back at their original replicas")
+    if skipped:
+        parts.append(f"{len(skipped)} skipped")
+    if not cancelled and not skipped:
+        parts = ["nothing left to cancel (every partition had ended or was already cancelled)"]
+    return Verdict(command_id, True, "cancel", rid,
+                   f"accepted: cancel of request {rid} ({which}, {mode}): {', '.join(parts)}",
+                   tuple(skipped + stays), at)
