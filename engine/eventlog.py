@@ -463,14 +463,15 @@ def read_topic(
         consumer.close()
 
 
-def end_offset(config: ClientConfig, topic: str, *, profile: BrokerProfile = KAFKA, partition: int = 0,
-               timeout: float = DEFAULT_TIMEOUT) -> int:
+def end_offset(config: ClientConfig, topic: str, *, group_id: str, profile: BrokerProfile = KAFKA,
+               partition: int = 0, timeout: float = DEFAULT_TIMEOUT) -> int:
     """The partition's listed end (high watermark): every message at or after it is newer than this
-    call. (The embedded broker lists less than the end, which is still a safe place to start from.)"""
-    consumer = Consumer(logged(config.confluent(**{"group.id": "kreassign-reader", "enable.auto.commit": False,
+    call. (The embedded broker lists less than the end, which is still a safe place to start from.)
+    ``group_id``: as for ``read_topic``."""
+    _check(config, topic, ("Read",), timeout, ReadError, group_id)
+    consumer = Consumer(logged(config.confluent(**{"group.id": group_id, "enable.auto.commit": False,
                                                    **profile.consumer})))
     try:
-        _topic_metadata(consumer, topic, timeout, config.bootstrap, ReadError)
         _low, high = consumer.get_watermark_offsets(KafkaTopicPartition(topic, partition), timeout=timeout)
         return max(high, 0)
     except KafkaException as e:
@@ -480,14 +481,15 @@ def end_offset(config: ClientConfig, topic: str, *, profile: BrokerProfile = KAF
 
 
 def follow(config: ClientConfig, topic: str, decode: Callable[[bytes | None], Any],
-           set_aside: Callable[[DeadLetter], None], *, start_offset: int, profile: BrokerProfile = KAFKA,
+           set_aside: Callable[[DeadLetter], None], *, start_offset: int, group_id: str, profile: BrokerProfile = KAFKA,
            partition: int = 0) -> Iterator[Message | None]:
     """One partition's messages from ``start_offset`` on, decoded, as they arrive, for as long as the
     caller iterates; ``None`` whenever the partition's end is reached and nothing newer came within a
-    short poll (the caller decides how long to wait)."""
+    short poll (the caller decides how long to wait). Committed messages only: the decider appends
+    in transactions (``isolation.level`` read_committed, librdkafka's default)."""
     consumer = Consumer(logged(config.confluent(**{
-        "group.id": "kreassign-reader", "enable.auto.commit": False, "enable.partition.eof": True,
-        **profile.consumer,
+        "group.id": group_id, "enable.auto.commit": False, "enable.partition.eof": True,
+        "isolation.level": "read_committed", **profile.consumer,
     })))
     try:
         consumer.assign([KafkaTopicPartition(topic, partition, start_offset)])

@@ -30,7 +30,7 @@ from confluent_kafka import Consumer, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from engine.broker_profile import KAFKA, BrokerProfile
-from engine.client_config import ClientConfig
+from engine.client_config import ClientConfig, logged
 from engine.eventlog import DEFAULT_TIMEOUT, ReadError, _check, _Writer, decoder_for, read_topic
 from engine.envelope import EventEnvelope, millis
 from engine.snapshot import Assembled, Fold, Snapshot, assemble, to_records
@@ -82,8 +82,8 @@ def latest(config: ClientConfig, *, prefix: str = DEFAULT_PREFIX, profile: Broke
     """The latest usable snapshot on the snapshots topic (see the module doc)."""
     topic = Topics.named(prefix).snapshots
     started = time.monotonic()
-    consumer = Consumer(config.confluent(**{"group.id": reader_group(prefix), "enable.auto.commit": False,
-                                            **profile.consumer}))
+    consumer = Consumer(logged(config.confluent(**{"group.id": reader_group(prefix), "enable.auto.commit": False,
+                                                   **profile.consumer})))
     try:
         try:
             metadata = consumer.list_topics(topic, timeout=timeout)
@@ -155,8 +155,8 @@ def resume(config: ClientConfig, snapshot: Snapshot | None, *, prefix: str = DEF
 
 def _low_watermark(config: ClientConfig, topic: str, prefix: str, profile: BrokerProfile, timeout: float) -> int:
     _check(config, topic, ("Read",), timeout, ReadError, reader_group(prefix))  # missing, or not allowed: said so
-    consumer = Consumer(config.confluent(**{"group.id": reader_group(prefix), "enable.auto.commit": False,
-                                            **profile.consumer}))
+    consumer = Consumer(logged(config.confluent(**{"group.id": reader_group(prefix), "enable.auto.commit": False,
+                                                   **profile.consumer})))
     try:
         low, _high = consumer.get_watermark_offsets(KafkaTopicPartition(topic, 0), timeout=timeout)
         return low

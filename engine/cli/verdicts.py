@@ -48,13 +48,13 @@ def send(args, command, name: str) -> int:
 def publish_and_wait(args, command):
     """Publish ``command``; (its envelope, the verdict or ``None``). No waiting with ``--no-wait``."""
     from engine.eventlog import ReadError, end_offset
-    from engine.topics import Topics
+    from engine.topics import Topics, reader_group
 
     start = None
     if not args.no_wait:
         try:
             start = end_offset(client_config(args), Topics.named(args.prefix).events, profile=broker_profile(args),
-                               timeout=args.timeout)
+                               group_id=reader_group(args.prefix), timeout=args.timeout)
         except ReadError as e:
             raise CliError(str(e)) from None
     envelope = publish(args, lambda p: p.send(command))
@@ -92,14 +92,15 @@ def wait_for_verdict(args, command_id: str, start: int):
     """The verdict on ``command_id`` from the events at offset ``start`` on, or ``None`` after the wait."""
     from engine.envelope import EventEnvelope
     from engine.eventlog import ReadError, decoder_for, follow
-    from engine.topics import Topics
+    from engine.topics import Topics, reader_group
     from engine.verdict import Watch
 
     events = Topics.named(args.prefix).events
     watch = Watch(command_id)
     deadline = time.monotonic() + args.wait_timeout
     messages = follow(client_config(args), events, decoder_for(EventEnvelope, registry(args), events),
-                      lambda _letter: None, start_offset=start, profile=broker_profile(args))
+                      lambda _letter: None, start_offset=start, group_id=reader_group(args.prefix),
+                      profile=broker_profile(args))
     try:
         for m in messages:
             if m is None:
