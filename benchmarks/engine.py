@@ -225,7 +225,8 @@ def failover(runs: int, profile: str) -> None:
         sim = SimCluster(doc, speed=5, tmp_path=Path(tmp))
         procs = [sim]
         try:
-            workers = [Worker(b, prefix, sim.kafka, broker_profile=profile) for _ in range(2)]
+            info = ("--log-level", "info")
+            workers = [Worker(b, prefix, sim.kafka, broker_profile=profile, extra=info) for _ in range(2)]
             procs += workers
             active = wait_for(lambda: next((w for w in workers if w.active()), None), 120, "one decider")
             with Publisher(b.bootstrap, prefix=prefix, profile=EMBEDDED) as p:
@@ -239,17 +240,19 @@ def failover(runs: int, profile: str) -> None:
                 wait_for(lambda: standby.status() is not None, 60, "the standby's web server")
                 new_id = get_json(standby.web + "/status")["worker"]
                 active.kill()
-                killed = time.monotonic()
+                killed, killed_wall = time.monotonic(), time.time()
                 status = standby.wait_active(120)
                 to_active = time.monotonic() - killed
                 wait_for(lambda: writers.poll(new_id), 120, "the standby's first event")
                 to_event = time.monotonic() - killed
                 figures.append({"seconds_to_active": round(to_active, 2), "seconds_to_first_event": round(to_event, 2),
+                                "seconds_to_assigned": _logged_after(standby.output(), "owns the decisions partition",
+                                                                     killed_wall),
                                 "recovery": status.get("recovery")})
                 print(json.dumps({"benchmark": "failover", "profile": profile, "run": run + 1, **figures[-1]}),
                       flush=True)
                 active = standby
-                workers = [active, Worker(b, prefix, sim.kafka, broker_profile=profile)]
+                workers = [active, Worker(b, prefix, sim.kafka, broker_profile=profile, extra=info)]
                 procs.append(workers[1])
             ordered = sorted(f["seconds_to_active"] for f in figures)
             print(json.dumps({"benchmark": "failover summary", "profile": profile, "runs": runs,
@@ -263,6 +266,18 @@ def failover(runs: int, profile: str) -> None:
         finally:
             for p in procs:
                 p.cleanup()
+
+
+def _logged_after(log: str, phrase: str, since: float) -> float | None:
+    """Seconds from ``since`` (wall clock) to the first log line with ``phrase`` logged after it."""
+    from datetime import datetime
+
+    for line in log.splitlines():
+        if phrase in line and line.startswith("["):
+            at = datetime.strptime(line[1:24], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            if at >= since:
+                return round(at - since, 2)
+    return None
 
 
 class _Writers:
