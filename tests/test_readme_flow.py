@@ -31,10 +31,11 @@ def without_docker_blocks() -> tuple[list[str], list[str]]:
     return servers.splitlines(), flow.splitlines()
 
 
-def run(command: str, **subst) -> subprocess.CompletedProcess:
+def run(command: str, cwd, **subst) -> subprocess.CompletedProcess:
+    """The README's command, in ``cwd`` (the files it writes, such as drain-6.json, land there)."""
     for key, value in subst.items():
         command = command.replace(key, value)
-    return subprocess.run(KREASSIGN + shlex.split(command)[1:], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    return subprocess.run(KREASSIGN + shlex.split(command)[1:], capture_output=True, text=True, cwd=cwd, timeout=300)
 
 
 def test_the_readme_flow_without_docker(tmp_path):
@@ -56,7 +57,7 @@ def test_the_readme_flow_without_docker(tmp_path):
         wait_for(lambda: "kreassign engine: worker" in engine.output() or not engine.alive(), 60, "the engine")
         assert engine.alive(), engine.output()
 
-        subst = {"SIMPORT": simport, "PORT": port}
+        subst = {"SIMPORT": simport, "PORT": port, "cwd": tmp_path}
         balance, execute, status, verify, listing, rebalance = flow
         done = run(balance, **subst)
         assert done.returncode == 0 and "188 partitions change" in done.stdout, done.stderr
