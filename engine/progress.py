@@ -24,6 +24,8 @@ from collections import Counter
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
+import immutables
+
 from engine import events as ev
 from engine.state import (
     ABORTING, CANCELLED, COMPLETED, IN_FLIGHT, PENDING, READY, REJECTIONS_KEPT, REVERTED, WAITING, State,
@@ -40,7 +42,7 @@ class RequestProgress(NamedTuple):
     bytes_done: int = 0
     steps_completed: int = 0
     recent: tuple[tuple[datetime, int], ...] = ()  # (time, bytes) of completions in the window
-    owed: dict = {}  # partition -> bytes it still has to copy
+    owed: immutables.Map = immutables.Map()  # partition -> bytes it still has to copy (persistent: O(log n) a change)
 
     def rate(self, now: datetime, window: timedelta = WINDOW) -> float | None:
         """Bytes per second over the window ending at ``now`` (None before any copy completed)."""
@@ -98,12 +100,12 @@ class Progress(NamedTuple):
             f = state.steps.get(event.tp)
             size = _size(state, event.tp)
             copied = len(f.step.nr) * size if (f is not None and size is not None) else 0
-            owed = dict(r.owed)
+            owed = r.owed
             # more than foreseen (the partition grew, or a cancelled step had finished and copying
             # back was not owed yet): the total grows with it, so done never passes the total
             unforeseen = max(copied - owed.get(event.tp, 0), 0)
             if event.tp in owed:
-                owed[event.tp] = max(owed[event.tp] - copied, 0)
+                owed = owed.set(event.tp, max(owed[event.tp] - copied, 0))
             recent = tuple(x for x in r.recent if x[0] >= at - 2 * WINDOW) + ((at, copied),)
             total = None if r.bytes_total is None else r.bytes_total + unforeseen
             r = r._replace(bytes_done=r.bytes_done + copied, steps_completed=r.steps_completed + 1,
@@ -132,8 +134,7 @@ def _owe(r: RequestProgress, state: State, tp, current, target, reset: bool = Fa
     size = _size(state, tp)
     if size is None:
         return r._replace(bytes_total=None) if adds else r
-    owed = dict(r.owed)
-    owed[tp] = owed.get(tp, 0) * (not reset) + adds * size
+    owed = r.owed.set(tp, r.owed.get(tp, 0) * (not reset) + adds * size)
     return r._replace(bytes_total=r.bytes_total + adds * size, owed=owed)
 
 
@@ -142,8 +143,7 @@ def _settle(r: RequestProgress, tp) -> RequestProgress:
     left = r.owed.get(tp, 0)
     if not left:
         return r
-    owed = dict(r.owed)
-    del owed[tp]
+    owed = r.owed.delete(tp)
     total = None if r.bytes_total is None else r.bytes_total - left
     return r._replace(bytes_total=total, owed=owed)
 
