@@ -54,7 +54,7 @@ from engine.limits import resolve_changes
 from engine.partition import TopicPartition
 from engine.scheduler import WEIGHT_UNITS, Hold, Requeue, Start, next_batch, weight_units
 from engine.state import (
-    ABORTING, ACTIVE, CANCELLED, COMPLETED, IN_FLIGHT, REVERTED, TERMINAL, State, apply, release_debt,
+    ABORTING, ACTIVE, CANCELLED, COMPLETED, IN_FLIGHT, REVERTED, TERMINAL, State, apply, release_debt, set_back,
 )
 from engine.step import Done, PlanResult, Step, Waiting, plan_step
 from engine.throttles import ThrottleSet, in_force, minus, needed, reconcile, union
@@ -457,7 +457,7 @@ def _observe(d: _Decision, o: Observation) -> None:
         if tp.topic in o.denied:
             continue  # an adapter that reports it anyway: the partition waits (plan) until the topic can be described
         seen = d.state.known_at.get(tp)
-        if o.now is not None and seen is not None and o.now < seen:
+        if o.now is not None and seen is not None and o.now < seen and not set_back(o.now, seen):
             # Taken before the newest thing the state knows of it (a look recorded, or the cluster's answer
             # to an alter or cancel): it may predate that action, so it judges and records nothing.
             continue

@@ -225,12 +225,24 @@ def _count(requests: immutables.Map, request_id: str, status: str, delta: int) -
     return requests.set(request_id, r._replace(counts=counts, status=reopened))
 
 
+CLOCK_SET_BACK = 60.0
+"""A look or an answer this many seconds older than what the state knows of a partition is no late
+delivery (the shells deliver a look within the tick that took it): the clock was set back, or another
+engine's clock runs behind. It counts, and the newer times are from then on the ones it gives."""
+
+
+def set_back(at: float, seen: float) -> bool:
+    return at < seen - CLOCK_SET_BACK
+
+
 def _known(s: State, tp: TopicPartition | None, at: float | None) -> State:
-    """The state knows ``tp`` as of ``at`` (the newest time wins)."""
+    """The state knows ``tp`` as of ``at``: the newest time wins, unless the clock was set back."""
     if tp is None or at is None:
         return s
     seen = s.known_at.get(tp)
-    return s if seen is not None and seen >= at else s._replace(known_at=s.known_at.set(tp, at))
+    if seen is not None and seen >= at and not set_back(at, seen):
+        return s
+    return s._replace(known_at=s.known_at.set(tp, at))
 
 
 def _end_step(s: State, tp: TopicPartition) -> tuple[State, InFlightStep]:

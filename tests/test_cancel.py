@@ -198,6 +198,19 @@ def test_a_look_older_than_the_last_one_never_replaces_it():
     assert evs == [] and core.state.observed[TP].adding == (3,)
 
 
+def test_a_clock_set_back_is_not_taken_for_late_looks_forever():
+    # the engine's host clock is stepped back an hour (or a new decider's host runs behind): its looks
+    # count, or the partition would wait an hour without a word; looks late in the new time still don't
+    core, start = started()
+    core.look(3.0, moving((2, 3, 1), (3,), (1,), {1, 2}, 1))
+    evs = core.look(3.0 - 3600, PartitionState((2, 3), frozenset({2, 3}), 2))
+    assert of_type(evs, ev.StepCompleted)
+    core.feed(Cancel("r", rollback=True, include_completed=True))
+    [back] = [a for a in core.actions(core.feed(Tick(5.0 - 3600))) if isinstance(a, StartStep)]
+    core.answer(back, OK, 5.0 - 3600)
+    assert core.look(4.0 - 3600, in_sync((2, 3))) == []  # taken before the rollback's alter was answered
+
+
 def test_settle_target_restores_the_original_order_when_the_replicas_are_the_original_ones():
     assert settle_target((2, 1), (1, 2)) == (1, 2)  # KRaft's revert of (1, 2) -> (2, 3)
     assert settle_target((3, 0, 2, 1), (0, 1, 2)) == (0, 1, 2)
