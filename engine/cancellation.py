@@ -1,8 +1,14 @@
 """KIP-236 cancellation rules, as KRaft's controller applies them.
 
-Cancelling a partition drops its pending steps. A step in flight is aborted:
-Kafka reverts it (``AlterPartitionReassignments`` with a null target) to the
-step's own original replicas (its CR).
+Cancelling a partition drops its pending steps. A step in flight is aborted,
+started or not (its alter may have landed although its answer was lost):
+``AlterPartitionReassignments`` with a null target. KRaft answers
+NO_REASSIGNMENT_IN_PROGRESS when nothing is in progress (a normal answer), and
+otherwise reverts to RS - AR in RS's order (RS = TRS + the removed replicas in
+broker id order): the step's CR as a set, not always in CR's order: (1, 2) ->
+(2, 3) reverts to (2, 1). ``engine.decide`` judges the abort only on a look
+taken after the cancel's answer, and cancels again a reassignment that shows up
+after it (an alter that reached the controller late).
 
 Skip rules (a ``CancelSkipped`` event with the reason):
 
@@ -22,7 +28,9 @@ Where a cancel leaves a partition:
   that holds more replicas than its original replicas (ORS) at that point (a
   KIP-435 step had added a replica before dropping one) is *settled*: one
   metadata-only step drops the replicas this request added, newest first,
-  until it holds |ORS| again (``settle_target``). Nothing is copied, so a
+  until it holds |ORS| again (``settle_target``); a partition left with ORS's
+  replicas in another order (KRaft's revert) is put back in ORS's order, so
+  the preferred leader is the operator's again. Nothing is copied, so a
   cancelled partition never keeps a surplus replica or a half-done step; the
   final ``PartitionCancelled`` says where it stays.
 * ``cancel --rollback`` re-plans incrementally back to ORS (recorded at
@@ -65,9 +73,12 @@ def rollback_skip_reason(original: Replicas | None) -> str | None:
 
 def settle_target(cr: Replicas, original: Replicas | None) -> Replicas:
     """Where a cancelled (not rolled back) partition stops: CR less the replicas that are not
-    original, newest (last in CR) first, while it holds more than |ORS| (in ORS's order if that
-    leaves exactly ORS). CR itself when it holds |ORS| or fewer, or when ORS is unknown."""
-    if original is None or len(cr) <= len(original):
+    original, newest (last in CR) first, while it holds more than |ORS|; in ORS's order when that
+    leaves exactly ORS's replicas (KRaft's revert keeps RS's order, which can put another replica
+    first: ORS (1, 2) with target (2, 3) reverts to (2, 1); restoring the order is a step that moves
+    no data and gives the operator's preferred leader back). CR itself otherwise, or when ORS is
+    unknown."""
+    if original is None:
         return cr
     keep = list(cr)
     for b in reversed(cr):
@@ -75,4 +86,6 @@ def settle_target(cr: Replicas, original: Replicas | None) -> Replicas:
             break
         if b not in original:
             keep.remove(b)
-    return tuple(original) if set(keep) == set(original) else tuple(keep)
+    if len(keep) == len(original) and set(keep) == set(original):
+        return tuple(original)
+    return tuple(keep)

@@ -17,15 +17,22 @@ retry (``engine.retry`` holds the policy). One failing action never holds up
 the others, nor the observation of the cluster.
 
 An observation reconciles every step in flight it covers with what the
-cluster reports (done, started, not started, reverted, changed). A ``Tick``
-retries what is due, settles partitions whose next step must be planned,
-removes throttles no step needs, and starts the next batch (throttles first,
-then the steps). Because every tick re-derives what to do from the state alone, a batch
-of events cut short by a crash heals on the next tick.
+cluster reports (done, started, not started, reverted, changed, aborted), but
+only a look taken after what the state already knows of the partition (its
+latest recorded look, the cluster's latest answer to an alter or cancel of it)
+counts, and none judges a step whose alter or cancel is still unanswered: a
+look may predate the action it would judge (docs/algorithm.md, section 4). A
+``Tick`` retries what is due, settles partitions whose next step must be
+planned, removes throttles no step needs, and starts the next batch (throttles
+first, then the steps). Because every tick re-derives what to do from the state
+alone, a batch of events cut short by a crash heals on the next tick.
 
 Contract with the shells (the engine's executor and watcher): the executor
 carries out the log's actions in log order and reports each outcome, and an
-observation is taken after the actions logged before it were carried out.
+observation is taken after the actions logged before it were carried out. An
+observation and an outcome carry the shell's clock (``now``): without one
+(``None``) a look delivered late is not recognised as older; only the rule
+that an unanswered alter or cancel is never judged still holds.
 """
 
 from __future__ import annotations
@@ -47,7 +54,7 @@ from engine.limits import resolve_changes
 from engine.partition import TopicPartition
 from engine.scheduler import WEIGHT_UNITS, Hold, Requeue, Start, next_batch, weight_units
 from engine.state import (
-    ABORTING, ACTIVE, CANCELLED, COMPLETED, IN_FLIGHT, REVERTED, TERMINAL, State, apply, release_debt,
+    ABORTING, ACTIVE, CANCELLED, COMPLETED, IN_FLIGHT, REVERTED, TERMINAL, State, apply, release_debt, set_back,
 )
 from engine.step import Done, PlanResult, Step, Waiting, plan_step
 from engine.throttles import ThrottleSet, in_force, minus, needed, reconcile, union
@@ -206,28 +213,44 @@ def _reconsider(d: _Decision, tp: TopicPartition) -> None:
 
 
 def _check_step(d: _Decision, tp: TopicPartition) -> None:
-    """Reconcile a step in flight with what the cluster last reported: done, started (its
-    answer was lost), not started (its retry is pending), reverted or changed outside
-    kreassign (it fails and the partition is planned again), or aborted."""
+    """Reconcile a step in flight with what the cluster reported in the observation being decided
+    (``_observe`` has already set aside a look older than what the state knows of the partition):
+    done, started (its answer was lost), not started (its retry is pending), reverted or changed
+    outside kreassign (it fails and the partition is planned again), or aborted. While the answer to
+    an alter or a cancel of it has not come back, the look may predate that action: it judges
+    nothing (the answer is on its way: the executor reports every action it carries out)."""
     f = d.state.steps[tp]
     obs = d.state.observed.get(tp)
     if obs is None:
         return
     step = f.step
     busy = obs.reassignment_in_progress
+    ours = busy and set(obs.replicas) == set(step.tr) | set(step.cr) and set(obs.adding) == set(step.nr)
+    if f.answers_due:
+        return  # an alter's or a cancel's answer is not back: this look may predate that action
     if f.aborting:
-        # Kafka (KRaft) reverts a cancelled reassignment to RS minus AR in RS order:
-        # the step's CR as a set, not necessarily in CR's order. Or the step had
-        # already completed when the cancel reached it.
+        if ours:
+            # The cancel was answered, yet the step's reassignment runs: its alter reached the
+            # controller after the cancel did (an alter whose answer was lost, or that came late).
+            if not f.retry:
+                d.emit(ev.ActionFailed(
+                    "cancel_step", "IN_PROGRESS_AFTER_CANCEL",
+                    f"step {f.number}'s reassignment is still in progress (adding {list(obs.adding)}) after its "
+                    f"cancel was answered: its alter reached the controller after the cancel; cancelling it again",
+                    f.attempt, retry.retry_at(d.now, f.attempt), request_id=f.request_id, tp=tp, number=f.number,
+                    at=d.now))
+            return
+        # Kafka (KRaft) reverts a cancelled reassignment to RS minus AR in RS order: the step's CR
+        # as a set, not necessarily in CR's order. Or the step had already completed when the
+        # cancel reached it.
         reverted = len(obs.replicas) == len(step.cr) and set(obs.replicas) == set(step.cr)
         if not busy and (reverted or obs.replicas == step.tr):
-            d.emit(ev.StepAborted(f.request_id, tp, f.number, obs.replicas))
+            d.emit(ev.StepAborted(f.request_id, tp, f.number, obs.replicas, d.now))
         return
     if not busy and obs.replicas == step.tr:
         # Kafka finished it (a TR replica may have left the ISR since: Kafka's verdict counts)
         d.emit(ev.StepCompleted(f.request_id, tp, f.number, obs.leader != step.tr[0], d.now))
         return
-    ours = busy and set(obs.replicas) == set(step.tr) | set(step.cr) and set(obs.adding) == set(step.nr)
     if ours:
         if not f.started:  # the alter took effect although its answer never came
             d.emit(ev.StepStarted(f.request_id, tp, f.number, d.now))
@@ -433,12 +456,17 @@ def _observe(d: _Decision, o: Observation) -> None:
     for tp in sorted(o.partitions):
         if tp.topic in o.denied:
             continue  # an adapter that reports it anyway: the partition waits (plan) until the topic can be described
+        seen = d.state.known_at.get(tp)
+        if o.now is not None and seen is not None and o.now < seen and not set_back(o.now, seen):
+            # Taken before the newest thing the state knows of it (a look recorded, or the cluster's answer
+            # to an alter or cancel): it may predate that action, so it judges and records nothing.
+            continue
         ps = o.partitions[tp]
         known = d.state.observed.get(tp)
         if ps.size_bytes is None and known is not None and known.size_bytes is not None:
             ps = ps._replace(size_bytes=known.size_bytes)  # sizes are measured rarely; keep the last one
         if known != ps:
-            d.emit(ev.PartitionObserved(tp, ps))
+            d.emit(ev.PartitionObserved(tp, ps, o.now))
         if tp in d.state.steps:
             _check_step(d, tp)
         elif tp in d.state.waiting:
@@ -480,8 +508,14 @@ def _unavailable_code(result) -> tuple[str, str]:
 
 def _start_outcome(d: _Decision, a: StartStep, result, now) -> None:
     f = d.state.steps.get(a.tp)
-    if f is None or f.request_id != a.request_id or f.number != a.number or f.aborting:
-        return  # about a step no longer in flight (or being aborted)
+    if f is None or f.request_id != a.request_id or f.number != a.number:
+        return  # about a step no longer in flight
+    if f.aborting:
+        # Answered after its cancel was decided: the alter may have reached the controller after the
+        # cancel did. Only a look taken after this answer judges the abort (and a reassignment it shows
+        # still in progress is cancelled again).
+        d.emit(ev.ActionAnswered("start_step", a.request_id, a.tp, a.number, now, _note(result)))
+        return
     if isinstance(result, Ok):
         if not f.started:
             d.emit(ev.StepStarted(a.request_id, a.tp, a.number, now))
@@ -491,7 +525,7 @@ def _start_outcome(d: _Decision, a: StartStep, result, now) -> None:
                              retry.retry_at(now, entry.failures + 1)))
     else:  # the cluster could not be asked: the outcome is unknown; the watcher may still see it started
         d.emit(ev.ActionFailed("start_step", "UNAVAILABLE", str(result), f.attempt, retry.retry_at(now, f.attempt),
-                               request_id=a.request_id, tp=a.tp, number=a.number))
+                               request_id=a.request_id, tp=a.tp, number=a.number, at=now))
 
 
 def _cancel_outcome(d: _Decision, a: CancelStep, result, now) -> None:
@@ -501,15 +535,22 @@ def _cancel_outcome(d: _Decision, a: CancelStep, result, now) -> None:
     if isinstance(result, Ok):
         if f.error is not None:
             d.emit(ev.ActionSucceeded("cancel_step", f.attempt, a.request_id, a.tp, a.number))
-        return  # the watcher sees the revert
+        # Reverted, or NO_REASSIGNMENT_IN_PROGRESS (Kafka's 85: nothing was in progress, a normal answer).
+        # Where the partition stands is what the next look, taken after this answer, shows.
+        d.emit(ev.ActionAnswered("cancel_step", a.request_id, a.tp, a.number, now, result.note))
+        return
     code, message = _unavailable_code(result)
     if isinstance(result, Refused):  # Kafka will not revert it: the step goes on, the cancel applies after
         d.emit(ev.ActionFailed("cancel_step", code, f"the cluster refused to abort step {a.number} ({message}); "
                                f"the step goes on and the cancel applies when it completes", f.attempt,
-                               final=True, request_id=a.request_id, tp=a.tp, number=a.number))
+                               final=True, request_id=a.request_id, tp=a.tp, number=a.number, at=now))
         return
     d.emit(ev.ActionFailed("cancel_step", code, message, f.attempt, retry.retry_at(now, f.attempt),
-                           request_id=a.request_id, tp=a.tp, number=a.number))
+                           request_id=a.request_id, tp=a.tp, number=a.number, at=now))
+
+
+def _note(result) -> str:
+    return result.note if isinstance(result, Ok) else f"{type(result).__name__.lower()}: {result}"
 
 
 def _elect_outcome(d: _Decision, a: ElectLeader, result, now) -> None:
@@ -523,9 +564,10 @@ def _election_failed(d: _Decision, tp: TopicPartition, el, code: str, message: s
     if el.attempt >= retry.ELECTION_ATTEMPTS:
         d.emit(ev.ActionFailed(
             "elect_leader", code, f"broker {el.leader} did not become leader after {el.attempt} elections "
-            f"({message}); the partition goes on without it", el.attempt, final=True, tp=tp))
+            f"({message}); the partition goes on without it", el.attempt, final=True, tp=tp, at=now))
     else:
-        d.emit(ev.ActionFailed("elect_leader", code, message, el.attempt, retry.retry_at(now, el.attempt), tp=tp))
+        d.emit(ev.ActionFailed("elect_leader", code, message, el.attempt, retry.retry_at(now, el.attempt), tp=tp,
+                               at=now))
     if tp in d.state.waiting:
         _reconsider(d, tp)
 
@@ -541,8 +583,8 @@ def _throttles_outcome(d: _Decision, a, result, now) -> None:
     # One round of changes fails as a whole: the first failing piece sets the retry time.
     pending = s.throttle_retry_at is not None and now is not None and now < s.throttle_retry_at
     attempt = s.throttle_attempt if pending else s.throttle_attempt + 1
-    at = s.throttle_retry_at if pending else retry.retry_at(now, attempt)
-    d.emit(ev.ActionFailed(action, code, message, attempt, at, throttles=a.throttles))
+    again = s.throttle_retry_at if pending else retry.retry_at(now, attempt)
+    d.emit(ev.ActionFailed(action, code, message, attempt, again, throttles=a.throttles, at=now))
     d.steps_changed = True
 
 

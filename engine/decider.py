@@ -430,6 +430,10 @@ def _event_line(envelope: EventEnvelope) -> dict:
     detail = getattr(e, "reason", None) or (", ".join(e.reasons) if hasattr(e, "reasons") else None)
     if isinstance(e, ev.StepPlanned):
         detail = f"step {e.number}: {list(e.step.cr)} -> {list(e.step.tr)}"
+    elif isinstance(e, ev.ActionAnswered):
+        detail = f"{e.action.replace('_', ' ')} of step {e.number} answered: {e.note or 'ok'}"
+    elif isinstance(e, ev.StepAborted):
+        detail = f"step {e.number} aborted: the partition is at {list(e.replicas)}"
     return {"at": envelope.recorded_at.isoformat(), "event": type(e).__name__,
             "request": getattr(e, "request_id", None), "partition": str(tp) if tp is not None else None,
             "detail": detail}

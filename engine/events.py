@@ -35,6 +35,7 @@ class PartitionObserved:
 
     tp: TopicPartition
     state: PartitionState
+    at: float | None = None  # the shell's clock when it looked (a look older than what the state knows is ignored)
 
 
 # --- requests ---------------------------------------------------------------------
@@ -178,10 +179,14 @@ class PartitionCancelled:
 
 @dataclass(frozen=True, slots=True)
 class StepAborted:
+    """An observation taken after the cluster answered the cancel shows the step's reassignment over:
+    reverted (KRaft: RS - AR, in RS order) or completed before the cancel reached it."""
+
     request_id: str
     tp: TopicPartition
     number: int
     replicas: Replicas  # where the partition stands after the abort
+    at: float | None = None  # the shell's clock of that observation
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,9 +204,10 @@ ACTIONS = ("start_step", "cancel_step", "elect_leader", "apply_throttles", "remo
 @dataclass(frozen=True, slots=True)
 class ActionFailed:
     """The cluster refused an action (``code`` is Kafka's error name) or could not be asked
-    (``code`` UNAVAILABLE). It is tried again at ``retry_at`` (``None``: at the next tick)
-    unless ``final``: then the rule it concerns decided what happens instead, and
-    ``message`` says what."""
+    (``code`` UNAVAILABLE), or the action did not take effect (``code`` IN_PROGRESS_AFTER_CANCEL:
+    a step's reassignment still runs after its cancel was answered). It is tried again at
+    ``retry_at`` (``None``: at the next tick) unless ``final``: then the rule it concerns decided
+    what happens instead, and ``message`` says what."""
 
     action: str
     code: str
@@ -213,6 +219,22 @@ class ActionFailed:
     tp: TopicPartition | None = None
     number: int | None = None
     throttles: ThrottleSet | None = None
+    at: float | None = None  # the shell's clock of the answer (or of the look that showed it)
+
+
+@dataclass(frozen=True, slots=True)
+class ActionAnswered:
+    """The cluster's answer to an action on a step in flight that no other event records: the cancel
+    of a step (``note``: Kafka's NO_REASSIGNMENT_IN_PROGRESS, nothing was in progress, is a normal
+    answer), or the alter of a step already being cancelled (it may have reached the controller after
+    the cancel). Only an observation taken after ``at`` may judge the step."""
+
+    action: str  # start_step or cancel_step
+    request_id: str
+    tp: TopicPartition
+    number: int
+    at: float | None = None  # the shell's clock of the answer
+    note: str = ""  # what the cluster said, e.g. "no reassignment in progress"
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,7 +346,7 @@ Event = (
     | CancelRequested | CancelSkipped | PartitionCancelled | StepAborted | PartitionReverted
     | ThrottlesApplied | ThrottlesRemoved | LimitsChanged | ThrottleRateChanged | Paused | Resumed
     | ActionFailed | ActionRetried | ActionSucceeded | ClusterUnreachable | ThrottlesDrifted | ThrottleReleased
-    | TopicAccessDenied
+    | TopicAccessDenied | ActionAnswered
 )
 
 EVENT_TYPES: tuple[type, ...] = Event.__args__  # type: ignore[attr-defined]

@@ -55,6 +55,13 @@ class InFlightStep(NamedTuple):
     started_at: float | None = None  # the shell's clock when the cluster accepted it
     released: bool = False  # its throttle entries are no longer needed: close to done
     weight: int = 8  # against the per-broker move caps, in eighths of a move
+    # Alters and cancels of it logged whose answer has not come back: while any is due, no observation
+    # judges the step (the look may predate the action).
+    answers_due: int = 0
+
+    def answered(self) -> "InFlightStep":
+        """One of its alters or cancels was answered."""
+        return self._replace(answers_due=max(0, self.answers_due - 1))
 
 
 class Election(NamedTuple):
@@ -133,6 +140,10 @@ class State(NamedTuple):
     cluster_error: str | None = None  # why the cluster cannot be observed now
     release_debt: immutables.Map = immutables.Map()  # broker -> (bytes released into it, when): a bucket
     denied: immutables.Map = immutables.Map()  # topic -> why the engine may not describe it (engine.access)
+    # tp -> the shell's clock of the newest thing the state knows of the partition: its latest recorded
+    # observation, or the cluster's latest answer to an alter or cancel of it. A look taken earlier
+    # says nothing new (it may predate the action) and is ignored.
+    known_at: immutables.Map = immutables.Map()
     limits: Limits = DEFAULT_LIMITS
     throttle_rate: int | None = DEFAULT_THROTTLE_RATE
     paused: bool = False
@@ -214,6 +225,26 @@ def _count(requests: immutables.Map, request_id: str, status: str, delta: int) -
     return requests.set(request_id, r._replace(counts=counts, status=reopened))
 
 
+CLOCK_SET_BACK = 60.0
+"""A look or an answer this many seconds older than what the state knows of a partition is no late
+delivery (the shells deliver a look within the tick that took it): the clock was set back, or another
+engine's clock runs behind. It counts, and the newer times are from then on the ones it gives."""
+
+
+def set_back(at: float, seen: float) -> bool:
+    return at < seen - CLOCK_SET_BACK
+
+
+def _known(s: State, tp: TopicPartition | None, at: float | None) -> State:
+    """The state knows ``tp`` as of ``at``: the newest time wins, unless the clock was set back."""
+    if tp is None or at is None:
+        return s
+    seen = s.known_at.get(tp)
+    if seen is not None and seen >= at and not set_back(at, seen):
+        return s
+    return s._replace(known_at=s.known_at.set(tp, at))
+
+
 def _end_step(s: State, tp: TopicPartition) -> tuple[State, InFlightStep]:
     f = s.steps[tp]
     return s._replace(steps=s.steps.delete(tp), in_flight=s.in_flight.minus(f.step, f.weight)), f
@@ -243,7 +274,7 @@ def _(s: State, e: ev.PartitionObserved) -> State:
     want = elections.get(e.tp)
     if want is not None and e.state.leader == want.leader:
         elections = elections.delete(e.tp)
-    return s._replace(observed=s.observed.set(e.tp, e.state), elections=elections)
+    return _known(s._replace(observed=s.observed.set(e.tp, e.state), elections=elections), e.tp, e.at)
 
 
 # --- requests and partitions -------------------------------------------------------------
@@ -298,7 +329,7 @@ def _(s: State, e: ev.PartitionWaiting) -> State:
 @_on(ev.StepPlanned)
 def _(s: State, e: ev.StepPlanned) -> State:
     old = s.partitions[e.tp]
-    f = InFlightStep(e.request_id, e.number, e.step, weight=e.weight)
+    f = InFlightStep(e.request_id, e.number, e.step, weight=e.weight, answers_due=1)
     s = s._replace(
         steps=s.steps.set(e.tp, f),
         in_flight=s.in_flight.plus(e.step, 1, e.weight),
@@ -313,8 +344,9 @@ def _(s: State, e: ev.StepPlanned) -> State:
 @_on(ev.StepStarted)
 def _(s: State, e: ev.StepStarted) -> State:
     f = s.steps[e.tp]
-    f = f._replace(started=True, error=None, retry=False, retry_at=None, started_at=e.at)
-    return s._replace(steps=s.steps.set(e.tp, f))
+    # the alter's answer; or, the answer having been lost (nothing due), a look showing it in progress
+    f = f._replace(started=True, error=None, retry=False, retry_at=None, started_at=e.at).answered()
+    return _known(s._replace(steps=s.steps.set(e.tp, f)), e.tp, e.at)
 
 
 @_on(ev.StepFailed)
@@ -329,6 +361,7 @@ def _(s: State, e: ev.StepFailed) -> State:
 @_on(ev.StepCompleted)
 def _(s: State, e: ev.StepCompleted) -> State:
     s, f = _end_step(s, e.tp)
+    s = _known(s, e.tp, e.at)
     if e.elect_leader:
         s = s._replace(elections=s.elections.set(e.tp, Election(f.step.tr[0], 1, e.at)))
     old = s.partitions[e.tp]
@@ -375,7 +408,7 @@ def _(s: State, e: ev.PartitionCancelled) -> State:
     if e.aborting is not None:
         status = ABORTING
         f = s.steps[e.tp]
-        f = f._replace(aborting=True, attempt=1, error=None, retry=False, retry_at=None)
+        f = f._replace(aborting=True, attempt=1, error=None, retry=False, retry_at=None, answers_due=f.answers_due + 1)
         s = s._replace(steps=s.steps.set(e.tp, f))
     elif old.status in (IN_FLIGHT, ABORTING):
         status = old.status  # superseded, or cancelled again: the step in flight finishes first
@@ -390,6 +423,7 @@ def _(s: State, e: ev.PartitionCancelled) -> State:
 @_on(ev.StepAborted)
 def _(s: State, e: ev.StepAborted) -> State:
     s, _f = _end_step(s, e.tp)
+    s = _known(s, e.tp, e.at)
     old = s.partitions[e.tp]
     return _put(s, e.tp, old._replace(status=PENDING), old)
 
@@ -469,12 +503,14 @@ def _(s: State, e: ev.ActionFailed) -> State:
     f = s.steps.get(e.tp)
     if f is None:
         return s
+    s = _known(s, e.tp, e.at)  # an answer (or a look showing the action had no effect)
     if e.action == "cancel_step" and e.final:  # the abort was refused: the step goes on
-        f = f._replace(aborting=False, attempt=1, error=None, retry=False, retry_at=None)
+        f = f._replace(aborting=False, attempt=1, error=None, retry=False, retry_at=None).answered()
         s = s._replace(steps=s.steps.set(e.tp, f))
         old = s.partitions[e.tp]
         return _put(s, e.tp, old._replace(status=IN_FLIGHT, note=e.message), old)
-    f = f._replace(attempt=e.attempt, error=error, retry=not e.final, retry_at=e.retry_at)
+    # an answer; or (IN_PROGRESS_AFTER_CANCEL) a look, decided only when no answer was due
+    f = f._replace(attempt=e.attempt, error=error, retry=not e.final, retry_at=e.retry_at).answered()
     return s._replace(steps=s.steps.set(e.tp, f))
 
 
@@ -489,7 +525,17 @@ def _(s: State, e: ev.ActionRetried) -> State:
     f = s.steps.get(e.tp)
     if f is None:
         return s
-    return s._replace(steps=s.steps.set(e.tp, f._replace(attempt=e.attempt, retry=False, retry_at=None)))
+    f = f._replace(attempt=e.attempt, retry=False, retry_at=None, answers_due=f.answers_due + 1)  # asked again
+    return s._replace(steps=s.steps.set(e.tp, f))
+
+
+@_on(ev.ActionAnswered)
+def _(s: State, e: ev.ActionAnswered) -> State:
+    s = _known(s, e.tp, e.at)
+    f = s.steps.get(e.tp)
+    if f is None or f.number != e.number:
+        return s
+    return s._replace(steps=s.steps.set(e.tp, f.answered()))
 
 
 @_on(ev.ActionSucceeded)

@@ -112,7 +112,9 @@ def describe(e: ev.Event) -> str:
     if isinstance(e, ev.ActionFailed):
         then = ("not retried" if e.final else "retrying at once" if e.retry_at is None
                 else f"retrying at {e.retry_at:.0f} (epoch s)")
-        return f"cluster refused {e.action.replace('_', ' ')}{' for ' + where if where else ''}: {e.code}: {e.message} (attempt {e.attempt}; {then})"
+        what = e.action.replace('_', ' ')
+        said = f"{what} had no effect" if e.code == "IN_PROGRESS_AFTER_CANCEL" else f"cluster refused {what}"
+        return f"{said}{' for ' + where if where else ''}: {e.code}: {e.message} (attempt {e.attempt}; {then})"
     if isinstance(e, ev.StepFailed):
         return f"{where}: {e.reason}"
     if isinstance(e, ev.ClusterUnreachable):

@@ -3,7 +3,8 @@
 It is driven through the real executor (``engine.executor.run``), like the engine, and it is as
 unforgiving as Kafka's controller (KRaft) where the core must cope:
 
-* a step goes in progress with RS = TRS + RR (RR = CR - TRS), and finishes only when the test says
+* a step goes in progress with RS = TRS + RR (RR = CR - TRS in broker id order, as KRaft's
+  ``PartitionReassignmentReplicas`` builds it), and finishes only when the test says
   so (``finish``), possibly with some of TR already out of the ISR again (``finish(lose=...)``);
 * a second alter of a partition in progress replaces the target, as KRaft does; the same target
   changes nothing;
@@ -183,8 +184,9 @@ class FakeCluster:
         if set(tr) <= set(p.isr) and set(tr) <= set(cr):
             self.parts[tp] = self._finished(p, tr)  # nothing to copy: Kafka completes at once
             return OK
-        adding = tuple(b for b in tr if b not in cr)
-        removing = tuple(b for b in cr if b not in tr)
+        # KRaft (PartitionReassignmentReplicas): RS = TRS + RR, AR and RR in broker id order
+        adding = tuple(sorted(b for b in tr if b not in cr))
+        removing = tuple(sorted(b for b in cr if b not in tr))
         self.targets[tp] = tr
         self.parts[tp] = p._replace(replicas=tr + removing, adding=adding, removing=removing)
         return OK

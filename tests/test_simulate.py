@@ -104,21 +104,24 @@ def test_cli_bad_scenario_is_one_line_exit_2(tmp_path, capsys):
     assert err.count("\n") == 0 and "bad.yaml" in err and "topics" in err
 
 
-def test_abort_completes_on_kraft_revert_order():
+def test_abort_completes_on_kraft_revert_order_and_the_original_order_is_restored():
     """KRaft reverts a cancelled reassignment to RS minus AR, in RS order (TRS
     first). For a step whose TR reorders CR that is neither the step's CR nor its
-    TR in order; the core must still see the abort done."""
+    TR in order; the core must still see the abort done, and then put the
+    original replicas back in their order (a step that moves no data)."""
     sc = dataclasses.replace(scenario([((1, 2, 3), 1000 * MB, 0)], brokers=4, throttle="1 MB/s"),
                              targets=(PartitionTarget("t", 0, (3, 2, 4)),))
     cluster = SimulatedCluster.from_scenario(sc)
     ex = Executor(cluster)
     state = EMPTY
+    log = []
 
     def feed(inp):
         nonlocal state
         pending = [inp]
         while pending:
             state, evs = handle(state, pending.pop(0))
+            log.extend(evs)
             pending.extend(ex.execute_events(evs))
 
     feed(cluster.observe())
@@ -132,7 +135,10 @@ def test_abort_completes_on_kraft_revert_order():
         cluster.advance(1)
         feed(cluster.observe(watched(state)))
         feed(Tick())
-    assert cluster.state.partitions[tp].replicas == (3, 2, 1)  # KRaft's revert
+    assert [e.replicas for e in log if isinstance(e, ev.StepAborted)] == [(3, 2, 1)]  # KRaft's revert
+    p = cluster.state.partitions[tp]
+    assert (p.replicas, p.leader) == ((1, 2, 3), 1)  # the operator's order and preferred leader
+    assert [e.step.tr for e in log if isinstance(e, ev.StepPlanned)] == [(3, 2, 4), (1, 2, 3)]
     assert state.partitions[tp].status == CANCELLED
     assert tp not in state.steps and state.throttles.is_empty()
 
