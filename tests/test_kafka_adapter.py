@@ -138,6 +138,37 @@ def test_observe_builds_the_core_values_and_marks_vanished_brokers_dead():
     assert sorted(cluster.observe(None).topics) == ["t"]  # internal topics left out
 
 
+def test_a_reassignment_completing_between_the_reads_looks_in_progress_never_torn():
+    """Kafka completes partition t-1's move from [2, 3] + adding 1 (RS [1, 2, 3]) to [1, 2] while the
+    adapter observes. Read in the other order (replicas, then reassignments) the look would be RS
+    with nothing in progress, which the core takes for a change by another tool; read reassignments
+    first, it is in progress (the next look settles it) or already done."""
+    admin = Admin()
+    admin.topics = {"t": [(1, [1, 2, 3], [2, 3], 2)]}
+    cluster, kp = adapter(admin)
+    kp.ongoing = {KTP("t", 1): {"replicas": [1, 2, 3], "adding_replicas": [1], "removing_replicas": [3]}}
+    real_list, real_describe = kp.list_partition_reassignments, admin.describe_topics
+    order = []
+
+    def listing(tps=None):
+        order.append("list")
+        return real_list(tps)
+
+    def describing(collection, request_timeout):
+        order.append("describe")
+        answer = real_describe(collection, request_timeout)
+        kp.ongoing, admin.topics = {}, {"t": [(1, [1, 2], [1, 2], 2)]}  # Kafka completes it right after
+        return answer
+
+    kp.list_partition_reassignments, admin.describe_topics = listing, describing
+    obs = cluster.observe([T1])
+    p = obs.partitions[T1]
+    assert order == ["list", "describe"]
+    assert p.reassignment_in_progress and set(p.replicas) == {1, 2, 3}  # in progress: inconclusive
+    p = cluster.observe([T1]).partitions[T1]
+    assert not p.reassignment_in_progress and p.replicas == (1, 2)
+
+
 def test_snapshot_sizes_from_log_dirs_skip_future_logs_and_a_failing_broker():
     cluster, _kp = adapter()
     snap = cluster.snapshot()

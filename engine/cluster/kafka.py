@@ -354,6 +354,14 @@ class KafkaCluster:
         brokers = self._brokers()
         if not isinstance(brokers, dict):
             return _unavailable(brokers)
+        # The reassignments are read before the replicas: a step that Kafka completes between the two
+        # reads then looks still in progress (inconclusive: the next look settles it), never as its
+        # whole replica set with nothing in progress, which reads as a change made by another tool.
+        # (KRaft's ListPartitionReassignments leaves out partitions it does not know.)
+        asked = None if partitions is None else list(partitions)
+        moving = self._reassignments(asked) if asked is None or asked else {}
+        if not isinstance(moving, dict):
+            return _unavailable(moving)
         topics = self._all_topics() if partitions is None else sorted({tp.topic for tp in partitions})
         if not isinstance(topics, list):
             return _unavailable(topics)
@@ -363,9 +371,6 @@ class KafkaCluster:
         infos, parts, denied = described
         parts = {tp: v for tp, v in parts.items() if tp.topic not in denied}  # no partition without its topic's info
         wanted = list(parts) if partitions is None else [tp for tp in partitions if tp in parts]
-        moving = self._reassignments(None if partitions is None else wanted) if wanted else {}
-        if not isinstance(moving, dict):
-            return _unavailable(moving)
         states = {}
         for tp in wanted:
             replicas, isr, leader = parts[tp]
