@@ -69,6 +69,15 @@ SETTINGS: tuple[Setting, ...] = (
         "the throttle busy instead of holding a slot each.",
     ),
     Setting(
+        "max_new_replicas_per_broker", "new", 2,
+        ("reassignment.max.new.replicas.per.broker",),
+        "A broker applies metadata changes one at a time and creates each new replica's log on that one "
+        "thread (Kafka's metadata loader, ReplicaManager.applyDelta); a finished move's leader epoch "
+        "change waits behind the logs queued before it, and meanwhile its leader refuses the new "
+        "follower's fetches, so acks=all writes wait. Two new replicas per broker at once, whatever their "
+        "size, keep its log creation busy and queue at most one log ahead of an epoch change.",
+    ),
+    Setting(
         "throttle_release_ms", "U", 500,
         ("throttle.release.ms",),
         "A copy that misses no more than what the throttle gives it in this many ms is released from "
@@ -99,6 +108,7 @@ class Limits:
     max_incoming_moves_per_broker: int = 2
     max_outgoing_moves_per_broker: int = 2
     full_move_seconds: int = 2
+    max_new_replicas_per_broker: int = 2
     throttle_release_ms: int = 500
 
     def changed(self, changes: Mapping[str, int]) -> "Limits":
