@@ -65,8 +65,9 @@ SETTINGS: tuple[Setting, ...] = (
         ("reassignment.full.move.seconds",),
         "The per-broker move caps count moves by what they load a broker with: a copy that takes at least "
         "this long at the throttle rate is a whole move, a shorter one its share of one, at least an "
-        "eighth (two slots hold two big copies, or up to sixteen small ones), so small partitions keep "
-        "the throttle busy instead of holding a slot each.",
+        "eighth (two slots hold two big copies, or up to sixteen small ones, as many as "
+        "max_new_replicas_per_broker lets into one broker), so small partitions keep the throttle busy "
+        "instead of holding a slot each.",
     ),
     Setting(
         "max_new_replicas_per_broker", "new", 2,
