@@ -3,6 +3,7 @@
     python -m benchmarks.engine throughput --partitions 3000 [--via http|kafka]
     python -m benchmarks.engine recovery --partitions 100000
     python -m benchmarks.engine kills --kills 100
+    python -m benchmarks.engine failover --profile kafka --runs 5
 
 * ``throughput``: a worker against a sim-cluster process (fast clock, high
   limits) reassigns N partitions; events appended per second from the submit
@@ -15,6 +16,13 @@
   takes over: seconds from the kill to ``/status`` active, and from process
   start to active.
 * ``kills``: the fault-injection run of tests/test_engine.py with more kills.
+* ``failover``: two workers (``--profile``: the engine's broker profile, whose
+  group session and heartbeat set how soon a dead decider's partition moves)
+  and a sim-cluster process reassign a topic; the active worker is SIGKILLed
+  with steps in flight: seconds from the kill to the standby's ``/status``
+  active (claimed, snapshot read, tail folded), and to the first event it
+  appends (after the fencing lease). ``--runs`` kills in a row, a new standby
+  started after each.
 
 Prints one JSON line per measurement.
 """
@@ -140,6 +148,11 @@ def recovery(partitions: int) -> None:
             cold = time.monotonic() - t0
             print(json.dumps({"benchmark": "recovery cold start", "partitions": len(targets),
                               "seconds_to_active": round(cold, 1), "recovery": status.get("recovery")}), flush=True)
+            # the cold start folded the whole log: it writes a snapshot of it at once (docs/engine.md); the
+            # kill comes once that snapshot is on the topic, so the next worker starts from it
+            written = wait_for(lambda: ((first.status() or {}).get("snapshots") or {}).get("last"), 600,
+                               "the first worker's snapshot")
+            print(json.dumps({"benchmark": "recovery snapshot written", "snapshot": written}), flush=True)
             time.sleep(3)  # let the table changelogs flush before the kill (a kill at any time is safe)
             first.kill()
             t0 = time.monotonic()
@@ -199,6 +212,82 @@ def kills(count: int, seed: int) -> None:
                 p.cleanup()
 
 
+def failover(runs: int, profile: str) -> None:
+    from tests import test_engine as T
+    from tests.engine_harness import get_json
+
+    with EmbeddedBroker() as b, tempfile.TemporaryDirectory() as tmp:
+        prefix = "failover."
+        create({"bootstrap.servers": b.bootstrap}, prefix)
+        topics = Topics.named(prefix)
+        doc = T.scenario_doc(400, size="400 MB")
+        sc = S.from_document(doc)
+        sim = SimCluster(doc, speed=5, tmp_path=Path(tmp))
+        procs = [sim]
+        try:
+            workers = [Worker(b, prefix, sim.kafka, broker_profile=profile) for _ in range(2)]
+            procs += workers
+            active = wait_for(lambda: next((w for w in workers if w.active()), None), 120, "one decider")
+            with Publisher(b.bootstrap, prefix=prefix, profile=EMBEDDED) as p:
+                p.submit(tuple(sc.targets), request_id="r1")
+            tail = EventTail(b, topics.events)
+            wait_for(lambda: len(tail.payloads(ev.StepStarted)) >= 3, 120, "steps started")
+            writers = _Writers(b.bootstrap, topics.events)
+            figures = []
+            for run in range(runs):
+                standby = next(w for w in workers if w is not active and w.alive())
+                wait_for(lambda: standby.status() is not None, 60, "the standby's web server")
+                new_id = get_json(standby.web + "/status")["worker"]
+                active.kill()
+                killed = time.monotonic()
+                status = standby.wait_active(120)
+                to_active = time.monotonic() - killed
+                wait_for(lambda: writers.poll(new_id), 120, "the standby's first event")
+                to_event = time.monotonic() - killed
+                figures.append({"seconds_to_active": round(to_active, 2), "seconds_to_first_event": round(to_event, 2),
+                                "recovery": status.get("recovery")})
+                print(json.dumps({"benchmark": "failover", "profile": profile, "run": run + 1, **figures[-1]}),
+                      flush=True)
+                active = standby
+                workers = [active, Worker(b, prefix, sim.kafka, broker_profile=profile)]
+                procs.append(workers[1])
+            ordered = sorted(f["seconds_to_active"] for f in figures)
+            print(json.dumps({"benchmark": "failover summary", "profile": profile, "runs": runs,
+                              "median_seconds_to_active": ordered[len(ordered) // 2],
+                              "max_seconds_to_active": ordered[-1],
+                              "median_seconds_to_first_event": sorted(f["seconds_to_first_event"]
+                                                                      for f in figures)[len(figures) // 2]}),
+                  flush=True)
+            tail.close()
+            writers.close()
+        finally:
+            for p in procs:
+                p.cleanup()
+
+
+class _Writers:
+    """Who appended each committed event (the ``writer`` header), as the events topic grows."""
+
+    def __init__(self, bootstrap: str, topic: str):
+        from confluent_kafka import Consumer, TopicPartition
+
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "failover-bench",
+                                  "enable.auto.commit": False, **EMBEDDED.consumer})
+        self.consumer.assign([TopicPartition(topic, 0, 0)])
+        self.seen: set[str] = set()
+
+    def poll(self, writer: str) -> bool:
+        from engine.eventlog import WRITER_HEADER
+
+        for m in self.consumer.consume(1000, 0.05):
+            if m.error() is None:
+                self.seen.add(dict(m.headers() or []).get(WRITER_HEADER, b"").decode())
+        return writer in self.seen
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="what", required=True)
@@ -211,11 +300,17 @@ def main() -> None:
     k = sub.add_parser("kills")
     k.add_argument("--kills", type=int, default=100)
     k.add_argument("--seed", type=int, default=1)
+    f = sub.add_parser("failover")
+    f.add_argument("--runs", type=int, default=5)
+    f.add_argument("--profile", choices=["kafka", "embedded"], default="kafka",
+                   help="the workers' broker profile (its group session and heartbeat)")
     args = ap.parse_args()
     if args.what == "throughput":
         throughput(args.partitions, args.via)
     elif args.what == "recovery":
         recovery(args.partitions)
+    elif args.what == "failover":
+        failover(args.runs, args.profile)
     else:
         kills(args.kills, args.seed)
 

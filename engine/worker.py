@@ -524,7 +524,8 @@ class Engine:
         self.recovery_error = None
         self.last_recovery["seconds_claim"] = round(claimed - started, 3)
         self.last_recovery["snapshot"] = self.event_log.last_snapshot
-        self.snapshot_events = decider.events
+        # counted from the snapshot it started from: a long tail folded now is written as a snapshot at once
+        self.snapshot_events = decider.events - self.last_recovery.get("events", 0)
         if self.event_log.unreadable:
             self.last_recovery["unreadable_events"] = [f"{d.source}: {d.reason}" for d in self.event_log.unreadable]
             log.warning("the events topic has %d unreadable messages (skipped)", len(self.event_log.unreadable))

@@ -81,9 +81,10 @@ def session(tmp_path_factory):
 
         w = worker()
         as_operator = [*common, "--command-config", props["operator"]]
-        out = run("execute", "--reassignment-json-file", str(targets), *as_operator)
+        request = "audit-1"
+        out = run("execute", "--reassignment-json-file", str(targets), "--request-id", request, *as_operator)
         assert out.returncode == 0, out.stderr
-        request = out.stdout.split()[-1]
+        assert out.stdout.startswith(f"accepted: request {request}:"), out.stdout  # the engine's verdict, read back
         wait_for(lambda: (s := w.active()) and any(r["id"] == request and r["status"] == "completed"
                                                    for r in s["requests"]), 120, "the request to complete")
         junk = Producer({"bootstrap.servers": recorder.address, "client.id": "admin"})

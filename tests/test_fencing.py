@@ -53,10 +53,10 @@ def settings(broker, prefix, worker, lease=1.0) -> Settings:
                     profile=EMBEDDED, timeout=10.0, worker_id=worker, lease=lease)
 
 
-def all_records(broker, topic):
+def all_records(broker, topic, isolation="read_uncommitted"):
     """Every record of the topic, committed or not (read_uncommitted): (writer header, envelope)."""
     c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "fencing-check", "enable.partition.eof": True,
-                  "isolation.level": "read_uncommitted", **EMBEDDED.consumer})
+                  "isolation.level": isolation, **EMBEDDED.consumer})
     c.assign([KTP(topic, 0, 0)])
     out = []
     try:
@@ -158,7 +158,7 @@ def test_sigstop_past_the_session_timeout_the_standby_takes_over_and_the_old_dec
     sim = SimCluster(doc, speed=5, tmp_path=tmp_path)
     procs.append(sim)
     prefix = topics.events[: -len("events")]
-    a, b = Worker(broker, prefix, sim.kafka), Worker(broker, prefix, sim.kafka)
+    a, b = (Worker(broker, prefix, sim.kafka, extra=("--log-level", "info")) for _ in range(2))
     procs.extend([a, b])
     active = wait_for(lambda: (a if a.active() else None) or (b if b.active() else None), 60, "one decider")
     standby = b if active is a else a
@@ -180,10 +180,26 @@ def test_sigstop_past_the_session_timeout_the_standby_takes_over_and_the_old_dec
     wait_for(lambda: (active.status() or {}).get("active") is False, 60, "the old decider to stand down")
     done = len(tail.payloads(ev.StepCompleted))
     wait_for(lambda: len(tail.payloads(ev.StepCompleted)) >= done + 3, 120, "the new decider to go on")
-    writers = [w for w, _e in all_records(broker, topics.events)]
+    records = all_records(broker, topics.events)
+    writers = [w for w, _e in records]
     assert new_id in writers
-    after = writers[writers.index(new_id):]
-    assert old_id not in after, "the old decider appended after the takeover"
+    first_new = writers.index(new_id)
+    after = writers[first_new:]
+    switches = [i for i in range(1, len(after)) if after[i] != after[i - 1]]
+    old_log = active.output()
+    if old_id in after:
+        # Legitimate only as a later takeover: a rebalance after its resumption gave the old worker the
+        # decisions partition again and it claimed the transactional id, fencing the new decider, which
+        # then appends nothing more (one switch, never back); it was assigned the partition twice and did
+        # not claim on its own.
+        late = [(first_new + i, type(records[first_new + i][1].payload).__name__)
+                for i, w in enumerate(after) if w == old_id]
+        assert len(switches) == 1 and old_log.count("owns the decisions partition") >= 2 \
+            and "claiming it again" not in old_log, (
+            f"the old decider appended after the takeover (first new record {first_new}): {late[:20]}, "
+            f"writer switches at {switches[:10]}\n"
+            + "\n".join(line[:300] for line in old_log.splitlines()
+                        if any(k in line for k in ("decisions partition", "stops deciding", "claiming it again"))))
     assert took_over < 30
     tail.close()
 

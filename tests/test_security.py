@@ -46,7 +46,7 @@ USERS = {"admin": "admin-secret", "engine": "engine-secret", "operator": "operat
 PRINCIPALS = {acls.ENGINE: ["User:engine"], acls.OPERATOR: ["User:operator"], acls.ANALYST: ["User:analyst"]}
 SCOPE = acls.TopicScope(names=("orders",))
 DOCUMENTED = acls.bindings(PRINCIPALS, PREFIX, SCOPE)
-OWN = ["commands", "events", "decisions", "dead-letters"]
+OWN = ["commands", "events", "decisions", "dead-letters", "snapshots"]
 SCENARIO = {
     "name": "secured",
     "brokers": [{"id": b, "network_in": "100 MB/s", "network_out": "100 MB/s"} for b in (1, 2, 3, 4)],
@@ -130,7 +130,34 @@ def test_with_the_documented_acls_the_engine_may_do_all_it_needs(front):
     assert check_cluster(cfg, timeout=10) == []
 
 
-ENGINE_OWN = [b for b in DOCUMENTED if b.role == acls.ENGINE and b.need.resource.name not in ("*", "orders")]
+ENGINE_OWN = [b for b in DOCUMENTED if b.role == acls.ENGINE and b.need.resource.name not in ("*", "orders")
+              and b.need.resource.kind != "transactional-id"]  # not asked at start-up: claimed (below)
+
+
+def test_without_write_on_the_deciders_transactional_id_the_claim_names_the_grant(monkeypatch):
+    """The simulated cluster's front has no transactions (librdkafka then refuses before asking), so
+    librdkafka's answer to a refused claim is given here as it reports it: a fatal
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED from init_transactions (FindCoordinator or InitProducerId)."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    from engine import eventlog
+    from engine.eventlog import PublishError, _Writer
+
+    class Refusing:
+        def __init__(self, conf):
+            assert conf["transactional.id"] == PREFIX + "decider"
+
+        def init_transactions(self, timeout):
+            raise KafkaException(KafkaError(KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, fatal=True))
+
+    monkeypatch.setattr(eventlog, "Producer", Refusing)
+    cfg = ClientConfig({"bootstrap.servers": "127.0.0.1:9092", "security.protocol": "SASL_PLAINTEXT",
+                        "sasl.mechanism": "PLAIN", "sasl.username": "engine", "sasl.password": "x"})
+    with pytest.raises(PublishError) as e:
+        _Writer(cfg, PREFIX + "events", KAFKA, 10.0, check=False, transactional_id=PREFIX + "decider")
+    assert str(e.value).startswith(f"User:engine is not authorized to Write on transactional-id {PREFIX}decider "
+                                   "(TRANSACTIONAL_ID_AUTHORIZATION_FAILED): grant it with: kafka-acls.sh")
+    assert f"--allow-principal User:engine --operation Write --transactional-id {PREFIX}decider" in str(e.value)
 
 
 @pytest.mark.parametrize("binding", ENGINE_OWN, ids=[str(b.need.resource) for b in ENGINE_OWN])

@@ -46,18 +46,26 @@ def send(args, command, name: str) -> int:
 
 
 def publish_and_wait(args, command):
-    """Publish ``command``; (its envelope, the verdict or ``None``). No waiting with ``--no-wait``."""
+    """Publish ``command``; (its envelope, the verdict or ``None``). No waiting with ``--no-wait``.
+    The publisher is made first (it checks that this principal may write the commands topic, so a
+    missing grant is named as such), then the events' end is read, then the command is sent."""
     from engine.eventlog import ReadError, end_offset
     from engine.topics import Topics, reader_group
 
     start = None
-    if not args.no_wait:
-        try:
-            start = end_offset(client_config(args), Topics.named(args.prefix).events, profile=broker_profile(args),
-                               group_id=reader_group(args.prefix), timeout=args.timeout)
-        except ReadError as e:
-            raise CliError(str(e)) from None
-    envelope = publish(args, lambda p: p.send(command))
+
+    def send_after_the_end(publisher):
+        nonlocal start
+        if not args.no_wait:
+            try:
+                start = end_offset(client_config(args), Topics.named(args.prefix).events,
+                                   profile=broker_profile(args), group_id=reader_group(args.prefix),
+                                   timeout=args.timeout)
+            except ReadError as e:
+                raise CliError(str(e)) from None
+        return publisher.send(command)
+
+    envelope = publish(args, send_after_the_end)
     return envelope, (None if args.no_wait else wait_for_verdict(args, envelope.id, start))
 
 

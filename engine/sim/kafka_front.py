@@ -17,7 +17,8 @@ comes back, on the same port.
 With a scenario's ``security`` section (``engine.sim.security``) the listeners
 authenticate SASL/PLAIN users (SaslHandshake, SaslAuthenticate; anything else
 before authentication closes the connection, as Kafka does; a wrong password is
-answered SASL_AUTHENTICATION_FAILED and the connection closed) and every request
+answered SASL_AUTHENTICATION_FAILED and the connection closed 100 ms later, Kafka's
+connection.failed.authentication.delay.ms) and every request
 is authorized against the scenario's ACLs the way Kafka's handlers authorize it
 (``engine.sim.kafka_api``), answering TOPIC/GROUP/CLUSTER_AUTHORIZATION_FAILED.
 
@@ -54,6 +55,7 @@ MAX_REQUEST_BYTES = 100 * 1024 * 1024  # socket.request.max.bytes
 API_VERSIONS = 18
 SASL_HANDSHAKE = 17
 SASL_AUTHENTICATE = 36
+FAILED_AUTHENTICATION_DELAY = 0.1  # s: Kafka's connection.failed.authentication.delay.ms default (KIP-306)
 SASL_KEYS = {API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE}  # all a client may send before it authenticates
 MECHANISMS = ["PLAIN"]
 _PROTOCOL_MODULES = ("kafka.protocol.admin", "kafka.protocol.metadata", "kafka.protocol.consumer",
@@ -159,6 +161,11 @@ class KafkaFront:
             self._reconcile.cancel()
         for b in list(self._servers):
             await self._stop_listening(b)
+        current = asyncio.current_task()
+        rest = [t for t in asyncio.all_tasks() if t is not current]  # connections still being served
+        for t in rest:
+            t.cancel()
+        await asyncio.gather(*rest, return_exceptions=True)
 
     async def _listen(self, broker: int, sock: socket.socket | None = None) -> None:
         async def serve(reader, writer):
@@ -222,7 +229,8 @@ class KafkaFront:
                 close = isinstance(answer, tuple)  # (the last answer, then the connection is closed)
                 writer.write(answer[0] if close else answer)
                 await writer.drain()
-                if close:
+                if close:  # Kafka delays the close (connection.failed.authentication.delay.ms, KIP-306)
+                    await asyncio.sleep(FAILED_AUTHENTICATION_DELAY)
                     return
         except ConnectionError:
             return
