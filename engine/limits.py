@@ -65,8 +65,18 @@ SETTINGS: tuple[Setting, ...] = (
         ("reassignment.full.move.seconds",),
         "The per-broker move caps count moves by what they load a broker with: a copy that takes at least "
         "this long at the throttle rate is a whole move, a shorter one its share of one, at least an "
-        "eighth (two slots hold two big copies, or up to sixteen small ones), so small partitions keep "
-        "the throttle busy instead of holding a slot each.",
+        "eighth (two slots hold two big copies, or up to sixteen small ones, as many as "
+        "max_new_replicas_per_broker lets into one broker), so small partitions keep the throttle busy "
+        "instead of holding a slot each.",
+    ),
+    Setting(
+        "max_new_replicas_per_broker", "new", 2,
+        ("reassignment.max.new.replicas.per.broker",),
+        "A broker applies metadata changes one at a time and creates each new replica's log on that one "
+        "thread (Kafka's metadata loader, ReplicaManager.applyDelta); a finished move's leader epoch "
+        "change waits behind the logs queued before it, and meanwhile its leader refuses the new "
+        "follower's fetches, so acks=all writes wait. Two new replicas per broker at once, whatever their "
+        "size, keep its log creation busy and queue at most one log ahead of an epoch change.",
     ),
     Setting(
         "throttle_release_ms", "U", 500,
@@ -99,6 +109,7 @@ class Limits:
     max_incoming_moves_per_broker: int = 2
     max_outgoing_moves_per_broker: int = 2
     full_move_seconds: int = 2
+    max_new_replicas_per_broker: int = 2
     throttle_release_ms: int = 500
 
     def changed(self, changes: Mapping[str, int]) -> "Limits":

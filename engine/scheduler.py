@@ -1,9 +1,11 @@
 """KIP-435 batch scheduler: which ready steps start next, under the limits.
 
 Limits (``engine.limits``): P partitions with a step in flight, L steps in
-flight that move a leader, A replica additions in flight cluster-wide, and
+flight that move a leader, A replica additions in flight cluster-wide,
 per-broker caps on incoming copies (a broker in NR) and outgoing copies (the
-leader that feeds NR). No limit is ever exceeded: the planner never plans a
+leader that feeds NR), weighted by their seconds at the throttle, and a count
+of the new replicas each broker is asked to create at once, whatever their
+size (a broker creates logs one at a time). No limit is ever exceeded: the planner never plans a
 step that could not fit on its own (|NR| <= the outgoing cap and A, the
 min.insync catch-up included), and a step planned before a limit was lowered
 is planned again when it is reached.
@@ -168,14 +170,19 @@ class InFlight(NamedTuple):
     additions: int = 0
     incoming: immutables.Map = immutables.Map()  # broker -> copies into it, in WEIGHT_UNITS
     outgoing: immutables.Map = immutables.Map()  # broker -> copies out of it, in WEIGHT_UNITS
+    new_replicas: immutables.Map = immutables.Map()  # broker -> new replicas it creates, whatever their size
 
     def plus(self, step: Step, sign: int = 1, weight: int = WEIGHT_UNITS) -> "InFlight":
-        incoming, outgoing = self.incoming, self.outgoing
+        incoming, outgoing, new_replicas = self.incoming, self.outgoing, self.new_replicas
         if step.nr:
             with incoming.mutate() as m:
                 for b in step.nr:
                     _bump(m, b, sign * weight)
                 incoming = m.finish()
+            with new_replicas.mutate() as m:
+                for b in step.nr:
+                    _bump(m, b, sign)
+                new_replicas = m.finish()
             with outgoing.mutate() as m:
                 _bump(m, step.source, sign * weight * len(step.nr))
                 outgoing = m.finish()
@@ -185,6 +192,7 @@ class InFlight(NamedTuple):
             self.additions + sign * len(step.nr),
             incoming,
             outgoing,
+            new_replicas,
         )
 
     def minus(self, step: Step, weight: int = WEIGHT_UNITS) -> "InFlight":
@@ -216,7 +224,7 @@ def refusal(c: InFlight, limits: Limits, key: SchedulingKey) -> object | None:
         w = key.weight
         cap_in = limits.max_incoming_moves_per_broker * WEIGHT_UNITS
         for b in key.nr:
-            if c.incoming.get(b, 0) + w > cap_in:
+            if c.incoming.get(b, 0) + w > cap_in or c.new_replicas.get(b, 0) >= limits.max_new_replicas_per_broker:
                 return ("in", b)
         if c.outgoing.get(key.source, 0) + n * w > limits.max_outgoing_moves_per_broker * WEIGHT_UNITS:
             return ("out", key.source)

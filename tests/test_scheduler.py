@@ -6,7 +6,8 @@ from hypothesis import strategies as st
 from engine.limits import Limits, LimitsError
 from engine.partition import TopicPartition
 from engine.scheduler import (
-    CONTINUING, FRESH, Hold, InFlight, ReadyIndex, Requeue, SchedulingKey, Start, admits, next_batch, oversized,
+    CONTINUING, FRESH, WEIGHT_UNITS, Hold, InFlight, ReadyIndex, Requeue, SchedulingKey, Start, admits, next_batch,
+    oversized,
 )
 from engine.step import Step, Waiting
 
@@ -151,6 +152,7 @@ def test_limit_aliases_and_errors():
                                "num.concurrent.partition.movements.per.broker": 4})
     assert (limits.max_replicas_per_step, limits.max_partitions_in_flight, limits.max_leader_moves_in_flight) == (3, 7, 2)
     assert limits.max_incoming_moves_per_broker == limits.max_outgoing_moves_per_broker == 4
+    assert Limits().changed({"reassignment.max.new.replicas.per.broker": 3}).max_new_replicas_per_broker == 3
     with pytest.raises(LimitsError, match="unknown limit 'bogus'.*must be an integer >= 1, got 0"):
         Limits().changed({"bogus": 1, "max_replicas_per_step": 0})
 
@@ -179,6 +181,7 @@ limit_values = st.builds(
     max_replica_additions_in_flight=st.integers(1, 12),
     max_incoming_moves_per_broker=st.integers(1, 4),
     max_outgoing_moves_per_broker=st.integers(1, 4),
+    max_new_replicas_per_broker=st.integers(1, 4),
 )
 
 
@@ -201,8 +204,11 @@ def over(t: dict, limits: Limits) -> list:
     caps = {"P": limits.max_partitions_in_flight, "L": limits.max_leader_moves_in_flight,
             "A": limits.max_replica_additions_in_flight}
     bad = [k for k, cap in caps.items() if t[k] > cap]
+    # whole moves here: a broker's incoming copies are bounded by both its incoming cap and the new
+    # replicas it may be asked to create at once
+    cap_in = min(limits.max_incoming_moves_per_broker, limits.max_new_replicas_per_broker)
     bad += [k for k, v in t.items() if isinstance(k, tuple) and v > (
-        limits.max_incoming_moves_per_broker if k[0] == "in" else limits.max_outgoing_moves_per_broker)]
+        cap_in if k[0] == "in" else limits.max_outgoing_moves_per_broker)]
     return bad
 
 
@@ -262,15 +268,16 @@ def brokers_of(s: Step) -> set:
 
 
 def test_small_copies_weigh_a_share_of_a_move_against_the_per_broker_caps():
-    # sixteen 1-eighth copies fit the default two slots of broker 7; a seventeenth does not
+    # sixteen 1-eighth copies fit the default two slots of broker 7; a seventeenth does not (the count
+    # of new replicas per broker raised out of the way: this is the weighting alone)
     small = [(tp(i), step((7,), leader=i % 6), FRESH) for i in range(20)]
     index = ReadyIndex()
     plans = {}
     for seq, (t, s, lane) in enumerate(small):
         index, _slot = index.add(SchedulingKey.of(s, 1), lane, seq, t)
         plans[t] = s
-    decisions = next_batch(index, InFlight(), Limits(max_outgoing_moves_per_broker=8), plans.get,
-                           weigh=lambda _tp, _s: 1)
+    decisions = next_batch(index, InFlight(), Limits(max_outgoing_moves_per_broker=8, max_new_replicas_per_broker=32),
+                           plans.get, weigh=lambda _tp, _s: 1)
     assert len(started(decisions)) == 16
     assert all(d.weight == 1 for d in decisions)
     # a whole move needs a whole slot free
@@ -279,6 +286,86 @@ def test_small_copies_weigh_a_share_of_a_move_against_the_per_broker_caps():
         busy = busy.plus(d.step, 1, d.weight)
     big_index, big_plans = index_of([(tp(50), step((7,), leader=0), FRESH)])
     assert started(next_batch(big_index, busy, Limits(), big_plans.get)) == []  # 9/8 taken: 7/8 left
+
+
+def small_index(entries, weight=1):
+    index = ReadyIndex()
+    for seq, (t, s, lane) in enumerate(entries):
+        index, _slot = index.add(SchedulingKey.of(s, weight), lane, seq, t)
+    return index, {t: s for t, s, _lane in entries}
+
+
+def test_a_broker_is_asked_to_create_at_most_two_new_replicas_at_once_whatever_their_size():
+    # twenty 1 MiB copies (an eighth of a move each) into broker 7, then four into broker 8: by weight
+    # sixteen would fit broker 7's two slots, but broker 7 creates their logs one at a time, and a
+    # finished move's epoch change waits behind the logs queued before it (its leader refuses broker
+    # 7's fetches meanwhile). Two at a time per broker, by default; the others go to broker 8 (from
+    # leaders 4 and 5: the oldest step refused, tp(2), keeps its leader 2's capacity for itself).
+    entries = [(tp(i), step((7,), leader=i % 6), FRESH) for i in range(20)]
+    entries += [(tp(i), step((8,), leader=4 + i % 2), FRESH) for i in range(20, 24)]
+    index, plans = small_index(entries)
+    limits = Limits(max_outgoing_moves_per_broker=8)
+    assert limits.max_new_replicas_per_broker == 2
+    decisions = next_batch(index, InFlight(), limits, plans.get, weigh=lambda _tp, _s: 1)
+    assert started(decisions) == [tp(0), tp(1), tp(20), tp(21)]
+    # one still in flight into broker 7: one more may start there, whatever its weight
+    busy = InFlight().plus(step((7,), leader=5), 1, 1)
+    assert [t for t in started(next_batch(index, busy, limits, plans.get, weigh=lambda _tp, _s: 1))
+            if t.partition < 20] == [tp(0)]
+    # the operator raises it: the weights bound again (sixteen eighths in two slots)
+    more = Limits(max_outgoing_moves_per_broker=8, max_new_replicas_per_broker=20)
+    assert len([t for t in started(next_batch(index, InFlight(), more, plans.get, weigh=lambda _tp, _s: 1))
+                if t.partition < 20]) == 16
+
+
+def test_a_step_adding_two_replicas_to_other_brokers_counts_one_new_replica_on_each():
+    index, plans = small_index([(tp(0), step((7, 8), leader=0), FRESH), (tp(1), step((7,), leader=1), FRESH),
+                                (tp(2), step((8,), leader=2), FRESH), (tp(3), step((7,), leader=3), FRESH)])
+    limits = Limits(max_replicas_per_step=2, max_outgoing_moves_per_broker=8)
+    assert started(next_batch(index, InFlight(), limits, plans.get, weigh=lambda _tp, _s: 1)) == [tp(0), tp(1), tp(2)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(queues(), queues(), limit_values, limit_values, st.data())
+def test_no_broker_creates_more_new_replicas_at_once_than_its_cap_whatever_the_weights(ready, running, old_limits,
+                                                                                      limits, data):
+    """Counted from the steps themselves: new replicas per broker never exceed the cap, nor copies' weights
+    the incoming cap, unless steps already in flight (admitted under other limits) took them over."""
+    weights = {e[0]: data.draw(st.integers(1, 8)) for e in ready + running}
+
+    def admitted(entries, lim, c):
+        entries = [e for e in entries if not oversized(lim, SchedulingKey.of(e[1]))]
+        index = ReadyIndex()
+        for seq, (t, s, lane) in enumerate(entries):
+            index, _slot = index.add(SchedulingKey.of(s, weights[t]), lane, seq, t)
+        plans = {t: s for t, s, _lane in entries}
+        out = []
+        for d in next_batch(index, c, lim, plans.get, weigh=lambda t, _s: weights[t]):
+            assert isinstance(d, Start) and d.weight == weights[d.tp]
+            c = c.plus(d.step, 1, d.weight)
+            out.append((d.step, d.weight))
+        return out, c
+
+    def load(steps):
+        count, units = {}, {}
+        for s, w in steps:
+            for b in s.nr:
+                count[b] = count.get(b, 0) + 1
+                units[b] = units.get(b, 0) + w
+        return count, units
+
+    weights.update({TopicPartition("u", t.partition): weights[t] for t, _s, _lane in running})
+    first, c = admitted([(TopicPartition("u", t.partition), s, lane) for t, s, lane in running], old_limits, InFlight())
+    before_count, before_units = load(first)
+    assert all(n <= old_limits.max_new_replicas_per_broker for n in before_count.values())
+    assert dict(c.new_replicas) == before_count and dict(c.incoming) == before_units
+    second, _c = admitted(ready, limits, c)
+    count, units = load(first + second)
+    for b, n in count.items():
+        if n > limits.max_new_replicas_per_broker:
+            assert n == before_count.get(b, 0), (b, n)
+        if units[b] > limits.max_incoming_moves_per_broker * WEIGHT_UNITS:
+            assert units[b] == before_units.get(b, 0), (b, units[b])
 
 
 def test_a_decision_never_scans_the_queue(monkeypatch):
