@@ -404,7 +404,7 @@ class Decider:
             for tp, reason in sorted(s.waiting.items())[:limit]
         ]
         doc["progress"] = report(s, self.progress, datetime.now(timezone.utc))["requests"]
-        doc["recent_events"] = [_event_line(e) for e in reversed(self.recent)]
+        doc["recent_events"] = [_event_line(e) for e in reversed(tuple(self.recent))]  # the decider may append meanwhile
         doc["attention"] = attention(s, self.progress.rejected_at, blocked=self.blocked, now=t)
         doc["partitions_remaining"] = self.remaining()
         doc["bytes_remaining"] = bytes_remaining(s, self.sizes) if self.sizes else None

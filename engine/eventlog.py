@@ -46,7 +46,7 @@ from engine.access import AuthWatch, Need, authentication_failed, explain, group
 from engine.access import TRANSACTIONAL_ID, Resource, denied, user_of
 from engine import events as ev
 from engine.broker_profile import KAFKA, BrokerProfile
-from engine.client_config import ClientConfig, last_failure, logged
+from engine.client_config import ClientConfig, logged
 from engine.codec import codec_for
 from engine.dead_letter import DeadLetter, decode_or_set_aside
 from engine.envelope import CommandEnvelope, EventEnvelope, command_key, event_key, millis, new_id, now

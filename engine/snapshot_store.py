@@ -26,9 +26,10 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterator, NamedTuple
 
-from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from engine.access import Need, denied, principal_of, topic as topic_resource
 from engine.broker_profile import KAFKA, BrokerProfile
 from engine.client_config import ClientConfig, logged
 from engine.eventlog import DEFAULT_TIMEOUT, ReadError, _check, _Writer, decoder_for, read_topic
@@ -90,9 +91,16 @@ def latest(config: ClientConfig, *, prefix: str = DEFAULT_PREFIX, profile: Broke
         except KafkaException as e:
             return Found(Assembled(None, ()), 0, 0.0, f"cannot reach the cluster: {e.args[0].str()}")
         t = metadata.topics.get(topic)
+        if t is not None and t.error is not None and t.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            need = Need(("Read",), topic_resource(topic), "status, replay and recovery start from the latest snapshot")
+            return Found(Assembled(None, ()), 0, 0.0, denied(need, "TOPIC_AUTHORIZATION_FAILED", principal_of(config),
+                                                             config.bootstrap))
         if t is None or t.error is not None or not t.partitions:
             return Found(Assembled(None, ()), 0, 0.0, missing(topic))
-        low, high = consumer.get_watermark_offsets(KafkaTopicPartition(topic, 0), timeout=timeout)
+        try:
+            low, high = consumer.get_watermark_offsets(KafkaTopicPartition(topic, 0), timeout=timeout)
+        except KafkaException as e:
+            return Found(Assembled(None, ()), 0, 0.0, f"cannot read the offsets of {topic}: {e.args[0].str()}")
     finally:
         consumer.close()
     read = 0

@@ -454,9 +454,11 @@ class Engine:
                 self.depose(str(e))
                 return
             except Retry as e:
-                log.warning("cannot decide now, will recover and retry: %s", e)
+                log.warning("cannot decide now, will claim again, recover and retry: %s", e)
                 d.blocked = str(e)
-                self.needs_recovery = True
+                # claim again: a commit that timed out may still complete in the background, and a new
+                # claim settles it (committed or aborted) before the log is read
+                self.needs_recovery = self.claim = True
                 await asyncio.sleep(delay)
                 delay = min(5.0, delay * 2)
             except Exception as e:  # noqa: BLE001 - an input the engine cannot handle is set aside, never a crash
@@ -499,8 +501,9 @@ class Engine:
             try:  # claim first: no deposed decider can append after this one has read the log
                 self.event_log = await loop.run_in_executor(self.pool, KafkaEventLog, self.s)
                 self.claim = False
-            except Exception as e:  # noqa: BLE001 - the cluster unreachable: try again
-                log.warning("cannot claim the decider's transactional.id, retrying: %s: %s", type(e).__name__, e)
+            except Exception as e:  # noqa: BLE001 - the cluster unreachable (or the grant missing): again
+                self.recovery_error = f"cannot claim the decider's transactional.id: {type(e).__name__}: {e}"
+                log.warning("%s; retrying", self.recovery_error)
                 await asyncio.sleep(1.0)
                 if not self.active:
                     return
