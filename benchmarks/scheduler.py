@@ -32,7 +32,7 @@ from engine.partition import PartitionState, TopicInfo, TopicPartition
 from engine.scheduler import WEIGHT_UNITS, FRESH, InFlight, ReadyIndex, SchedulingKey, next_batch, weight_units
 from engine.throttles import DEFAULT_THROTTLE_RATE
 from engine.state import EMPTY, READY, PartitionReassignment, Request
-from engine.step import Step, _gc_paused, plan_all
+from engine.step import Step, gc_paused, plan_all
 
 
 SIZE = 1_000_000_000  # bytes per partition: 20 s at the default throttle, a whole move each
@@ -88,7 +88,7 @@ def main(argv=None) -> None:
     p.add_argument("--replicas-per-step", type=int, default=2)
     args = p.parse_args(argv)
     t0 = time.perf_counter()
-    with _gc_paused():  # setup only: millions of acyclic tuples
+    with gc_paused():  # setup only: millions of acyclic tuples
         index, steps, state = build(args.partitions, args.brokers, args.replicas_per_step)
     build_s = time.perf_counter() - t0
     gc.freeze()  # what the engine does with a state it folded (engine.decider.Decider.recover)

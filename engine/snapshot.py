@@ -54,7 +54,6 @@ from __future__ import annotations
 import base64
 import dataclasses
 import functools
-import gc
 import hashlib
 import importlib
 import io
@@ -63,11 +62,12 @@ import pickle
 import struct
 import typing
 import zlib
-from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, Iterable, Iterator, NamedTuple
+from typing import Any, Iterable, NamedTuple
 
 import immutables
+
+from engine.step import gc_paused
 
 FORMAT = 1
 MAGIC = b"KRSN"
@@ -271,19 +271,6 @@ class _Pickler(pickle.Pickler):
         if issubclass(t, tuple):
             return tuple.__new__, (t, tuple(tuple.__iter__(obj)))
         return _dataclass, (t, tuple(getattr(obj, f) for f in _fields(t)))
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """The cyclic garbage collector off while millions of acyclic objects are made: it would walk
-    them all again and again (it made reading a snapshot seven times slower)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def dumps(value: Any) -> tuple[bytes, list[str]]:

@@ -237,12 +237,14 @@ def plan_many(
     never form reference cycles; the cyclic garbage collector would spend a
     third of the time scanning them, so it is paused for the duration.
     """
-    with _gc_paused():
+    with gc_paused():
         return [plan_all(cr, ftr, min_insync_replicas, max_replicas_per_step) for cr, ftr in partitions]
 
 
 @contextmanager
-def _gc_paused():
+def gc_paused():
+    """The cyclic garbage collector off while millions of acyclic objects are made: it would walk
+    them all again and again (planning, folding, reading a snapshot)."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
