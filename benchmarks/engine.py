@@ -11,10 +11,13 @@
   alone: commands topic -> router -> decisions -> decider -> events).
 * ``recovery``: the events topic holds a state of N partitions (a submit of
   all of them, queued, ready, the first batch of steps in flight, built by
-  the core in process and appended with ``EventWriter``); a worker recovers
-  it (cold start, tables written), is killed with SIGKILL, and another one
-  takes over: seconds from the kill to ``/status`` active, and from process
-  start to active.
+  the core in process and appended with ``EventWriter``); the cluster is a
+  ``sim-cluster`` process reached through its Kafka front. A worker recovers
+  the log (cold start, from offset 0) and writes a snapshot; once it is on
+  the topic the worker is killed with SIGKILL and a new worker process takes
+  over: seconds from the kill to its web server, to its assignment of the
+  decisions partition, and to ``/status`` active. ``--keep-logs DIR`` keeps
+  both workers' logs.
 * ``kills``: the fault-injection run of tests/test_engine.py with more kills.
 * ``failover``: two workers (``--profile``: the engine's broker profile, whose
   group session and heartbeat set how soon a dead decider's partition moves)
@@ -120,7 +123,16 @@ def _envelope(command):
     return CommandEnvelope(command.command_id, now(), "bench", command)
 
 
-def recovery(partitions: int) -> None:
+def _keep(worker, logs: str | None, name: str) -> None:
+    """A copy of a worker's log in ``logs`` (``--keep-logs``), to read where its seconds went."""
+    if logs:
+        Path(logs).mkdir(parents=True, exist_ok=True)
+        (Path(logs) / f"{name}.log").write_text(worker.output())
+
+
+def recovery(partitions: int, logs: str | None = None) -> None:
+    """The cluster is a ``sim-cluster`` process reached through its Kafka front (the engine's real
+    adapter), as a real cluster outlives the engine's processes: a new worker loads nothing of it."""
     with EmbeddedBroker() as b, tempfile.TemporaryDirectory() as tmp:
         prefix = "bench."
         create({"bootstrap.servers": b.bootstrap}, prefix)
@@ -140,8 +152,11 @@ def recovery(partitions: int) -> None:
             w.write(log.records)
         print(json.dumps({"benchmark": "recovery log", "partitions": len(targets), "events": len(log.records),
                           "steps_in_flight": len(d.state.steps), "built_seconds": round(built, 1)}), flush=True)
+        del d, log
         broker = _Broker(b.bootstrap)
-        first = Worker(broker, prefix, f"sim:{path}", poll=1.0)
+        sim = SimCluster(doc, speed=1, tmp_path=Path(tmp), start_timeout=600)
+        info = ("--log-level", "info")
+        first = Worker(broker, prefix, sim.kafka, poll=1.0, extra=info)
         try:
             t0 = time.monotonic()
             status = first.wait_active(1800)
@@ -153,20 +168,28 @@ def recovery(partitions: int) -> None:
             written = wait_for(lambda: ((first.status() or {}).get("snapshots") or {}).get("last"), 600,
                                "the first worker's snapshot")
             print(json.dumps({"benchmark": "recovery snapshot written", "snapshot": written}), flush=True)
-            time.sleep(3)  # let the table changelogs flush before the kill (a kill at any time is safe)
             first.kill()
-            t0 = time.monotonic()
-            second = Worker(broker, prefix, f"sim:{path}", poll=1.0)
+            t0, killed_wall = time.monotonic(), time.time()
+            second = Worker(broker, prefix, sim.kafka, poll=1.0, extra=info)
             try:
+                wait_for(lambda: second._check() or second.status(), 120, "the new worker's web server", interval=0.05)
+                web = time.monotonic() - t0
                 status = second.wait_active(1800)
                 after = time.monotonic() - t0
                 print(json.dumps({"benchmark": "recovery after SIGKILL", "partitions": len(targets),
-                                  "seconds_kill_to_active": round(after, 1), "recovery": status.get("recovery"),
+                                  "seconds_kill_to_active": round(after, 2),
+                                  "seconds_kill_to_web_server": round(web, 2),
+                                  "seconds_kill_to_assigned": _logged_after(second.output(),
+                                                                            "owns the decisions partition", killed_wall),
+                                  "recovery": status.get("recovery"),
                                   "partitions_remaining": status.get("partitions_remaining")}), flush=True)
             finally:
+                _keep(second, logs, "recovery-second")
                 second.cleanup()
         finally:
+            _keep(first, logs, "recovery-first")
             first.cleanup()
+            sim.cleanup()
 
 
 def kills(count: int, seed: int) -> None:
@@ -212,7 +235,7 @@ def kills(count: int, seed: int) -> None:
                 p.cleanup()
 
 
-def failover(runs: int, profile: str) -> None:
+def failover(runs: int, profile: str, logs: str | None = None) -> None:
     from tests import test_engine as T
     from tests.engine_harness import get_json
 
@@ -238,6 +261,10 @@ def failover(runs: int, profile: str) -> None:
             for run in range(runs):
                 standby = next(w for w in workers if w is not active and w.alive())
                 wait_for(lambda: standby.status() is not None, 60, "the standby's web server")
+                # a standby that has run a while: its own joining rebalance is over (Faust is ready)
+                # and the active worker decides again after it, as in a cluster running for days
+                wait_for(lambda: "[^Worker]: Ready" in standby.output(), 120, "the standby's first assignment")
+                wait_for(lambda: active.active(), 120, "the active worker after the standby joined")
                 new_id = get_json(standby.web + "/status")["worker"]
                 active.kill()
                 killed, killed_wall = time.monotonic(), time.time()
@@ -251,6 +278,8 @@ def failover(runs: int, profile: str) -> None:
                                 "recovery": status.get("recovery")})
                 print(json.dumps({"benchmark": "failover", "profile": profile, "run": run + 1, **figures[-1]}),
                       flush=True)
+                _keep(standby, logs, f"failover-{profile}-run{run + 1}-standby")
+                _keep(active, logs, f"failover-{profile}-run{run + 1}-killed")
                 active = standby
                 workers = [active, Worker(b, prefix, sim.kafka, broker_profile=profile, extra=info)]
                 procs.append(workers[1])
@@ -312,6 +341,7 @@ def main() -> None:
                    help="the engine's cluster: the sim-cluster over HTTP, or over the Kafka protocol (real adapter)")
     r = sub.add_parser("recovery")
     r.add_argument("--partitions", type=int, default=100_000)
+    r.add_argument("--keep-logs", metavar="DIR", help="copy the workers' logs into DIR")
     k = sub.add_parser("kills")
     k.add_argument("--kills", type=int, default=100)
     k.add_argument("--seed", type=int, default=1)
@@ -319,13 +349,14 @@ def main() -> None:
     f.add_argument("--runs", type=int, default=5)
     f.add_argument("--profile", choices=["kafka", "embedded"], default="kafka",
                    help="the workers' broker profile (its group session and heartbeat)")
+    f.add_argument("--keep-logs", metavar="DIR", help="copy each run's workers' logs into DIR")
     args = ap.parse_args()
     if args.what == "throughput":
         throughput(args.partitions, args.via)
     elif args.what == "recovery":
-        recovery(args.partitions)
+        recovery(args.partitions, args.keep_logs)
     elif args.what == "failover":
-        failover(args.runs, args.profile)
+        failover(args.runs, args.profile, args.keep_logs)
     else:
         kills(args.kills, args.seed)
 

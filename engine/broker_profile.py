@@ -1,7 +1,7 @@
 """Broker profiles: client settings that depend on which broker kreassign talks to.
 
 ``kafka`` (the default) is Apache Kafka: librdkafka's defaults; the engine's
-workers use a 6 s group session (Kafka's minimum by default) with 1 s heartbeats.
+workers use a 6 s group session (Kafka's minimum by default) with 0.5 s heartbeats.
 ``embedded`` is the tansu broker of ``kreassign broker`` and the tests; every
 setting it needs lives in ``engine.embedded`` and nowhere else, so the code
 paths used against real Kafka carry none of them. Select one with
@@ -27,9 +27,14 @@ class BrokerProfile(NamedTuple):
 KAFKA = BrokerProfile(
     "kafka",
     # the engine's group: a dead decider's session ends after 6 s (Kafka's group.min.session.timeout.ms,
-    # the least a broker accepts by default), heartbeats every second, so a standby takes over in
-    # seconds (Faust's own 60 s session made failover take a minute)
-    faust={"broker_session_timeout": 6.0, "broker_heartbeat_interval": 1.0},
+    # the least a broker accepts by default), heartbeats every half second (a standby learns of the
+    # rebalance that follows at its next heartbeat), so a standby takes over within seconds (Faust's
+    # own 60 s session and 3 s heartbeats made failover take a minute)
+    faust={"broker_session_timeout": 6.0, "broker_heartbeat_interval": 0.5},
+    # a broker answers one request of a connection at a time: after a rebalance, Faust's offset
+    # requests wait behind the fetch it holds at the end of quiet partitions (Faust gives aiokafka
+    # 1.5 s), which delayed every takeover by a second or more
+    faust_consumer={"fetch_max_wait_ms": 100},
 )
 NAMES = ("kafka", "embedded")
 

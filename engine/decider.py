@@ -207,10 +207,11 @@ class Decider:
         self._refresh_sizes()
         self.process(*self.executor.execute(todo))
         self.executed = self.last_event
+        done = time.monotonic()
         return {"events": fold.events - (start.events if start else 0), "duplicates": fold.duplicates,
                 "from_snapshot": self.snapshot_used, "snapshot_notes": notes, "actions": len(todo),
-                "throttle_removals_replayed": len(removed), "seconds": time.monotonic() - started,
-                "seconds_fold": folded - loaded}
+                "throttle_removals_replayed": len(removed), "seconds": done - started,
+                "seconds_snapshot": loaded - started, "seconds_fold": folded - loaded, "seconds_actions": done - folded}
 
     def fold(self) -> Fold:
         """What folding the log up to the last event this decider appended gives (a snapshot's
@@ -373,16 +374,29 @@ class Decider:
         self.adaptive = self.adaptive.record(Sample(rate, share, float(size), t - t0), self.state.throttle_rate)
 
     def _refresh_sizes(self) -> None:
-        """Sizes of the partitions of unfinished requests (DescribeLogDirs on those only: never a
-        snapshot of the whole cluster, which would need Describe on every topic)."""
-        active = sorted(tp for tp, e in self.state.partitions.items() if e.status not in TERMINAL)
-        if not active:
-            return
-        sizes = self.cluster.sizes(active)
-        if isinstance(sizes, Unavailable):
-            log.warning("no partition sizes (progress and ETA in bytes unknown): %s", sizes)
-            return
-        self.sizes = {**self.sizes, **sizes}
+        """Sizes of the partitions of unfinished requests, for progress and ETA: the size the log
+        recorded for each (a request's partitions are sized when it is submitted), and DescribeLogDirs
+        only on those it does not know, never on every partition at each recovery (at 100,000
+        partitions that call held a new decider for seconds) nor on the whole cluster (which would
+        need Describe on every topic)."""
+        s = self.state
+        known = dict(self.sizes)
+        unknown = []
+        for tp, e in s.partitions.items():
+            if e.status in TERMINAL or tp in known:
+                continue
+            obs = s.observed.get(tp)
+            if obs is not None and obs.size_bytes is not None:
+                known[tp] = obs.size_bytes
+            else:
+                unknown.append(tp)
+        if unknown:
+            sizes = self.cluster.sizes(sorted(unknown))
+            if isinstance(sizes, Unavailable):
+                log.warning("no partition sizes (progress and ETA in bytes unknown): %s", sizes)
+            else:
+                known.update(sizes)
+        self.sizes = known
 
     # --- what an operator sees ------------------------------------------------------------------
 

@@ -382,6 +382,9 @@ class Message(NamedTuple):
     value: Any  # decoded
 
 
+READ_FETCH_WAIT_MS = 20
+
+
 def read_topic(
     config: ClientConfig, topic: str, decode: Callable[[bytes | None], Any],
     set_aside: Callable[[DeadLetter], None], *, group_id: str, profile: BrokerProfile = KAFKA,
@@ -403,6 +406,9 @@ def read_topic(
         "group.id": group_id,  # never joined, never committed: partitions are assigned
         "enable.auto.commit": False,
         "enable.partition.eof": True,
+        # the end of the partition is known from an empty fetch, which a broker holds this long: a
+        # reader that stops there would wait librdkafka's 500 ms at every read (each recovery reads twice)
+        "fetch.wait.max.ms": READ_FETCH_WAIT_MS,
         **profile.consumer,
         **watch.config(),
     })))

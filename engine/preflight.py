@@ -36,7 +36,7 @@ from engine.client_config import ClientConfig
 from engine.probe import AUTHENTICATION, MISSING, UNREACHABLE, Prober, ProbeError
 from engine.topics import Topics, engine_group, reader_group
 
-FAUST_TABLES = ("partitions", "requests", "in_flight", "control", "executor")  # engine.worker's tables
+FAUST_TABLES = ("executor",)  # engine.worker's Faust table (the views are computed from the state)
 
 
 def faust_topics(prefix: str) -> list[str]:

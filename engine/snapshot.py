@@ -331,7 +331,7 @@ class _Unpickler(pickle.Unpickler):
 def loads(data: bytes, modules: Iterable[str] = ()) -> Any:
     """What ``dumps`` was given; ``SnapshotError`` for anything else (see the module doc)."""
     try:
-        with gc_paused():
+        with gc_paused(freeze=True):  # a snapshot's state lives as long as the decider (no cycles)
             return _Unpickler(io.BytesIO(data), _allowed(modules)).load()
     except SnapshotError:
         raise

@@ -76,11 +76,14 @@ class Found(NamedTuple):
     seconds: float
     problem: str | None  # why no snapshot could be looked for (e.g. the topic is missing)
     slot: int | None = None  # the slot of the snapshot found (the next one goes to the other)
+    end: int | None = None  # the snapshots topic's end offset when it was read
 
 
 def latest(config: ClientConfig, *, prefix: str = DEFAULT_PREFIX, profile: BrokerProfile = KAFKA,
-           timeout: float = DEFAULT_TIMEOUT, window: int = WINDOW) -> Found:
-    """The latest usable snapshot on the snapshots topic (see the module doc)."""
+           timeout: float = DEFAULT_TIMEOUT, window: int = WINDOW, unless_end: int | None = None) -> Found | None:
+    """The latest usable snapshot on the snapshots topic (see the module doc). ``None`` when the
+    topic's end offset is still ``unless_end``: the snapshot read then is still the latest (a worker
+    that read one ahead checks so in one offsets request)."""
     topic = Topics.named(prefix).snapshots
     started = time.monotonic()
     consumer = Consumer(logged(config.confluent(**{"group.id": reader_group(prefix), "enable.auto.commit": False,
@@ -103,6 +106,8 @@ def latest(config: ClientConfig, *, prefix: str = DEFAULT_PREFIX, profile: Broke
             return Found(Assembled(None, ()), 0, 0.0, f"cannot read the offsets of {topic}: {e.args[0].str()}")
     finally:
         consumer.close()
+    if unless_end is not None and high == unless_end:
+        return None
     read = 0
     start = high
     while True:
@@ -116,7 +121,7 @@ def latest(config: ClientConfig, *, prefix: str = DEFAULT_PREFIX, profile: Broke
             if found.snapshot is not None:
                 keys = [m.key for m in messages if m.value is not None and found.snapshot.id.encode() in m.value[:400]]
                 slot = int(keys[-1].split(b"-")[1]) if keys and keys[-1] and keys[-1].count(b"-") == 2 else None
-            return Found(found, read, time.monotonic() - started, None, slot)
+            return Found(found, read, time.monotonic() - started, None, slot, high)
         window *= 4
 
 

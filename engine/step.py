@@ -242,14 +242,24 @@ def plan_many(
 
 
 @contextmanager
-def gc_paused():
+def gc_paused(freeze: bool = False):
     """The cyclic garbage collector off while millions of acyclic objects are made: it would walk
-    them all again and again (planning, folding, reading a snapshot)."""
+    them all again and again (planning, folding, reading a snapshot).
+
+    ``freeze``: for objects made to last (a snapshot's state): they are moved out of the collector's
+    reach (``gc.freeze``) before it is enabled again. Else they all sit in its youngest generation,
+    and its first collection walks every one of them (0.5 to 0.8 s for a 100,000-partition state).
+    Garbage is collected first, so what is frozen with them is only what lives (a standby that reads
+    snapshots ahead for days freezes no garbage cycles)."""
     was_enabled = gc.isenabled()
+    if freeze:
+        gc.collect()
     gc.disable()
     try:
         yield
     finally:
+        if freeze:
+            gc.freeze()
         if was_enabled:
             gc.enable()
 

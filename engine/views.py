@@ -1,8 +1,11 @@
-"""The engine's Faust tables, as pure functions of the state: views of the events topic.
+"""Views of the events topic: tables of rows, as pure functions of the state.
 
-The decider keeps four tables (``engine.worker``); each row is JSON-ready and
-derived from ``engine.state.State`` alone, so a table is always what folding
-the events topic gives (``rows(fold(log))``), which the test suite checks:
+The worker serves them at ``/tables`` (``engine.worker``), computed from the
+decider's state when asked; each row is JSON-ready and derived from
+``engine.state.State`` alone, so a table is always what folding the events
+topic gives (``rows(fold(log))``), which the test suite checks after a run
+with kills. They are not Faust tables: a changelog of them would only repeat
+the log, and a new decider would read it back row by row before deciding.
 
 | table | key | row |
 | --- | --- | --- |
@@ -10,16 +13,10 @@ the events topic gives (``rows(fold(log))``), which the test suite checks:
 | ``requests`` | request id | status, partitions, count per partition status |
 | ``in_flight`` | ``topic-N`` | request, step number, CR, TR, started, aborting |
 | ``control`` | ``control`` | limits, throttle rate for new steps, paused, throttles in force |
-
-``touched(events)`` names the keys a batch of events can change, so the
-decider rewrites only those rows after each decision.
 """
 
 from __future__ import annotations
 
-from typing import Iterable, NamedTuple
-
-from engine import events as ev
 from engine.partition import TopicPartition
 from engine.state import State
 
@@ -79,37 +76,14 @@ def control_row(s: State) -> dict:
     }
 
 
-class Keys(NamedTuple):
-    partitions: frozenset  # TopicPartition
-    requests: frozenset  # request ids
-
-
-def touched(events: Iterable[ev.Event]) -> Keys:
-    tps: set[TopicPartition] = set()
-    rids: set[str] = set()
-    for e in events:
-        tp = getattr(e, "tp", None)
-        if tp is not None:
-            tps.add(tp)
-        rid = getattr(e, "request_id", None)
-        if rid:
-            rids.add(rid)
-    return Keys(frozenset(tps), frozenset(rids))
-
-
-def rows(s: State, keys: Keys | None = None) -> dict[str, dict[str, dict | None]]:
-    """table -> key -> row (``None``: the key has no row). Every row if ``keys`` is None."""
-    tps = s.partitions.keys() if keys is None else keys.partitions
-    rids = s.requests.keys() if keys is None else keys.requests
-    out: dict[str, dict[str, dict | None]] = {
-        "partitions": {str(tp): partition_row(s, tp) for tp in tps},
-        "requests": {rid: request_row(s, rid) for rid in rids},
-        "in_flight": {str(tp): in_flight_row(s, tp) for tp in (s.steps.keys() if keys is None else tps)},
+def rows(s: State) -> dict[str, dict[str, dict | None]]:
+    """table -> key -> row, every row of every table."""
+    return {
+        "partitions": {str(tp): partition_row(s, tp) for tp in s.partitions.keys()},
+        "requests": {rid: request_row(s, rid) for rid in s.requests.keys()},
+        "in_flight": {str(tp): in_flight_row(s, tp) for tp in s.steps.keys()},
         "control": {CONTROL: control_row(s)},
     }
-    if keys is None:
-        out["in_flight"].update({str(tp): None for tp in s.partitions.keys() if tp not in s.steps})
-    return out
 
 
 def present(table: dict[str, dict | None]) -> dict[str, dict]:

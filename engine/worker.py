@@ -9,8 +9,7 @@ Agents are short loops; everything they decide is the core's:
   the reason) in the message headers.
 * ``decider`` (decisions topic, 1 partition: exactly one worker at a time):
   hands every input to ``engine.decider.Decider`` in a thread (its calls block;
-  Faust's heartbeats go on), then writes the rows the new events changed into
-  the Faust tables (``engine.views``) and the executor's progress into the
+  Faust's heartbeats go on), then writes the executor's progress into the
   ``executor`` table. When it gets the partition (first start, restart,
   failover) it recovers from the events topic first.
 * a timer on the worker that owns the decisions partition sends a tick into it
@@ -18,7 +17,8 @@ Agents are short loops; everything they decide is the core's:
   ``--poll-interval``, and the steps close to done in between): ticks and
   commands are decided in one sequence.
 * web (Faust's server): ``/status`` (JSON), ``/metrics`` (Prometheus),
-  ``/tables`` (the tables' rows, to compare with a replay of the log).
+  ``/tables`` (the views of the decider's state, ``engine.views``, and the
+  executor table: what a replay of the log must give).
 
 Broker quirks come only from the broker profile (``engine.broker_profile``):
 its ``faust`` settings go to ``faust.App`` and ``faust_consumer`` to
@@ -89,7 +89,7 @@ class Settings:
     verify_interval: float = 10.0  # seconds between read-backs of the throttle configuration
     worker_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
     snapshot_every: int = 10_000  # events between snapshots (0: none but at a clean shutdown)
-    lease: float = 2.0  # seconds a decider may act after a commit of its own (fencing, docs/engine.md)
+    lease: float = 0.5  # seconds a decider may act after a commit of its own (fencing, docs/engine.md)
 
 
 class KafkaEventLog:
@@ -119,6 +119,7 @@ class KafkaEventLog:
         self.snapshots: SnapshotWriter | None = None
         self.snapshot_slot = 0
         self.last_snapshot: dict | None = None
+        self.warm: snapshot_store.Found | None = None  # a snapshot read ahead (Engine.warm_up)
         self._next = 0
 
     def append(self, events) -> list[EventEnvelope]:
@@ -136,8 +137,11 @@ class KafkaEventLog:
 
     def resume(self):
         self.unreadable = []
+        warm, self.warm = self.warm, None
         found = snapshot_store.latest(self.s.config, prefix=self.s.prefix, profile=self.s.profile,
-                                      timeout=self.s.timeout)
+                                      timeout=self.s.timeout, unless_end=warm.end if warm is not None else None)
+        if found is None:  # the snapshot read ahead is still the latest: one offsets request instead of a read
+            found = warm
         notes = list(found.assembled.skipped) + ([found.problem] if found.problem else [])
         snap, records, note = snapshot_store.resume(self.s.config, found.assembled.snapshot, prefix=self.s.prefix,
                                                     profile=self.s.profile, registry=self.s.registry,
@@ -148,7 +152,8 @@ class KafkaEventLog:
             self.snapshot_slot = 1 - found.slot
         self.last_snapshot = None if snap is None else {
             "id": snap.id, "next_offset": snap.fold.next_offset, "written_at": snap.written_at,
-            "writer": snap.writer, "bytes": snap.size, "seconds_to_read": round(found.seconds, 3)}
+            "writer": snap.writer, "bytes": snap.size, "seconds_to_read": round(found.seconds, 3),
+            "read_ahead": found is warm}
         self._next = snap.fold.next_offset if snap is not None else 0
 
         def tail():
@@ -193,6 +198,7 @@ class KafkaEventLog:
 
 
 LEASE_KEY = b"lease"
+WARM_INTERVAL = 10.0  # seconds between a standby's checks for a newer snapshot to read ahead
 
 
 def faust_credentials(config: ClientConfig):
@@ -259,7 +265,8 @@ class Engine:
                                         partitions=1)
         self.dead_letters = self.app.topic(self.topics.dead_letters, key_serializer="raw", value_serializer="raw",
                                            partitions=1)
-        self.tables = {name: self.app.Table(name, partitions=1, key_type=str) for name in views.TABLES}
+        # the one Faust table: what the views hold is the decider's state, rebuilt by every recovery
+        # from the log (a changelog of them would be read back row by row at every takeover)
         self.executor_table = self.app.Table("executor", partitions=1, key_type=str)
         self.event_log: KafkaEventLog | None = None
         self.decider: Decider | None = None
@@ -270,7 +277,10 @@ class Engine:
         self.deposed_at = 0.0
         self.foreign_tick_at = float("-inf")  # when a tick another worker sent was last read (``may_reclaim``)
         self.needs_recovery = True
+        self.generation = 0  # counts Faust's assignments and revocations: a recovery they overtake is redone
         self.snapshot_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot")
+        self.warm: snapshot_store.Found | None = None  # the latest snapshot, read ahead while not deciding
+        self.warm_future = None
         self.snapshot_future = None
         self.snapshot_events = 0  # the decider's event count at the last snapshot
         self.snapshot_error: str | None = None
@@ -335,19 +345,12 @@ class Engine:
 
         @app.on_partitions_assigned.connect
         async def assigned(sender, assigned, **kwargs):
-            owns = any(tp.topic == self.topics.decisions for tp in assigned)
-            if owns:
-                log.info("worker %s owns the decisions partition: it decides", self.s.worker_id)
-            self.active = self.owns = owns
-            self.deposed = None
-            self.claim = True
-            self.needs_recovery = True
+            self.on_assigned(any(tp.topic == self.topics.decisions for tp in assigned))
 
         @app.on_partitions_revoked.connect
         async def revoked(sender, revoked, **kwargs):
             if any(tp.topic == self.topics.decisions for tp in revoked):
-                self.active = self.owns = False
-                self.needs_recovery = True
+                self.on_revoked()
 
         @app.page("/")
         async def page(web, request):
@@ -359,8 +362,13 @@ class Engine:
 
         @app.page("/tables")
         async def tables(web, request):
-            return web.json({name: dict(t.items()) for name, t in {**self.tables, "executor": self.executor_table}.items()}
-                            if self.active else {})
+            d = self.decider
+            if not self.active or d is None or self.needs_recovery:
+                return web.json({})
+            state = d.state  # immutable: the decider thread replaces it, never changes it
+            rows = await asyncio.get_running_loop().run_in_executor(None, views.rows, state)
+            return web.json({**{name: views.present(table) for name, table in rows.items()},
+                             "executor": dict(self.executor_table.items())})
 
         @app.page("/metrics")
         async def metrics(web, request):
@@ -369,10 +377,31 @@ class Engine:
             body, content_type = exposition(self)
             return web.text(body.decode(), content_type=content_type)
 
+        @app.timer(WARM_INTERVAL)
+        async def keep_warm():
+            if not self.active:
+                self.warm_up()
+
         @app.task
         async def announce():
             print(f"kreassign engine: worker {self.s.worker_id} web http://{self.s.web_bind}:{self.s.web_port}",
                   file=sys.__stdout__, flush=True)
+
+    def on_assigned(self, owns: bool) -> None:
+        """Faust's assignment (every rebalance): whether this worker now decides. A recovery under
+        way when it comes starts again (``generation``): its claim may predate another worker's."""
+        if owns:
+            log.info("worker %s owns the decisions partition: it decides", self.s.worker_id)
+        self.generation += 1
+        self.active = self.owns = owns
+        self.deposed = None
+        self.claim = True
+        self.needs_recovery = True
+
+    def on_revoked(self) -> None:
+        self.generation += 1
+        self.active = self.owns = False
+        self.needs_recovery = True
 
     # --- router ---------------------------------------------------------------------------------
 
@@ -446,6 +475,7 @@ class Engine:
                 return
             if self.needs_recovery or self.decider is None:
                 await self.recover()
+                continue  # deposed, revoked, or overtaken by a rebalance: looked at again
             d = self.decider
             try:
                 envelopes = await loop.run_in_executor(self.pool, d.tick if inp is None else (lambda: d.decide(inp)))
@@ -494,6 +524,7 @@ class Engine:
     async def recover(self) -> None:
         loop = asyncio.get_running_loop()
         started = time.monotonic()
+        generation = self.generation
         while self.claim or self.event_log is None:
             old, self.event_log = self.event_log, None
             if old is not None:
@@ -508,12 +539,13 @@ class Engine:
                 if not self.active:
                     return
         claimed = time.monotonic()
+        self.event_log.warm = await self.read_ahead_done()
         executed = self.executor_table.get(EXECUTED)
         decider = Decider(self.event_log, self.s.cluster, adaptive=self.s.adaptive,
                           verify_interval=self.s.verify_interval, poll_interval=self.s.poll_interval)
         while True:
             try:
-                self.last_recovery = await loop.run_in_executor(self.pool, decider.recover, executed)
+                recovered = await loop.run_in_executor(self.pool, decider.recover, executed)
                 break
             except Deposed as e:
                 self.depose(str(e))
@@ -525,6 +557,13 @@ class Engine:
                 if not self.active:
                     return
         self.recovery_error = None
+        if self.generation != generation:
+            # a rebalance came while it recovered (it may have given the partition to another worker
+            # and back): the claim is redone before this worker decides anything
+            log.info("a rebalance came during the recovery: claiming and recovering again")
+            self.claim = True  # the handler asked for it, perhaps before this claim ended (claim = False above)
+            return
+        self.last_recovery = recovered
         self.last_recovery["seconds_claim"] = round(claimed - started, 3)
         self.last_recovery["snapshot"] = self.event_log.last_snapshot
         # counted from the snapshot it started from: a long tail folded now is written as a snapshot at once
@@ -536,8 +575,39 @@ class Engine:
         self.needs_recovery = False
         self.counters["recoveries"] += 1
         log.info("recovered: %s", self.last_recovery)
-        self.sync_tables(None)
         self.executor_table[EXECUTED] = decider.executed
+
+    def warm_up(self) -> None:
+        """Read the latest snapshot ahead, in the background: a worker that is given the decisions
+        partition then folds only the events after it, and checks with one offsets request that no
+        newer snapshot came (``KafkaEventLog.resume``). A starting worker does it while it joins the
+        group, a standby every ``WARM_INTERVAL`` seconds if the snapshots topic grew. Any snapshot
+        is a sound start: it is the fold of the log below its offset, and the log after it is read
+        only after the claim."""
+        if self.warm_future is not None and not self.warm_future.done():
+            return
+        end = self.warm.end if self.warm is not None else None
+
+        def read() -> None:
+            try:
+                found = snapshot_store.latest(self.s.config, prefix=self.s.prefix, profile=self.s.profile,
+                                              timeout=self.s.timeout, unless_end=end)
+            except Exception as e:  # noqa: BLE001 - the recovery reads it again (and says why it cannot)
+                log.warning("cannot read the latest snapshot ahead: %s: %s", type(e).__name__, e)
+                return
+            if found is not None and found.assembled.snapshot is not None:
+                self.warm = found
+
+        self.warm_future = self.snapshot_pool.submit(read)
+
+    async def read_ahead_done(self) -> snapshot_store.Found | None:
+        """The snapshot read ahead, once a read under way ends; handed over once (the decider's state
+        grows from it)."""
+        future = self.warm_future
+        if future is not None and not future.done():
+            await asyncio.wrap_future(future)
+        warm, self.warm = self.warm, None
+        return warm
 
     def record(self, envelopes: list[EventEnvelope]) -> None:
         if envelopes:
@@ -546,7 +616,6 @@ class Engine:
                 name = type(e.payload).__name__
                 if name in self.counters:
                     self.counters[name] += 1
-            self.sync_tables(views.touched(e.payload for e in envelopes))
         d = self.decider
         if d is not None and self.executor_table.get(EXECUTED) != d.executed:
             self.executor_table[EXECUTED] = d.executed
@@ -577,21 +646,6 @@ class Engine:
         self.snapshot_future = self.snapshot_pool.submit(write)
         if wait:
             self.snapshot_future.result()
-
-    def sync_tables(self, keys: views.Keys | None) -> None:
-        """Write the rows that differ from the state (all of them after a recovery)."""
-        state = self.decider.state
-        for name, rows in views.rows(state, keys).items():
-            table = self.tables[name]
-            if keys is None:
-                for key in [k for k in table.keys() if k not in rows]:
-                    del table[key]
-            for key, row in rows.items():
-                if row is None:
-                    if key in table:
-                        del table[key]
-                elif table.get(key) != row:
-                    table[key] = row
 
     # --- status -------------------------------------------------------------------------------------
 
@@ -638,6 +692,7 @@ def run_worker(engine: Engine, loglevel: str = "warning") -> None:
     from engine.client_config import LIBRDKAFKA
 
     LIBRDKAFKA.propagate = True  # the engine's own clients' log lines belong in its log
+    engine.warm_up()  # the latest snapshot is read while Faust starts and joins the group
     try:
         worker = faust.Worker(engine.app, loglevel=loglevel, redirect_stdouts=False, quiet=True)
         if not sys.stdout.isatty():

@@ -85,13 +85,13 @@ def get_json(url: str, timeout: float = 5.0):
 
 
 class SimCluster(Process):
-    def __init__(self, scenario: dict, speed: float, tmp_path: Path):
+    def __init__(self, scenario: dict, speed: float, tmp_path: Path, start_timeout: float = 20):
         path = tmp_path / "scenario.yaml"
         path.write_text(yaml.safe_dump(scenario))
         self.scenario_path = path
         super().__init__(KREASSIGN + ["sim-cluster", "--scenario", str(path), "--speed", str(speed),
                                       "--kafka-port", "0"], "sim")
-        self.url, bootstrap = wait_for(self._addresses, 20, "the sim-cluster's URL and Kafka bootstrap")
+        self.url, bootstrap = wait_for(self._addresses, start_timeout, "the sim-cluster's URL and Kafka bootstrap")
         self.kafka = f"kafka://{bootstrap}"  # what the engine's --cluster names: its real Kafka adapter
 
     def _addresses(self):

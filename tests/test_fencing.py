@@ -116,6 +116,37 @@ def test_a_stalled_decider_renews_its_lease_before_acting_and_is_refused_once_re
     new.close()
 
 
+def test_a_snapshot_read_ahead_is_used_only_while_no_newer_one_came(broker, topics):
+    from engine.commands import Resume
+
+    prefix = topics.events[: -len("events")]
+    config = ClientConfig().with_bootstrap(broker.bootstrap)
+    a = KafkaEventLog(settings(broker, prefix, "a"))
+    d_a = Decider(a, a.s.cluster)
+    d_a.recover(None)
+    d_a.process(Pause())
+    first = a.write_snapshot(d_a.fold())
+    ahead = latest(config, prefix=prefix, profile=EMBEDDED, timeout=10)  # what a standby read ahead
+    assert ahead.assembled.snapshot.id == first["id"]
+    # nothing newer since: the next decider starts from it, after one offsets request
+    b = KafkaEventLog(settings(broker, prefix, "b"))
+    b.warm = ahead
+    d_b = Decider(b, b.s.cluster)
+    d_b.recover(None)
+    assert b.last_snapshot["read_ahead"] is True and b.last_snapshot["id"] == first["id"] and d_b.state.paused
+    d_b.process(Resume())
+    second = b.write_snapshot(d_b.fold())
+    # a newer snapshot came after the read ahead: the next decider reads it and starts from it
+    c = KafkaEventLog(settings(broker, prefix, "c"))
+    c.warm = ahead
+    d_c = Decider(c, c.s.cluster)
+    d_c.recover(None)
+    assert c.last_snapshot["read_ahead"] is False and c.last_snapshot["id"] == second["id"]
+    assert not d_c.state.paused and d_c.events == d_b.events
+    for log in (a, b, c):
+        log.close()
+
+
 def test_snapshots_written_by_the_engine_fold_to_the_whole_log(broker, topics, tmp_path, procs):
     doc = scenario_doc(60, size="100 MB")
     sc = S.from_document(doc)
@@ -148,6 +179,7 @@ def test_snapshots_written_by_the_engine_fold_to_the_whole_log(broker, topics, t
     status = w2.wait_active()
     assert status["recovery"]["from_snapshot"]["next_offset"] == snap.fold.next_offset
     assert status["recovery"]["events"] == 0
+    assert status["recovery"]["snapshot"]["read_ahead"] is True  # read while it joined the group
     tail.close()
 
 
@@ -218,3 +250,55 @@ def test_a_deposed_worker_reclaims_only_when_no_other_decider_has_ticked_for_as_
     assert Engine.may_reclaim(w, 107.6)  # the successor went silent for reclaim_after
     assert not Engine.may_reclaim(SimpleNamespace(**{**vars(w), "owns": False}), 200.0)  # Faust moved it away
     assert not Engine.may_reclaim(SimpleNamespace(**{**vars(w), "deposed": None}), 200.0)  # it decides already
+
+
+def test_a_rebalance_during_a_recovery_makes_the_worker_claim_and_recover_again(monkeypatch):
+    """Faust's assignment handler runs while a long recovery (a big log) is under way: the claim
+    that recovery made may predate another worker's, so the worker must not start deciding on it."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+    from types import MethodType, SimpleNamespace
+
+    from engine import worker as W
+
+    claims, recoveries = [], []
+
+    class Claim:  # KafkaEventLog's part here: each construction is a claim of the transactional id
+        def __init__(self, s):
+            claims.append(self)
+            self.last_snapshot, self.unreadable = None, []
+
+        def close(self):
+            pass
+
+    class Recovering:
+        def __init__(self, log, cluster, **kwargs):
+            self.log, self.events, self.executed = log, 0, None
+
+        def recover(self, executed):
+            recoveries.append(self.log)
+            if len(recoveries) == 1:
+                w.on_assigned(True)  # the rebalance comes in the middle of the first recovery
+            return {"events": 0}
+
+        def tick(self):
+            return []
+
+    monkeypatch.setattr(W, "KafkaEventLog", Claim)
+    monkeypatch.setattr(W, "Decider", Recovering)
+    w = SimpleNamespace(
+        s=SimpleNamespace(cluster=None, adaptive=None, verify_interval=10.0, poll_interval=1.0, worker_id="w",
+                          snapshot_every=0),
+        generation=0, claim=True, event_log=None, active=True, owns=True, deposed=None, needs_recovery=True,
+        decider=None, pool=ThreadPoolExecutor(max_workers=1), executor_table={}, recovery_error=None,
+        last_recovery=None, counters={"recoveries": 0, "events": 0}, snapshot_events=0, warm=None,
+        warm_future=None)
+    for name in ("run", "recover", "on_assigned", "record", "depose", "read_ahead_done"):
+        setattr(w, name, MethodType(getattr(W.Engine, name), w))
+    try:
+        asyncio.run(w.run(None, None))
+    finally:
+        w.pool.shutdown()
+    assert len(claims) == 2, "the worker decided on a claim made before the rebalance"
+    assert recoveries == claims and w.decider.log is claims[1] and w.counters["recoveries"] == 1
+    assert not w.needs_recovery and w.generation == 1
