@@ -278,6 +278,7 @@ class Engine:
         self.foreign_tick_at = float("-inf")  # when a tick another worker sent was last read (``may_reclaim``)
         self.needs_recovery = True
         self.generation = 0  # counts Faust's assignments and revocations: a recovery they overtake is redone
+        self.claim_lock = asyncio.Lock()
         self.snapshot_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot")
         self.warm: snapshot_store.Found | None = None  # the latest snapshot, read ahead while not deciding
         self.warm_future = None
@@ -346,6 +347,8 @@ class Engine:
         @app.on_partitions_assigned.connect
         async def assigned(sender, assigned, **kwargs):
             self.on_assigned(any(tp.topic == self.topics.decisions for tp in assigned))
+            if self.active:
+                asyncio.ensure_future(self.claim_early())  # the recovery's claim, while Faust gets ready
 
         @app.on_partitions_revoked.connect
         async def revoked(sender, revoked, **kwargs):
@@ -521,23 +524,40 @@ class Engine:
         self.active = False
         self.needs_recovery = True
 
+    async def claim_decider(self) -> bool:
+        """Claim the decider's transactional.id when a claim is due (``claim``): the first step of
+        every recovery, also started as soon as Faust assigns the decisions partition, so the lease
+        after it runs while Faust recovers its table and the first tick comes. False if this worker
+        stopped deciding meanwhile."""
+        loop = asyncio.get_running_loop()
+        async with self.claim_lock:  # one claim at a time: a second would fence the first
+            while self.claim or self.event_log is None:
+                old, self.event_log = self.event_log, None
+                if old is not None:
+                    await loop.run_in_executor(self.pool, old.close)
+                try:  # claim first: no deposed decider can append after this one has read the log
+                    self.event_log = await loop.run_in_executor(self.pool, KafkaEventLog, self.s)
+                    self.claim = False
+                except Exception as e:  # noqa: BLE001 - the cluster unreachable (or the grant missing): again
+                    self.recovery_error = f"cannot claim the decider's transactional.id: {type(e).__name__}: {e}"
+                    log.warning("%s; retrying", self.recovery_error)
+                    await asyncio.sleep(1.0)
+                    if not self.active:
+                        return False
+        return True
+
+    async def claim_early(self) -> None:
+        try:
+            await self.claim_decider()
+        except Exception:  # noqa: BLE001 - the recovery claims again and reports why it cannot
+            log.exception("the claim at the assignment failed; the recovery claims again")
+
     async def recover(self) -> None:
         loop = asyncio.get_running_loop()
         started = time.monotonic()
         generation = self.generation
-        while self.claim or self.event_log is None:
-            old, self.event_log = self.event_log, None
-            if old is not None:
-                await loop.run_in_executor(self.pool, old.close)
-            try:  # claim first: no deposed decider can append after this one has read the log
-                self.event_log = await loop.run_in_executor(self.pool, KafkaEventLog, self.s)
-                self.claim = False
-            except Exception as e:  # noqa: BLE001 - the cluster unreachable (or the grant missing): again
-                self.recovery_error = f"cannot claim the decider's transactional.id: {type(e).__name__}: {e}"
-                log.warning("%s; retrying", self.recovery_error)
-                await asyncio.sleep(1.0)
-                if not self.active:
-                    return
+        if not await self.claim_decider():
+            return
         claimed = time.monotonic()
         self.event_log.warm = await self.read_ahead_done()
         executed = self.executor_table.get(EXECUTED)

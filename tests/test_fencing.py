@@ -292,8 +292,8 @@ def test_a_rebalance_during_a_recovery_makes_the_worker_claim_and_recover_again(
         generation=0, claim=True, event_log=None, active=True, owns=True, deposed=None, needs_recovery=True,
         decider=None, pool=ThreadPoolExecutor(max_workers=1), executor_table={}, recovery_error=None,
         last_recovery=None, counters={"recoveries": 0, "events": 0}, snapshot_events=0, warm=None,
-        warm_future=None)
-    for name in ("run", "recover", "on_assigned", "record", "depose", "read_ahead_done"):
+        warm_future=None, claim_lock=asyncio.Lock())
+    for name in ("run", "recover", "claim_decider", "on_assigned", "record", "depose", "read_ahead_done"):
         setattr(w, name, MethodType(getattr(W.Engine, name), w))
     try:
         asyncio.run(w.run(None, None))
