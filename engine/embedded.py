@@ -13,7 +13,12 @@ place that knows how tansu differs from Kafka. Measured on tansu 0.6.0:
   always waits ``fetch.wait.max.ms`` -> 10 ms instead of librdkafka's 500 ms
   (and of the 1500 ms Faust gives aiokafka: ``faust_consumer``);
 * a consumer group join takes max(1 s, session timeout / 2) -> 2 s session,
-  0.5 s heartbeat (Kafka's own minimum session timeout is 6 s);
+  0.5 s heartbeat (Kafka's own minimum session timeout is 6 s). Its group
+  coordinator holds every JoinGroup, in 1 s sleeps, until half the session
+  timeout has passed (tansu's coordinator/group/administrator.rs), where
+  Kafka answers once every member has rejoined: with the ``kafka`` profile
+  (6 s session) each rebalance takes 3 s here, which is most of the gap
+  between its failover measured here (about 10 s) and on Kafka;
 * the high watermark is the base offset of the last batch + 1, not the end of
   the log -> kreassign's readers never trust it (they read until librdkafka's
   partition EOF, which is right on any broker); a producer whose readers do
