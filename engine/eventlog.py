@@ -412,17 +412,10 @@ def read_topic(
         **profile.consumer,
         **watch.config(),
     })))
-    principal, bootstrap, user = principal_of(config), config.bootstrap, user_of(config)
+    user = user_of(config)
 
     def failure(err, p: int | None = None) -> ReadError:
-        code = err.code() if hasattr(err, "code") else None
-        need = (Need(("Describe",), group(group_id)) if code == KafkaError.GROUP_AUTHORIZATION_FAILED
-                else Need(("Read",), topic_resource(topic)))
-        text = explain(err, need, principal, bootstrap, user)
-        if text is None:
-            auth = watch.failure(consumer)
-            text = authentication_failed(user, auth) if auth else err.str()
-        return ReadError(f"{topic}{'' if p is None else f'/{p}'}: {text}")
+        return _read_failure(config, topic, group_id, consumer, watch, err, p)
 
     try:
         starts = []
@@ -486,6 +479,21 @@ def end_offset(config: ClientConfig, topic: str, *, group_id: str, profile: Brok
         consumer.close()
 
 
+def _read_failure(config: ClientConfig, topic: str, group_id: str, consumer: Consumer, watch: AuthWatch, err: Any,
+                  p: int | None = None) -> ReadError:
+    """A consumer's error as a ReadError an operator can act on: the grant it lacks (Read on the
+    topic, Describe on the readers' group), the failed authentication, or librdkafka's text."""
+    code = err.code() if hasattr(err, "code") else None
+    need = (Need(("Describe",), group(group_id)) if code == KafkaError.GROUP_AUTHORIZATION_FAILED
+            else Need(("Read",), topic_resource(topic)))
+    user = user_of(config)
+    text = explain(err, need, principal_of(config), config.bootstrap, user)
+    if text is None:
+        auth = watch.failure(consumer)
+        text = authentication_failed(user, auth) if auth else err.str()
+    return ReadError(f"{topic}{'' if p is None else f'/{p}'}: {text}")
+
+
 def follow(config: ClientConfig, topic: str, decode: Callable[[bytes | None], Any],
            set_aside: Callable[[DeadLetter], None], *, start_offset: int, group_id: str, profile: BrokerProfile = KAFKA,
            partition: int = 0) -> Iterator[Message | None]:
@@ -493,9 +501,10 @@ def follow(config: ClientConfig, topic: str, decode: Callable[[bytes | None], An
     caller iterates; ``None`` whenever the partition's end is reached and nothing newer came within a
     short poll (the caller decides how long to wait). Committed messages only: the decider appends
     in transactions (``isolation.level`` read_committed, librdkafka's default)."""
+    watch = AuthWatch()
     consumer = Consumer(logged(config.confluent(**{
         "group.id": group_id, "enable.auto.commit": False, "enable.partition.eof": True,
-        "isolation.level": "read_committed", **profile.consumer,
+        "isolation.level": "read_committed", **profile.consumer, **watch.config(),
     })))
     try:
         consumer.assign([KafkaTopicPartition(topic, partition, start_offset)])
@@ -510,7 +519,7 @@ def follow(config: ClientConfig, topic: str, decode: Callable[[bytes | None], An
                     if err.code() == KafkaError._PARTITION_EOF:
                         yield None
                         continue
-                    raise ReadError(f"{topic}/{partition}: {err.str()}")
+                    raise _read_failure(config, topic, group_id, consumer, watch, err, partition)
                 value = decode_or_set_aside(decode, topic, partition, m.offset(), m.key(), m.value(), set_aside)
                 if value is not None:
                     yield Message(partition, m.offset(), m.key(), value)

@@ -216,6 +216,20 @@ def test_commands_name_the_missing_permission_and_its_grant(front, properties, c
     assert code == 2 and "Read on topic kreassign.dead-letters" in err
 
 
+def test_following_the_events_names_the_missing_grant(front):
+    """``follow`` (``status --follow``, the verdict of a command) reads as the log grows; a refusal
+    there names the grant as every other reader does, not librdkafka's bare error."""
+    from engine.eventlog import ReadError, follow
+
+    events = follow(config(front, "intruder"), PREFIX + "events", lambda v: v, lambda _d: None, start_offset=0,
+                    group_id=PREFIX + "reader")
+    with pytest.raises(ReadError) as e:
+        for _ in range(300):  # None at each poll without a message (0.1 s): the refusal comes within seconds
+            next(events)
+    assert "User:intruder is not authorized to" in str(e.value) and "kafka-acls.sh" in str(e.value)
+    events.close()
+
+
 def test_operators_may_check_what_they_need_and_verify_names_a_topic_it_may_not_describe(front, properties, capsys,
                                                                                            tmp_path):
     p = Prober(config(front, "operator"), 10)
