@@ -92,8 +92,11 @@ _BY_NAME: dict[str, str] = {}
 for _s in SETTINGS:
     for _n in (_s.name, _s.name.replace("_", "-"), _s.name.replace("_", "."), *_s.aliases):
         _BY_NAME[_n] = _s.name
-# Cruise Control's single per-broker cap sets both directions.
+# Cruise Control's single per-broker cap sets both directions, and the new replicas a broker may be
+# asked to create at once: each move into a broker is one, and an operator who asks for N moves per
+# broker expects N to run (the new-replica cap would hold them at its default otherwise).
 _BOTH = "num.concurrent.partition.movements.per.broker"
+_BOTH_SETS = ["max_incoming_moves_per_broker", "max_outgoing_moves_per_broker", "max_new_replicas_per_broker"]
 
 
 class LimitsError(ValueError):
@@ -131,11 +134,7 @@ def resolve_changes(changes: Mapping[str, int]) -> tuple[dict[str, int], list[st
     resolved: dict[str, int] = {}
     problems: list[str] = []
     for key, value in changes.items():
-        names = (
-            ["max_incoming_moves_per_broker", "max_outgoing_moves_per_broker"]
-            if key == _BOTH
-            else [_BY_NAME.get(key)]
-        )
+        names = list(_BOTH_SETS) if key == _BOTH else [_BY_NAME.get(key)]
         if names == [None]:
             problems.append(f"unknown limit '{key}'")
             continue

@@ -152,6 +152,7 @@ def test_limit_aliases_and_errors():
                                "num.concurrent.partition.movements.per.broker": 4})
     assert (limits.max_replicas_per_step, limits.max_partitions_in_flight, limits.max_leader_moves_in_flight) == (3, 7, 2)
     assert limits.max_incoming_moves_per_broker == limits.max_outgoing_moves_per_broker == 4
+    assert limits.max_new_replicas_per_broker == 4  # Cruise Control's operator asked for 4 moves into a broker
     assert Limits().changed({"reassignment.max.new.replicas.per.broker": 3}).max_new_replicas_per_broker == 3
     with pytest.raises(LimitsError, match="unknown limit 'bogus'.*must be an integer >= 1, got 0"):
         Limits().changed({"bogus": 1, "max_replicas_per_step": 0})

@@ -2,7 +2,7 @@
 
 ``--set NAME=VALUE`` (repeatable) takes our names (``max_partitions_in_flight``,
 also with dashes or dots) or the KIP aliases (``reassignment.parallel.partition.count``,
-``num.concurrent.partition.movements.per.broker`` sets both per-broker caps);
+``num.concurrent.partition.movements.per.broker`` sets both per-broker caps and the new-replica cap);
 ``--list`` prints every name with its default.
 """
 
