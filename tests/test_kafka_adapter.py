@@ -246,6 +246,33 @@ def test_throttles_append_subtract_set_delete():
     assert [r.name for r in admin.calls[-1]] == ["3"]  # the brokers after the failing one are still asked
 
 
+def test_a_throttle_changes_requests_all_leave_before_any_answer_is_awaited():
+    """The decider's lease is checked once before a throttle change (KafkaEventLog.guard): its
+    requests (topics, then one per broker) must all be sent then, not each after the previous
+    answer, which may come a timeout later, when the lease has run out."""
+    order = []
+
+    class Answer(Future):
+        def result(self, timeout=None):
+            order.append("await")
+            return super().result(timeout)
+
+    class Recording(Admin):
+        def incremental_alter_configs(self, resources, request_timeout):
+            self._one_broker_per_call(resources)
+            order.append("send")
+            answers = {r: Answer() for r in resources}
+            for f in answers.values():
+                f.set_result(None)
+            return answers
+
+    cluster, _ = adapter(Recording())
+    delta = ThrottleSet(frozenset({ThrottledReplica("t", 0, 1)}), frozenset({ThrottledReplica("t", 0, 3)}),
+                        frozenset({1, 2}), frozenset({3}), 50_000_000)
+    assert cluster.apply_throttles(delta) == Ok()
+    assert order == ["send"] * 4 + ["await"] * 4
+
+
 def test_client_side_refusals_are_refused_not_unavailable():
     """A call the client library refuses before sending anything can never succeed by waiting."""
     conflict = KafkaException(KafkaError(KafkaError._CONFLICT, "Only one ConfigResource of type BROKER is allowed per call"))

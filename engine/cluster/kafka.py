@@ -100,7 +100,7 @@ TRANSIENT_LOCAL_CODES = {
     -163,  # _INTR
     -153,  # _RETRY
 }
-BROKER_TIMEOUT = 5.0  # seconds for a config change sent to one broker (see _alter_configs)
+BROKER_TIMEOUT = 5.0  # seconds for a config change sent to one broker (see _send_alter_configs)
 CLIENT_ERROR = "CLIENT_ERROR"  # the client library raised (TypeError, ValueError ...): a defect of the call
 
 
@@ -536,25 +536,35 @@ class KafkaCluster:
                         entries.append(ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE) if remove
                                        else ConfigEntry(name, str(delta.rate), incremental_operation=AlterConfigOpType.SET))
                 brokers.append(ConfigResource(ResourceType.BROKER, str(b), incremental_configs=entries))
+        # every request is handed to librdkafka before any answer is awaited: they leave together,
+        # right after the decider's lease check (``KafkaEventLog.guard``), not each after the
+        # previous one's answer (up to a timeout later)
+        sent = [self._send_alter_configs(call) for call in ([topics] if topics else []) + [[r] for r in brokers]]
         results = []
-        for call in ([topics] if topics else []) + [[r] for r in brokers]:
-            for resource, result in self._alter_configs(call).items():
+        for call in sent:
+            for resource, result in self._answers(call).items():
                 if remove and isinstance(result, Refused) and result.code == "UNKNOWN_TOPIC_OR_PARTITION":
                     result = OK  # a deleted topic has no throttle left to remove
                 results.append(_about(resource, result))
         return first_failure(results)
 
-    def _alter_configs(self, resources: list) -> dict[Any, Result]:
+    def _send_alter_configs(self, resources: list) -> tuple[float, dict[Any, Any]]:
+        """One IncrementalAlterConfigs call, not awaited: its timeout and each resource's future (or
+        its failure, if the call could not be made)."""
         from confluent_kafka.admin import ResourceType
 
         # A broker's config goes to that broker: if it just died, librdkafka waits for it until the
         # timeout. A live broker answers in milliseconds, so waiting long only holds the engine up.
         timeout = self.timeout if resources[0].restype == ResourceType.TOPIC else min(self.timeout, BROKER_TIMEOUT)
         try:
-            futures = self._admin.incremental_alter_configs(resources, request_timeout=timeout)
+            return timeout, self._admin.incremental_alter_configs(resources, request_timeout=timeout)
         except Exception as e:  # noqa: BLE001
-            return {r: self._confluent(e, _config_need(r, "AlterConfigs")) for r in resources}
-        return {resource: self._wait(future, timeout, _config_need(resource, "AlterConfigs"))[1] or OK
+            return timeout, {r: self._confluent(e, _config_need(r, "AlterConfigs")) for r in resources}
+
+    def _answers(self, sent: tuple[float, dict[Any, Any]]) -> dict[Any, Result]:
+        timeout, futures = sent
+        return {resource: future if isinstance(future, Result)
+                else self._wait(future, timeout, _config_need(resource, "AlterConfigs"))[1] or OK
                 for resource, future in futures.items()}
 
     def _describe_configs(self, resources: list) -> dict[Any, tuple[Any, Result | None]]:
