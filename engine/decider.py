@@ -380,14 +380,16 @@ class Decider:
         partitions that call held a new decider for seconds) nor on the whole cluster (which would
         need Describe on every topic)."""
         s = self.state
-        known = dict(self.sizes)
+        known: dict[TopicPartition, int] = {}  # finished partitions' sizes are dropped
         unknown = []
         for tp, e in s.partitions.items():
-            if e.status in TERMINAL or tp in known:
+            if e.status in TERMINAL:
                 continue
             obs = s.observed.get(tp)
             if obs is not None and obs.size_bytes is not None:
-                known[tp] = obs.size_bytes
+                known[tp] = obs.size_bytes  # the latest measure the log holds, newer than one asked before
+            elif tp in self.sizes:
+                known[tp] = self.sizes[tp]
             else:
                 unknown.append(tp)
         if unknown:

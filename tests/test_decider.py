@@ -296,3 +296,21 @@ def test_a_submit_records_the_sizes_of_its_partitions_once():
         assert d.state.observed[t.tp].size_bytes == sc.partitions[t.tp].size
     d.tick()  # later observations carry no size: the recorded one stays
     assert all(d.state.observed[t.tp].size_bytes == sc.partitions[t.tp].size for t in sc.targets)
+
+
+def test_sizes_follow_the_latest_measure_in_the_log_and_forget_finished_partitions():
+    """Progress in bytes: a size the decider asked for earlier must not hide a newer one the log
+    recorded, and a finished partition's size is dropped (the dict would grow with every request)."""
+    sc, cluster, _log, d = started(4)
+    d.decide(Submit("r1", tuple(sc.targets)))
+    tps = sorted(tp for tp, e in d.state.partitions.items())
+    tp, done = tps[0], tps[1]
+    measured = d.state.observed[tp].size_bytes
+    assert measured is not None and d.sizes[tp] == measured
+    grown = d.state.observed[tp]._replace(size_bytes=measured + 12_345)
+    finished = d.state.partitions[done]._replace(status=COMPLETED)
+    d.state = d.state._replace(observed=d.state.observed.set(tp, grown),
+                               partitions=d.state.partitions.set(done, finished))
+    d._refresh_sizes()
+    assert d.sizes[tp] == measured + 12_345
+    assert done not in d.sizes
