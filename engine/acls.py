@@ -105,8 +105,8 @@ def engine_needs(prefix: str, scope: TopicScope) -> list[Need]:
         Need(("Write",), topic(t.dead_letters),
              "messages that are not commands are set aside there with the reason (Produce)"),
         Need(("Create", "Read", "Write"), topic(f"{engine_group(prefix)}-", prefixed=True),
-             "Faust's table changelogs and leader-assignor topic: created on the first start (CreateTopics), "
-             "written, and read back to rebuild the tables"),
+             "Faust's executor-table changelog and leader-assignor topic: created on the first start (CreateTopics), "
+             "written, and read back to rebuild the executor table"),
         Need(("Read",), group(engine_group(prefix)),
              "the workers' consumer group, which elects the one decider (JoinGroup, SyncGroup, Heartbeat, "
              "OffsetCommit: Read; FindCoordinator, OffsetFetch: Describe, implied)"),

@@ -32,6 +32,8 @@ class _Collector:
             ("kreassign_steps_completed", "StepCompleted", "Steps completed"),
             ("kreassign_dead_letters", "dead_letters", "Messages set aside in the dead-letter topic"),
             ("kreassign_recoveries", "recoveries", "Times this worker recovered the state from the events topic"),
+            ("kreassign_recoveries_restarted", "recoveries_restarted",
+             "Recoveries or decisions this worker started again because a rebalance came meanwhile"),
         ):
             m = CounterMetricFamily(name, doc)
             m.add_metric([], c[key])

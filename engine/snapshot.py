@@ -328,10 +328,13 @@ class _Unpickler(pickle.Unpickler):
             raise SnapshotError(f"a snapshot may not name {module}.{name}") from None
 
 
-def loads(data: bytes, modules: Iterable[str] = ()) -> Any:
-    """What ``dumps`` was given; ``SnapshotError`` for anything else (see the module doc)."""
+def loads(data: bytes, modules: Iterable[str] = (), freeze: bool = True) -> Any:
+    """What ``dumps`` was given; ``SnapshotError`` for anything else (see the module doc).
+    ``freeze``: out of the cyclic collector's reach at once (``gc_paused``), for a state about to be
+    folded on; a standby reading snapshots ahead in the background passes False (the freeze would
+    also take what other threads made meanwhile, again at every read)."""
     try:
-        with gc_paused(freeze=True):  # a snapshot's state lives as long as the decider (no cycles)
+        with gc_paused(freeze=freeze):  # a snapshot's state lives as long as the decider (no cycles)
             return _Unpickler(io.BytesIO(data), _allowed(modules)).load()
     except SnapshotError:
         raise
@@ -389,10 +392,10 @@ class Assembled(NamedTuple):
     skipped: tuple[str, ...]  # why each newer snapshot could not be used
 
 
-def assemble(values: Iterable[bytes | None], expected: str | None = None) -> Assembled:
+def assemble(values: Iterable[bytes | None], expected: str | None = None, freeze: bool = True) -> Assembled:
     """The latest complete, intact snapshot readable by this code among the records ``values``
     (in topic order), and the reasons for every later one skipped. ``expected``: the fingerprint
-    (defaults to this code's, per snapshot's modules)."""
+    (defaults to this code's, per snapshot's modules); ``freeze``: see ``loads``."""
     by_id: dict[str, dict[int, Chunk]] = {}
     order: list[str] = []
     for value in values:
@@ -430,7 +433,7 @@ def assemble(values: Iterable[bytes | None], expected: str | None = None) -> Ass
             skipped.append(f"{label}: digest mismatch (corrupt)")
             continue
         try:
-            fold = loads(zlib.decompress(payload), header.get("modules") or ())
+            fold = loads(zlib.decompress(payload), header.get("modules") or (), freeze)
         except (SnapshotError, zlib.error) as e:
             skipped.append(f"{label}: {e}")
             continue

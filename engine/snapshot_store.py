@@ -80,10 +80,11 @@ class Found(NamedTuple):
 
 
 def latest(config: ClientConfig, *, prefix: str = DEFAULT_PREFIX, profile: BrokerProfile = KAFKA,
-           timeout: float = DEFAULT_TIMEOUT, window: int = WINDOW, unless_end: int | None = None) -> Found | None:
+           timeout: float = DEFAULT_TIMEOUT, window: int = WINDOW, unless_end: int | None = None,
+           freeze: bool = True) -> Found | None:
     """The latest usable snapshot on the snapshots topic (see the module doc). ``None`` when the
     topic's end offset is still ``unless_end``: the snapshot read then is still the latest (a worker
-    that read one ahead checks so in one offsets request)."""
+    that read one ahead checks so in one offsets request). ``freeze``: see ``snapshot.loads``."""
     topic = Topics.named(prefix).snapshots
     started = time.monotonic()
     consumer = Consumer(logged(config.confluent(**{"group.id": reader_group(prefix), "enable.auto.commit": False,
@@ -115,7 +116,7 @@ def latest(config: ClientConfig, *, prefix: str = DEFAULT_PREFIX, profile: Broke
         messages = list(read_topic(config, topic, lambda v: v, lambda _d: None, group_id=reader_group(prefix),
                                    profile=profile, idle_timeout=timeout, start_offset=start))
         read += len(messages)
-        found = assemble(m.value for m in messages)
+        found = assemble((m.value for m in messages), freeze=freeze)
         if found.snapshot is not None or start <= low:
             slot = None
             if found.snapshot is not None:

@@ -249,8 +249,9 @@ def gc_paused(freeze: bool = False):
     ``freeze``: for objects made to last (a snapshot's state): they are moved out of the collector's
     reach (``gc.freeze``) before it is enabled again. Else they all sit in its youngest generation,
     and its first collection walks every one of them (0.5 to 0.8 s for a 100,000-partition state).
-    Garbage is collected first, so what is frozen with them is only what lives (a standby that reads
-    snapshots ahead for days freezes no garbage cycles)."""
+    Garbage is collected first; what other threads make while the collector is off is frozen with
+    them (cycles among it are never collected), so only what runs once (a recovery, a worker's first
+    read ahead) freezes, never a standby's reads that repeat for days."""
     was_enabled = gc.isenabled()
     if freeze:
         gc.collect()

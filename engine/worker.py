@@ -28,6 +28,7 @@ aiokafka's consumer.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import shutil
@@ -167,9 +168,19 @@ class KafkaEventLog:
         if wait > 0:  # the decider before may still act until its lease ends
             log.info("waiting %.1f s before acting: the lease of the decider before this one", wait)
             time.sleep(wait)
-        committed = self.writer.committed_at
-        if committed is None or time.monotonic() - committed >= self.s.lease:
+        renewals = 0
+        while True:
+            committed = self.writer.committed_at
+            if committed is not None and time.monotonic() - committed < self.s.lease:
+                return
+            if renewals == RENEWALS:
+                break
             self.renew()
+            renewals += 1
+        # the lease runs from the start of a commit: one that took longer than the lease proves
+        # nothing about now (a successor may have claimed while it waited)
+        raise Retry(f"the decider's lease could not be renewed in time: {RENEWALS} commits each took "
+                    f"longer than the {self.s.lease:g} s lease")
 
     def renew(self) -> None:
         """Commit a lease record (fenced like an append): proof that no other decider took over."""
@@ -198,6 +209,7 @@ class KafkaEventLog:
 
 
 LEASE_KEY = b"lease"
+RENEWALS = 3  # lease records committed in a row before guard() gives up (Retry: claim, recover, try again)
 WARM_INTERVAL = 10.0  # seconds between a standby's checks for a newer snapshot to read ahead
 
 
@@ -282,13 +294,16 @@ class Engine:
         self.snapshot_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot")
         self.warm: snapshot_store.Found | None = None  # the latest snapshot, read ahead while not deciding
         self.warm_future = None
+        self.warm_end: int | None = None  # the snapshots topic's end when last read ahead (``warm_up``)
+        self.warmed = False  # a read ahead was started (``warm_up``)
         self.snapshot_future = None
         self.snapshot_events = 0  # the decider's event count at the last snapshot
         self.snapshot_error: str | None = None
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decider")
         self.last_tick = 0.0
         self.counters: dict[str, int] = {"events": 0, "dead_letters": 0, "rejected_unverified": 0,
-                                         "StepStarted": 0, "StepCompleted": 0, "recoveries": 0}
+                                         "StepStarted": 0, "StepCompleted": 0, "recoveries": 0,
+                                         "recoveries_restarted": 0}
         self.last_recovery: dict | None = None
         self.recovery_error: str | None = None  # why the last recovery failed (it is retried), for /status
         self._decode = decoder_for(CommandEnvelope, s.registry, self.topics.commands)
@@ -369,9 +384,14 @@ class Engine:
             if not self.active or d is None or self.needs_recovery:
                 return web.json({})
             state = d.state  # immutable: the decider thread replaces it, never changes it
-            rows = await asyncio.get_running_loop().run_in_executor(None, views.rows, state)
-            return web.json({**{name: views.present(table) for name, table in rows.items()},
-                             "executor": dict(self.executor_table.items())})
+            executor = dict(self.executor_table.items())
+
+            def body() -> str:  # off the event loop: 100,000 partitions' rows take a while to make and write
+                rows = views.rows(state)
+                return json.dumps({**{name: views.present(table) for name, table in rows.items()},
+                                   "executor": executor}, default=str)
+            return web.text(await asyncio.get_running_loop().run_in_executor(None, body),
+                            content_type="application/json")
 
         @app.page("/metrics")
         async def metrics(web, request):
@@ -479,11 +499,13 @@ class Engine:
             if self.needs_recovery or self.decider is None:
                 await self.recover()
                 continue  # deposed, revoked, or overtaken by a rebalance: looked at again
-            d = self.decider
+            d, generation = self.decider, self.generation
             try:
                 envelopes = await loop.run_in_executor(self.pool, d.tick if inp is None else (lambda: d.decide(inp)))
                 break
             except Deposed as e:
+                if self.overtaken(generation, e):
+                    continue
                 self.depose(str(e))
                 return
             except Retry as e:
@@ -517,6 +539,20 @@ class Engine:
         """Seconds a deposed worker that Faust still gives the decisions partition waits before it
         claims it again: two session timeouts, time enough for the rebalance that deposed it."""
         return 2 * float(self.s.profile.faust.get("broker_session_timeout", 60.0))
+
+    def overtaken(self, generation: int, fenced: Exception | None = None) -> bool:
+        """Whether a rebalance came since ``generation`` (while this worker recovered or decided). It
+        may have given the partition to another worker and back, so the claim is redone before this
+        worker decides anything; and a fence met meanwhile may be this worker's own new claim (made at
+        the assignment), which deposes nobody. True: recover again (``run`` does, if still active)."""
+        if self.generation == generation:
+            return False
+        self.counters["recoveries_restarted"] += 1
+        log.info("a rebalance came during the recovery or the decision%s: claiming and recovering again",
+                 f" (and a claim fenced it: {fenced})" if fenced is not None else "")
+        self.claim = True  # the handler asked for it, perhaps before a claim under way ended (it then set False)
+        self.needs_recovery = True
+        return True
 
     def depose(self, reason: str) -> None:
         log.error("this worker stops deciding: %s", reason)
@@ -568,7 +604,8 @@ class Engine:
                 recovered = await loop.run_in_executor(self.pool, decider.recover, executed)
                 break
             except Deposed as e:
-                self.depose(str(e))
+                if not self.overtaken(generation, e):
+                    self.depose(str(e))
                 return
             except Exception as e:  # noqa: BLE001 - the log or the cluster unreachable (or a grant revoked): again
                 self.recovery_error = f"{type(e).__name__}: {e}"
@@ -577,11 +614,7 @@ class Engine:
                 if not self.active:
                     return
         self.recovery_error = None
-        if self.generation != generation:
-            # a rebalance came while it recovered (it may have given the partition to another worker
-            # and back): the claim is redone before this worker decides anything
-            log.info("a rebalance came during the recovery: claiming and recovering again")
-            self.claim = True  # the handler asked for it, perhaps before this claim ended (claim = False above)
+        if self.overtaken(generation):
             return
         self.last_recovery = recovered
         self.last_recovery["seconds_claim"] = round(claimed - started, 3)
@@ -606,17 +639,26 @@ class Engine:
         only after the claim."""
         if self.warm_future is not None and not self.warm_future.done():
             return
-        end = self.warm.end if self.warm is not None else None
+        end = self.warm_end
+        # Frozen out of the cyclic collector's reach (``gc_paused``) only at the first read, when the
+        # worker starts: its first collections would walk the whole state (at 100,000 partitions two
+        # walks of 0.5 to 0.8 s, on a takeover that follows at once). A standby's later reads repeat
+        # for as long as it lives, and a freeze would also take the garbage other threads made meanwhile;
+        # the recovery freezes what it folds.
+        freeze = not self.warmed
+        self.warmed = True
 
         def read() -> None:
             try:
                 found = snapshot_store.latest(self.s.config, prefix=self.s.prefix, profile=self.s.profile,
-                                              timeout=self.s.timeout, unless_end=end)
+                                              timeout=self.s.timeout, unless_end=end, freeze=freeze)
             except Exception as e:  # noqa: BLE001 - the recovery reads it again (and says why it cannot)
                 log.warning("cannot read the latest snapshot ahead: %s: %s", type(e).__name__, e)
                 return
-            if found is not None and found.assembled.snapshot is not None:
-                self.warm = found
+            if found is None or found.problem is not None:
+                return  # unchanged since the last read, or unreadable now (the recovery says why)
+            self.warm = found if found.assembled.snapshot is not None else None
+            self.warm_end = found.end  # also when there is none yet: read again only once the topic grows
 
         self.warm_future = self.snapshot_pool.submit(read)
 
@@ -626,7 +668,7 @@ class Engine:
         future = self.warm_future
         if future is not None and not future.done():
             await asyncio.wrap_future(future)
-        warm, self.warm = self.warm, None
+        warm, self.warm, self.warm_end = self.warm, None, None
         return warm
 
     def record(self, envelopes: list[EventEnvelope]) -> None:
@@ -670,7 +712,9 @@ class Engine:
     # --- status -------------------------------------------------------------------------------------
 
     async def status(self) -> dict:
-        base = {"worker": self.s.worker_id, "active": self.active, "time_scale": self.s.time_scale}
+        base = {"worker": self.s.worker_id, "active": self.active, "time_scale": self.s.time_scale,
+                "recoveries": self.counters["recoveries"],
+                "recoveries_restarted": self.counters["recoveries_restarted"]}  # by a rebalance (``overtaken``)
         if self.deposed is not None:
             base["deposed"] = self.deposed
         d = self.decider

@@ -252,14 +252,16 @@ def test_a_deposed_worker_reclaims_only_when_no_other_decider_has_ticked_for_as_
     assert not Engine.may_reclaim(SimpleNamespace(**{**vars(w), "deposed": None}), 200.0)  # it decides already
 
 
-def test_a_rebalance_during_a_recovery_makes_the_worker_claim_and_recover_again(monkeypatch):
-    """Faust's assignment handler runs while a long recovery (a big log) is under way: the claim
-    that recovery made may predate another worker's, so the worker must not start deciding on it."""
+def recover_through_a_rebalance(monkeypatch, fenced: bool):
+    """A worker's ``run`` whose first recovery is overtaken by Faust's assignment handler (which gives
+    it the partition again); ``fenced``: the claim made at that assignment fences the recovery under
+    way, which then meets ``Deposed``. Returns the worker and the claims and recoveries made."""
     import asyncio
     from concurrent.futures import ThreadPoolExecutor
     from types import MethodType, SimpleNamespace
 
     from engine import worker as W
+    from engine.decider import Deposed
 
     claims, recoveries = [], []
 
@@ -279,6 +281,8 @@ def test_a_rebalance_during_a_recovery_makes_the_worker_claim_and_recover_again(
             recoveries.append(self.log)
             if len(recoveries) == 1:
                 w.on_assigned(True)  # the rebalance comes in the middle of the first recovery
+                if fenced:
+                    raise Deposed("another decider took over: PRODUCER_FENCED")
             return {"events": 0}
 
         def tick(self):
@@ -291,14 +295,107 @@ def test_a_rebalance_during_a_recovery_makes_the_worker_claim_and_recover_again(
                           snapshot_every=0),
         generation=0, claim=True, event_log=None, active=True, owns=True, deposed=None, needs_recovery=True,
         decider=None, pool=ThreadPoolExecutor(max_workers=1), executor_table={}, recovery_error=None,
-        last_recovery=None, counters={"recoveries": 0, "events": 0}, snapshot_events=0, warm=None,
-        warm_future=None, claim_lock=asyncio.Lock())
-    for name in ("run", "recover", "claim_decider", "on_assigned", "record", "depose", "read_ahead_done"):
+        last_recovery=None, counters={"recoveries": 0, "recoveries_restarted": 0, "events": 0}, snapshot_events=0,
+        warm=None, warm_end=None, warm_future=None, claim_lock=asyncio.Lock())
+    for name in ("run", "recover", "claim_decider", "on_assigned", "record", "depose", "read_ahead_done",
+                 "overtaken"):
         setattr(w, name, MethodType(getattr(W.Engine, name), w))
     try:
         asyncio.run(w.run(None, None))
     finally:
         w.pool.shutdown()
+    return w, claims, recoveries
+
+
+def test_a_rebalance_during_a_recovery_makes_the_worker_claim_and_recover_again(monkeypatch):
+    """Faust's assignment handler runs while a long recovery (a big log) is under way: the claim
+    that recovery made may predate another worker's, so the worker must not start deciding on it."""
+    w, claims, recoveries = recover_through_a_rebalance(monkeypatch, fenced=False)
     assert len(claims) == 2, "the worker decided on a claim made before the rebalance"
     assert recoveries == claims and w.decider.log is claims[1] and w.counters["recoveries"] == 1
-    assert not w.needs_recovery and w.generation == 1
+    assert not w.needs_recovery and w.generation == 1 and w.counters["recoveries_restarted"] == 1
+
+
+def test_a_worker_fenced_by_its_own_claim_at_a_rebalance_keeps_deciding(monkeypatch):
+    """The claim made at the new assignment fences the recovery under way (same transactional id):
+    that is no other decider taking over, and the worker that Faust gives the partition must not
+    stop deciding (it would wait two session timeouts before claiming again)."""
+    w, claims, recoveries = recover_through_a_rebalance(monkeypatch, fenced=True)
+    assert w.active and w.deposed is None, f"the worker deposed itself: {w.deposed}"
+    assert len(claims) == 2 and recoveries == claims and w.decider.log is claims[1]
+    assert not w.needs_recovery and w.counters["recoveries_restarted"] == 1
+
+
+def test_the_lease_counts_from_the_start_of_the_renewal_that_proved_it(monkeypatch):
+    """A renewal whose commit took longer than the lease proves nothing about now: a successor may
+    have claimed while it waited. The decider renews again, and gives up (Retry) rather than act."""
+    from types import SimpleNamespace
+
+    import engine.worker as W
+    from engine.decider import Retry
+
+    clock = [100.0]
+    monkey_time = SimpleNamespace(monotonic=lambda: clock[0], sleep=lambda s: None, time=lambda: clock[0])
+
+    def log_with(commit_seconds):
+        elog = object.__new__(W.KafkaEventLog)
+        elog.s = SimpleNamespace(lease=0.5)
+        elog.hold_until = 0.0
+        elog.writer = SimpleNamespace(committed_at=None)
+        elog.renewals = 0
+
+        def renew():  # a commit that starts now and takes commit_seconds
+            elog.renewals += 1
+            elog.writer.committed_at = clock[0]
+            clock[0] += commit_seconds
+        elog.renew = renew
+        return elog
+
+    monkeypatch.setattr(W, "time", monkey_time)
+    fast = log_with(0.01)
+    fast.guard()
+    assert fast.renewals == 1
+    fast.guard()  # within the lease: no renewal
+    assert fast.renewals == 1
+    slow = log_with(0.6)
+    with pytest.raises(Retry, match="longer than the 0.5 s lease"):
+        slow.guard()
+    assert slow.renewals == W.RENEWALS
+
+
+def test_a_standby_reads_the_snapshots_again_only_once_the_topic_grew(monkeypatch):
+    """The read ahead remembers the topic's end even when it holds no usable snapshot yet (else a
+    standby would read the whole topic every WARM_INTERVAL)."""
+    from concurrent.futures import Future
+    from types import MethodType, SimpleNamespace
+
+    from engine import snapshot_store
+    from engine import worker as W
+    from engine.snapshot import Assembled
+
+    calls = []
+    ends = iter([7, 7, 9])
+
+    def latest(config, *, prefix, profile, timeout, unless_end=None, freeze=True):
+        calls.append((unless_end, freeze))
+        end = next(ends)
+        if unless_end == end:
+            return None
+        return snapshot_store.Found(Assembled(None, ("snapshot x: incomplete, 1 of 2 records",)), 1, 0.01, None,
+                                    None, end)
+
+    class Now:  # runs what it is given at once
+        def submit(self, fn):
+            fn()
+            done = Future()
+            done.set_result(None)
+            return done
+
+    monkeypatch.setattr(W.snapshot_store, "latest", latest)
+    w = SimpleNamespace(s=SimpleNamespace(config=None, prefix="p.", profile=None, timeout=1.0), warm=None,
+                        warm_end=None, warmed=False, warm_future=None, snapshot_pool=Now())
+    w.warm_up = MethodType(W.Engine.warm_up, w)
+    for _ in range(3):
+        w.warm_up()
+    # frozen only at the start: a standby's later reads would freeze other threads' garbage each time
+    assert calls == [(None, True), (7, False), (7, False)] and w.warm_end == 9 and w.warm is None
