@@ -86,7 +86,8 @@ class EventLog(Protocol):
 
     def guard(self) -> None:
         """Called before every action on the cluster: returns if this decider may act now, raises
-        ``Deposed`` if it may not (fencing, ``docs/engine.md``)."""
+        ``Deposed`` if another decider took over, ``Retry`` if this one cannot prove now that none did
+        (its lease could not be renewed in time; fencing, ``docs/engine.md``)."""
 
 
 class MemoryLog:
@@ -186,6 +187,8 @@ class Decider:
         fold = extend(start or START, tap(records))
         # The folded state lives as long as the decider and holds no reference cycles: out of the cyclic
         # garbage collector's reach, a million partitions cost no full collection on the first ticks.
+        # No collection first: it would walk the whole state, the very cost this avoids. The fold makes
+        # acyclic values (``gc_paused``), so little cyclic garbage is frozen with it.
         gc.freeze()
         removed = after_marker if found else every
         self.state = fold.state

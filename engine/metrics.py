@@ -34,6 +34,8 @@ class _Collector:
             ("kreassign_recoveries", "recoveries", "Times this worker recovered the state from the events topic"),
             ("kreassign_recoveries_restarted", "recoveries_restarted",
              "Recoveries or decisions this worker started again because a rebalance came meanwhile"),
+            ("kreassign_decision_retries", "retries", "Decisions given up for now and retried after a new claim and "
+             "recovery (/status 'last_retry' says why: e.g. the decider's lease could not be renewed in time)"),
         ):
             m = CounterMetricFamily(name, doc)
             m.add_metric([], c[key])

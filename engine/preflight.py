@@ -40,7 +40,7 @@ FAUST_TABLES = ("executor",)  # engine.worker's Faust table (the views are compu
 
 
 def faust_topics(prefix: str) -> list[str]:
-    """The topics Faust creates for the engine (its table changelogs and the leader assignor's topic)."""
+    """The topics Faust creates for the engine (its table's changelog and the leader assignor's topic)."""
     app = engine_group(prefix)
     return [f"{app}-{t}-changelog" for t in FAUST_TABLES] + [f"{app}-__assignor-__leader"]
 

@@ -250,8 +250,8 @@ def gc_paused(freeze: bool = False):
     reach (``gc.freeze``) before it is enabled again. Else they all sit in its youngest generation,
     and its first collection walks every one of them (0.5 to 0.8 s for a 100,000-partition state).
     Garbage is collected first; what other threads make while the collector is off is frozen with
-    them (cycles among it are never collected), so only what runs once (a recovery, a worker's first
-    read ahead) freezes, never a standby's reads that repeat for days."""
+    them (cycles among it are never collected), so only what runs rarely (a recovery, at a takeover;
+    a worker's first read ahead) freezes, never a standby's reads that repeat for days."""
     was_enabled = gc.isenabled()
     if freeze:
         gc.collect()

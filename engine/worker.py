@@ -209,6 +209,7 @@ class KafkaEventLog:
 
 
 LEASE_KEY = b"lease"
+RECOVERY_RETRY = 1.0  # seconds between a failed claim or recovery and the next attempt
 RENEWALS = 3  # lease records committed in a row before guard() gives up (Retry: claim, recover, try again)
 WARM_INTERVAL = 10.0  # seconds between a standby's checks for a newer snapshot to read ahead
 
@@ -285,6 +286,7 @@ class Engine:
         self.active = False  # this worker owns the decisions partition and has not been deposed
         self.owns = False  # Faust's last assignment gave this worker the decisions partition
         self.claim = True  # the next recovery claims the decider's transactional.id first
+        self.claimed_in = -1  # the ``generation`` in which the claim behind ``event_log`` started
         self.deposed: str | None = None  # why this worker stopped deciding while Faust still assigns it
         self.deposed_at = 0.0
         self.foreign_tick_at = float("-inf")  # when a tick another worker sent was last read (``may_reclaim``)
@@ -295,7 +297,7 @@ class Engine:
         self.warm: snapshot_store.Found | None = None  # the latest snapshot, read ahead while not deciding
         self.warm_future = None
         self.warm_end: int | None = None  # the snapshots topic's end when last read ahead (``warm_up``)
-        self.warmed = False  # a read ahead was started (``warm_up``)
+        self.warmed = False  # a snapshot was read ahead (``warm_up``): later reads do not freeze
         self.snapshot_future = None
         self.snapshot_events = 0  # the decider's event count at the last snapshot
         self.snapshot_error: str | None = None
@@ -303,9 +305,10 @@ class Engine:
         self.last_tick = 0.0
         self.counters: dict[str, int] = {"events": 0, "dead_letters": 0, "rejected_unverified": 0,
                                          "StepStarted": 0, "StepCompleted": 0, "recoveries": 0,
-                                         "recoveries_restarted": 0}
+                                         "recoveries_restarted": 0, "retries": 0}
         self.last_recovery: dict | None = None
         self.recovery_error: str | None = None  # why the last recovery failed (it is retried), for /status
+        self.last_retry: dict | None = None  # the last decision given up for now (``Retry``): why, when
         self._decode = decoder_for(CommandEnvelope, s.registry, self.topics.commands)
         self.cached_status: dict | None = None
         self._wire()
@@ -511,6 +514,9 @@ class Engine:
             except Retry as e:
                 log.warning("cannot decide now, will claim again, recover and retry: %s", e)
                 d.blocked = str(e)
+                self.counters["retries"] += 1
+                self.last_retry = {"reason": str(e), "at": now().isoformat(timespec="seconds")}
+                self.recovery_error = f"cannot decide now (claiming and recovering again): {e}"
                 # claim again: a commit that timed out may still complete in the background, and a new
                 # claim settles it (committed or aborted) before the log is read
                 self.needs_recovery = self.claim = True
@@ -542,16 +548,18 @@ class Engine:
 
     def overtaken(self, generation: int, fenced: Exception | None = None) -> bool:
         """Whether a rebalance came since ``generation`` (while this worker recovered or decided). It
-        may have given the partition to another worker and back, so the claim is redone before this
-        worker decides anything; and a fence met meanwhile may be this worker's own new claim (made at
-        the assignment), which deposes nobody. True: recover again (``run`` does, if still active)."""
+        may have given the partition to another worker for a moment and back: that worker's claim
+        fences this one's, so a fence met meanwhile deposes nobody (this worker is the owner now), and
+        the claim is redone before this worker decides anything (``claim_decider`` sees that the claim
+        behind its log started in an older generation). True: recover again (``run`` does, if still
+        active)."""
         if self.generation == generation:
             return False
-        self.counters["recoveries_restarted"] += 1
-        log.info("a rebalance came during the recovery or the decision%s: claiming and recovering again",
-                 f" (and a claim fenced it: {fenced})" if fenced is not None else "")
-        self.claim = True  # the handler asked for it, perhaps before a claim under way ended (it then set False)
         self.needs_recovery = True
+        if self.active:
+            self.counters["recoveries_restarted"] += 1
+            log.info("a rebalance came during the recovery or the decision%s: claiming and recovering again",
+                     f" (and another claim fenced it: {fenced})" if fenced is not None else "")
         return True
 
     def depose(self, reason: str) -> None:
@@ -560,27 +568,28 @@ class Engine:
         self.active = False
         self.needs_recovery = True
 
-    async def claim_decider(self) -> bool:
-        """Claim the decider's transactional.id when a claim is due (``claim``): the first step of
-        every recovery, also started as soon as Faust assigns the decisions partition, so the lease
-        after it runs while Faust recovers its table and the first tick comes. False if this worker
-        stopped deciding meanwhile."""
+    async def claim_decider(self) -> KafkaEventLog | None:
+        """The decider's log, under a claim of its transactional.id made in this generation (or
+        after a ``claim`` was asked for): the first step of every recovery, also started as soon as
+        Faust assigns the decisions partition, so the lease after it runs while Faust recovers its
+        table and the first tick comes. None if this worker stopped deciding meanwhile."""
         loop = asyncio.get_running_loop()
         async with self.claim_lock:  # one claim at a time: a second would fence the first
-            while self.claim or self.event_log is None:
+            while self.claim or self.event_log is None or self.claimed_in != self.generation:
+                if not self.active:
+                    return None
                 old, self.event_log = self.event_log, None
                 if old is not None:
                     await loop.run_in_executor(self.pool, old.close)
+                generation = self.generation
                 try:  # claim first: no deposed decider can append after this one has read the log
                     self.event_log = await loop.run_in_executor(self.pool, KafkaEventLog, self.s)
-                    self.claim = False
+                    self.claim, self.claimed_in = False, generation
                 except Exception as e:  # noqa: BLE001 - the cluster unreachable (or the grant missing): again
                     self.recovery_error = f"cannot claim the decider's transactional.id: {type(e).__name__}: {e}"
                     log.warning("%s; retrying", self.recovery_error)
-                    await asyncio.sleep(1.0)
-                    if not self.active:
-                        return False
-        return True
+                    await asyncio.sleep(RECOVERY_RETRY)
+            return self.event_log
 
     async def claim_early(self) -> None:
         try:
@@ -589,41 +598,49 @@ class Engine:
             log.exception("the claim at the assignment failed; the recovery claims again")
 
     async def recover(self) -> None:
+        """One attempt to claim the decider and fold the log; ``run`` calls it again while
+        ``needs_recovery`` (a failed attempt says why in ``recovery_error``, and claims again)."""
         loop = asyncio.get_running_loop()
         started = time.monotonic()
         generation = self.generation
-        if not await self.claim_decider():
+        elog = await self.claim_decider()
+        if elog is None or self.overtaken(generation):
             return
         claimed = time.monotonic()
-        self.event_log.warm = await self.read_ahead_done()
+        warm = await self.read_ahead_done()
+        if self.overtaken(generation):  # the log may have been closed (a new claim) meanwhile
+            return
+        elog.warm = warm
         executed = self.executor_table.get(EXECUTED)
-        decider = Decider(self.event_log, self.s.cluster, adaptive=self.s.adaptive,
+        decider = Decider(elog, self.s.cluster, adaptive=self.s.adaptive,
                           verify_interval=self.s.verify_interval, poll_interval=self.s.poll_interval)
-        while True:
-            try:
-                recovered = await loop.run_in_executor(self.pool, decider.recover, executed)
-                break
-            except Deposed as e:
-                if not self.overtaken(generation, e):
-                    self.depose(str(e))
+        try:
+            recovered = await loop.run_in_executor(self.pool, decider.recover, executed)
+        except Deposed as e:
+            if not self.overtaken(generation, e):
+                self.depose(str(e))
+            return
+        except Exception as e:  # noqa: BLE001 - the log or the cluster unreachable (or a grant revoked): again
+            if self.overtaken(generation):
                 return
-            except Exception as e:  # noqa: BLE001 - the log or the cluster unreachable (or a grant revoked): again
-                self.recovery_error = f"{type(e).__name__}: {e}"
-                log.warning("recovery failed, retrying: %s", self.recovery_error)
-                await asyncio.sleep(1.0)
-                if not self.active:
-                    return
-        self.recovery_error = None
+            self.recovery_error = f"{type(e).__name__}: {e}"
+            log.warning("recovery failed, claiming and recovering again: %s", self.recovery_error)
+            # claim again: a commit that timed out may still complete in the background, and a new claim
+            # settles it (committed or aborted) before the log is read again
+            self.claim = True
+            await asyncio.sleep(RECOVERY_RETRY)
+            return
         if self.overtaken(generation):
             return
+        self.recovery_error = None
         self.last_recovery = recovered
         self.last_recovery["seconds_claim"] = round(claimed - started, 3)
-        self.last_recovery["snapshot"] = self.event_log.last_snapshot
+        self.last_recovery["snapshot"] = elog.last_snapshot
         # counted from the snapshot it started from: a long tail folded now is written as a snapshot at once
         self.snapshot_events = decider.events - self.last_recovery.get("events", 0)
-        if self.event_log.unreadable:
-            self.last_recovery["unreadable_events"] = [f"{d.source}: {d.reason}" for d in self.event_log.unreadable]
-            log.warning("the events topic has %d unreadable messages (skipped)", len(self.event_log.unreadable))
+        if elog.unreadable:
+            self.last_recovery["unreadable_events"] = [f"{d.source}: {d.reason}" for d in elog.unreadable]
+            log.warning("the events topic has %d unreadable messages (skipped)", len(elog.unreadable))
         self.decider = decider
         self.needs_recovery = False
         self.counters["recoveries"] += 1
@@ -646,7 +663,6 @@ class Engine:
         # for as long as it lives, and a freeze would also take the garbage other threads made meanwhile;
         # the recovery freezes what it folds.
         freeze = not self.warmed
-        self.warmed = True
 
         def read() -> None:
             try:
@@ -658,6 +674,7 @@ class Engine:
             if found is None or found.problem is not None:
                 return  # unchanged since the last read, or unreadable now (the recovery says why)
             self.warm = found if found.assembled.snapshot is not None else None
+            self.warmed = self.warmed or self.warm is not None  # the first snapshot read is the one frozen
             self.warm_end = found.end  # also when there is none yet: read again only once the topic grows
 
         self.warm_future = self.snapshot_pool.submit(read)
@@ -714,7 +731,8 @@ class Engine:
     async def status(self) -> dict:
         base = {"worker": self.s.worker_id, "active": self.active, "time_scale": self.s.time_scale,
                 "recoveries": self.counters["recoveries"],
-                "recoveries_restarted": self.counters["recoveries_restarted"]}  # by a rebalance (``overtaken``)
+                "recoveries_restarted": self.counters["recoveries_restarted"],  # by a rebalance (``overtaken``)
+                "retries": self.counters["retries"], "last_retry": self.last_retry}
         if self.deposed is not None:
             base["deposed"] = self.deposed
         d = self.decider

@@ -252,26 +252,31 @@ def test_a_deposed_worker_reclaims_only_when_no_other_decider_has_ticked_for_as_
     assert not Engine.may_reclaim(SimpleNamespace(**{**vars(w), "deposed": None}), 200.0)  # it decides already
 
 
-def recover_through_a_rebalance(monkeypatch, fenced: bool):
-    """A worker's ``run`` whose first recovery is overtaken by Faust's assignment handler (which gives
-    it the partition again); ``fenced``: the claim made at that assignment fences the recovery under
-    way, which then meets ``Deposed``. Returns the worker and the claims and recoveries made."""
+def run_a_worker(monkeypatch, at_recovery=None, first_tick=None, warm_future=None):
+    """A worker's ``run`` of one tick, with Faust's part played by the test: ``at_recovery[n](w,
+    log, loop)`` runs (in the decider's thread) in the middle of the n-th ``Decider.recover``,
+    ``first_tick(w)`` in the first tick. ``KafkaEventLog`` is a stand-in whose construction is a
+    claim and whose ``close`` is final (a closed log refuses to be read, as a closed producer does);
+    the worker's own methods (``claim_decider``, ``claim_early``, ``recover``, ``overtaken``) are
+    the real ones. Returns the worker, the claims made, and the log each recovery read."""
     import asyncio
     from concurrent.futures import ThreadPoolExecutor
     from types import MethodType, SimpleNamespace
 
     from engine import worker as W
-    from engine.decider import Deposed
 
-    claims, recoveries = [], []
+    claims, recoveries, ticks = [], [], []
+    monkeypatch.setattr(W, "RECOVERY_RETRY", 0.01)
 
     class Claim:  # KafkaEventLog's part here: each construction is a claim of the transactional id
         def __init__(self, s):
             claims.append(self)
-            self.last_snapshot, self.unreadable = None, []
+            self.last_snapshot, self.unreadable, self.closed = None, [], False
+            if len(claims) == 2 and warm_future is not None:
+                warm_future.set_result(None)  # the read ahead ends while this claim is being made
 
         def close(self):
-            pass
+            self.closed = True
 
     class Recovering:
         def __init__(self, log, cluster, **kwargs):
@@ -279,13 +284,19 @@ def recover_through_a_rebalance(monkeypatch, fenced: bool):
 
         def recover(self, executed):
             recoveries.append(self.log)
-            if len(recoveries) == 1:
-                w.on_assigned(True)  # the rebalance comes in the middle of the first recovery
-                if fenced:
-                    raise Deposed("another decider took over: PRODUCER_FENCED")
+            if len(recoveries) > 5:
+                w.active = False  # give up: the worker would retry on a closed log for ever
+                raise RuntimeError("too many recoveries")
+            if self.log.closed:
+                raise RuntimeError("the producer is closed")
+            if len(recoveries) in (at_recovery or {}):
+                at_recovery[len(recoveries)](w, self.log, loop)
             return {"events": 0}
 
         def tick(self):
+            ticks.append(self.log)
+            if len(ticks) == 1 and first_tick is not None:
+                first_tick(w)
             return []
 
     monkeypatch.setattr(W, "KafkaEventLog", Claim)
@@ -293,37 +304,120 @@ def recover_through_a_rebalance(monkeypatch, fenced: bool):
     w = SimpleNamespace(
         s=SimpleNamespace(cluster=None, adaptive=None, verify_interval=10.0, poll_interval=1.0, worker_id="w",
                           snapshot_every=0),
-        generation=0, claim=True, event_log=None, active=True, owns=True, deposed=None, needs_recovery=True,
-        decider=None, pool=ThreadPoolExecutor(max_workers=1), executor_table={}, recovery_error=None,
-        last_recovery=None, counters={"recoveries": 0, "recoveries_restarted": 0, "events": 0}, snapshot_events=0,
-        warm=None, warm_end=None, warm_future=None, claim_lock=asyncio.Lock())
-    for name in ("run", "recover", "claim_decider", "on_assigned", "record", "depose", "read_ahead_done",
-                 "overtaken"):
+        generation=0, claim=True, claimed_in=-1, event_log=None, active=True, owns=True, deposed=None,
+        needs_recovery=True, decider=None, pool=ThreadPoolExecutor(max_workers=1), executor_table={},
+        recovery_error=None, last_recovery=None, last_retry=None, snapshot_events=0,
+        counters={"recoveries": 0, "recoveries_restarted": 0, "events": 0, "retries": 0},
+        warm=None, warm_end=None, warm_future=warm_future, claim_lock=asyncio.Lock())
+    for name in ("run", "recover", "claim_decider", "claim_early", "on_assigned", "record", "depose",
+                 "read_ahead_done", "overtaken"):
         setattr(w, name, MethodType(getattr(W.Engine, name), w))
+
+    async def main():
+        nonlocal loop
+        loop = asyncio.get_running_loop()
+        await w.run(None, None)
+
+    loop = None
     try:
-        asyncio.run(w.run(None, None))
+        asyncio.run(main())
     finally:
         w.pool.shutdown()
+    w.ticks = ticks
     return w, claims, recoveries
+
+
+def assigned_again(w, log, loop, fenced=False):
+    """Faust's assignment handler, run while the decider's thread is busy: the worker is given the
+    decisions partition again, and its claim at the assignment (``claim_early``) starts."""
+    import asyncio
+
+    async def handler():
+        w.on_assigned(True)
+        asyncio.ensure_future(w.claim_early())
+
+    asyncio.run_coroutine_threadsafe(handler(), loop).result()
+    if fenced:
+        raise Deposed("another decider took over: PRODUCER_FENCED")
 
 
 def test_a_rebalance_during_a_recovery_makes_the_worker_claim_and_recover_again(monkeypatch):
     """Faust's assignment handler runs while a long recovery (a big log) is under way: the claim
     that recovery made may predate another worker's, so the worker must not start deciding on it."""
-    w, claims, recoveries = recover_through_a_rebalance(monkeypatch, fenced=False)
+    w, claims, recoveries = run_a_worker(monkeypatch, at_recovery={1: assigned_again})
     assert len(claims) == 2, "the worker decided on a claim made before the rebalance"
     assert recoveries == claims and w.decider.log is claims[1] and w.counters["recoveries"] == 1
     assert not w.needs_recovery and w.generation == 1 and w.counters["recoveries_restarted"] == 1
 
 
-def test_a_worker_fenced_by_its_own_claim_at_a_rebalance_keeps_deciding(monkeypatch):
-    """The claim made at the new assignment fences the recovery under way (same transactional id):
-    that is no other decider taking over, and the worker that Faust gives the partition must not
-    stop deciding (it would wait two session timeouts before claiming again)."""
-    w, claims, recoveries = recover_through_a_rebalance(monkeypatch, fenced=True)
+def test_a_worker_fenced_between_two_rebalances_that_gave_it_the_partition_keeps_deciding(monkeypatch):
+    """Between two rebalances the partition went to another worker for a moment, whose claim fenced
+    the recovery under way; this worker owns it again now and must not stop deciding (deposed, it
+    would wait two session timeouts before claiming again)."""
+    w, claims, recoveries = run_a_worker(
+        monkeypatch, at_recovery={1: lambda w, log, loop: assigned_again(w, log, loop, fenced=True)})
     assert w.active and w.deposed is None, f"the worker deposed itself: {w.deposed}"
     assert len(claims) == 2 and recoveries == claims and w.decider.log is claims[1]
     assert not w.needs_recovery and w.counters["recoveries_restarted"] == 1
+
+
+def test_a_recovery_that_fails_while_a_rebalance_claims_anew_recovers_on_the_new_claim(monkeypatch):
+    """The recovery fails (the log unreachable) while the claim made at a new assignment closes the
+    log it was reading: the next attempt must read through the new claim, not retry the closed log."""
+    def fail(w, log, loop):
+        assigned_again(w, log, loop)
+        raise RuntimeError("KafkaException: _TRANSPORT")
+
+    w, claims, recoveries = run_a_worker(monkeypatch, at_recovery={1: fail})
+    assert w.active and not w.needs_recovery, f"never recovered: {w.recovery_error}"
+    assert len(claims) == 2 and recoveries == claims and w.decider.log is claims[1]
+    assert w.recovery_error is None
+
+
+def test_a_read_ahead_that_ends_during_a_new_claim_does_not_break_the_recovery(monkeypatch):
+    """The recovery waits for the snapshot read ahead; meanwhile a rebalance gives the worker the
+    partition again and its new claim is under way (no log at that moment): the recovery starts
+    again on the new claim instead of failing on the log that is gone."""
+    import asyncio
+    from concurrent.futures import Future
+
+    from engine import worker as W
+
+    future = Future()  # the read ahead ends while the new claim is being made (the second claim ends it)
+    original = W.Engine.read_ahead_done
+
+    async def read_ahead_done(self):
+        if self.generation == 0:  # the assignment comes while the recovery waits for the read ahead
+            self.on_assigned(True)
+            asyncio.ensure_future(self.claim_early())
+        return await original(self)
+
+    monkeypatch.setattr(W.Engine, "read_ahead_done", read_ahead_done)
+    w, claims, recoveries = run_a_worker(monkeypatch, warm_future=future)
+    assert w.active and not w.needs_recovery and w.deposed is None
+    assert len(claims) == 2 and recoveries == [claims[1]] and w.decider.log is claims[1]
+
+
+def test_a_decision_given_up_for_now_says_why_and_is_decided_after_a_new_claim(monkeypatch):
+    """A lease that cannot be renewed in time (``Retry``): the worker claims and recovers again, and
+    /status and /metrics say why until then (``last_retry``, ``retries``, ``blocked``)."""
+    from engine.decider import Retry
+
+    seen = []
+
+    def slow_lease(w):
+        raise Retry("the decider's lease could not be renewed in time: 3 commits each took longer than the "
+                    "0.5 s lease")
+
+    def blocked_while_recovering(w, log, loop):
+        seen.append(w.recovery_error)
+
+    w, claims, recoveries = run_a_worker(monkeypatch, first_tick=slow_lease,
+                                         at_recovery={2: blocked_while_recovering})
+    assert len(claims) == 2 and w.ticks == claims, "the decision was retried on the old claim"
+    assert w.counters["retries"] == 1 and "lease could not be renewed" in w.last_retry["reason"]
+    assert "lease could not be renewed" in (seen or [None])[0], "the reason was not shown while recovering"
+    assert w.recovery_error is None, "a recovery that succeeded still shows as blocked"
 
 
 def test_the_lease_counts_from_the_start_of_the_renewal_that_proved_it(monkeypatch):
@@ -365,7 +459,9 @@ def test_the_lease_counts_from_the_start_of_the_renewal_that_proved_it(monkeypat
 
 def test_a_standby_reads_the_snapshots_again_only_once_the_topic_grew(monkeypatch):
     """The read ahead remembers the topic's end even when it holds no usable snapshot yet (else a
-    standby would read the whole topic every WARM_INTERVAL)."""
+    standby would read the whole topic every WARM_INTERVAL); only the first snapshot it reads is
+    frozen out of the collector's reach (a standby's later reads would freeze other threads'
+    garbage each time)."""
     from concurrent.futures import Future
     from types import MethodType, SimpleNamespace
 
@@ -374,15 +470,16 @@ def test_a_standby_reads_the_snapshots_again_only_once_the_topic_grew(monkeypatc
     from engine.snapshot import Assembled
 
     calls = []
-    ends = iter([7, 7, 9])
+    ends = iter([7, 7, 9, 11])
+    usable = {9: "snapshot at 9", 11: "snapshot at 11"}
 
     def latest(config, *, prefix, profile, timeout, unless_end=None, freeze=True):
         calls.append((unless_end, freeze))
         end = next(ends)
         if unless_end == end:
             return None
-        return snapshot_store.Found(Assembled(None, ("snapshot x: incomplete, 1 of 2 records",)), 1, 0.01, None,
-                                    None, end)
+        skipped = () if end in usable else ("snapshot x: incomplete, 1 of 2 records",)
+        return snapshot_store.Found(Assembled(usable.get(end), skipped), 1, 0.01, None, None, end)
 
     class Now:  # runs what it is given at once
         def submit(self, fn):
@@ -395,7 +492,10 @@ def test_a_standby_reads_the_snapshots_again_only_once_the_topic_grew(monkeypatc
     w = SimpleNamespace(s=SimpleNamespace(config=None, prefix="p.", profile=None, timeout=1.0), warm=None,
                         warm_end=None, warmed=False, warm_future=None, snapshot_pool=Now())
     w.warm_up = MethodType(W.Engine.warm_up, w)
-    for _ in range(3):
+    for _ in range(2):
         w.warm_up()
-    # frozen only at the start: a standby's later reads would freeze other threads' garbage each time
-    assert calls == [(None, True), (7, False), (7, False)] and w.warm_end == 9 and w.warm is None
+    assert calls == [(None, True), (7, True)] and w.warm_end == 7 and w.warm is None  # nothing read yet
+    w.warm_up()
+    assert calls[-1] == (7, True) and w.warm.assembled.snapshot == "snapshot at 9"  # the first one read: frozen
+    w.warm_up()
+    assert calls[-1] == (9, False) and w.warm.assembled.snapshot == "snapshot at 11" and w.warm_end == 11

@@ -39,6 +39,11 @@ def add_parser(sub) -> None:
                    help="write a snapshot of the state to <prefix>snapshots every N events, and at a clean "
                         "shutdown; recovery and status fold only the events after the latest one (default "
                         "10000; 0: only at shutdown)")
+    g.add_argument("--lease", type=positive_seconds, default=0.5, metavar="S",
+                   help="seconds the decider may change the cluster after the start of a commit of its own to the "
+                        "log; a new decider waits as long after its claim before acting (fencing, docs/engine.md). "
+                        "Raise it where commits to kreassign's topics take longer than a fraction of it: a decider "
+                        "whose renewals keep outlasting the lease never acts (status shows last_retry) (default 0.5)")
     g.add_argument("--time-scale", type=positive_seconds, metavar="X",
                    help="the cluster's clock runs X times the wall clock (a simulated cluster): /status and the "
                         "status page show rates in cluster time, labelled (default: a sim+http cluster's own "
@@ -81,6 +86,7 @@ def run(args) -> int:
         fast_interval=args.fast_interval, signing_keys=keys,
         adaptive=adaptive, timeout=args.timeout, time_scale=time_scale, verify_interval=args.verify_interval,
         snapshot_every=args.snapshot_every,
+        lease=args.lease,
     ))
     run_worker(engine, args.log_level)
     return 0
