@@ -112,10 +112,12 @@ class KafkaEventLog:
         self.s = s
         self.topic = Topics.named(s.prefix).events
         self.decisions_topic = Topics.named(s.prefix).decisions
+        started = time.monotonic()
         self.writer = EventWriter(config=s.config, prefix=s.prefix, profile=s.profile, registry=s.registry,
                                   timeout=s.timeout, transactional_id=decider_transactional_id(s.prefix))
         self.writer.writer_id = s.worker_id
         self.hold_until = time.monotonic() + s.lease
+        log.info("claimed the decider's transactional.id in %.3f s", self.hold_until - s.lease - started)
         self.unreadable: list[DeadLetter] = []
         self.snapshots: SnapshotWriter | None = None
         self.snapshot_slot = 0
@@ -359,14 +361,16 @@ class Engine:
                             time.monotonic() - self.deposed_at, time.monotonic() - self.foreign_tick_at)
                 self.deposed, self.active, self.claim, self.needs_recovery = None, True, True, True
             if self.active:
-                await self.decisions.send(key=TICK_KEY, value=b"",
-                                          headers={KIND: b"tick", WRITER: self.s.worker_id.encode()})
+                await self.send_tick()
 
         @app.on_partitions_assigned.connect
         async def assigned(sender, assigned, **kwargs):
             self.on_assigned(any(tp.topic == self.topics.decisions for tp in assigned))
             if self.active:
                 asyncio.ensure_future(self.claim_early())  # the recovery's claim, while Faust gets ready
+                # and an input to start the recovery as soon as Faust is ready, not at the timer's next
+                # tick (up to a poll interval later, when the decider before left no input unread)
+                asyncio.ensure_future(self.send_tick())
 
         @app.on_partitions_revoked.connect
         async def revoked(sender, revoked, **kwargs):
@@ -412,6 +416,12 @@ class Engine:
         async def announce():
             print(f"kreassign engine: worker {self.s.worker_id} web http://{self.s.web_bind}:{self.s.web_port}",
                   file=sys.__stdout__, flush=True)
+
+    async def send_tick(self) -> None:
+        try:
+            await self.decisions.send(key=TICK_KEY, value=b"", headers={KIND: b"tick", WRITER: self.s.worker_id.encode()})
+        except Exception as e:  # noqa: BLE001 - the timer sends the next one; the decider needs no particular tick
+            log.warning("cannot send a tick to the decisions topic: %s: %s", type(e).__name__, e)
 
     def on_assigned(self, owns: bool) -> None:
         """Faust's assignment (every rebalance): whether this worker now decides. A recovery under
@@ -512,11 +522,8 @@ class Engine:
                 self.depose(str(e))
                 return
             except Retry as e:
-                log.warning("cannot decide now, will claim again, recover and retry: %s", e)
                 d.blocked = str(e)
-                self.counters["retries"] += 1
-                self.last_retry = {"reason": str(e), "at": now().isoformat(timespec="seconds")}
-                self.recovery_error = f"cannot decide now (claiming and recovering again): {e}"
+                self.given_up(e, "decide")
                 # claim again: a commit that timed out may still complete in the background, and a new
                 # claim settles it (committed or aborted) before the log is read
                 self.needs_recovery = self.claim = True
@@ -530,6 +537,15 @@ class Engine:
                                                 now()))
                 return
         self.record(envelopes)
+
+    def given_up(self, e: Retry, what: str) -> None:
+        """A decision or a recovery's actions given up for now (``Retry``, e.g. the lease could not
+        be renewed in time): claimed again, recovered and tried again; /status, the status page and
+        /metrics say why meanwhile."""
+        log.warning("cannot %s now, will claim again, recover and retry: %s", what, e)
+        self.counters["retries"] += 1
+        self.last_retry = {"reason": str(e), "at": now().isoformat(timespec="seconds"), "monotonic": time.monotonic()}
+        self.recovery_error = f"cannot {what} now (claiming and recovering again): {e}"
 
     def may_reclaim(self, at: float) -> bool:
         """A deposed worker that Faust still gives the decisions partition claims it again only when
@@ -577,6 +593,9 @@ class Engine:
         async with self.claim_lock:  # one claim at a time: a second would fence the first
             while self.claim or self.event_log is None or self.claimed_in != self.generation:
                 if not self.active:
+                    # revoked: a claim this worker made meanwhile may yet land after the next owner's
+                    # and fence it (a claim retried through a coordinator move); that owner is deposed
+                    # and claims again once no decider has ticked for ``reclaim_after``
                     return None
                 old, self.event_log = self.event_log, None
                 if old is not None:
@@ -623,8 +642,11 @@ class Engine:
         except Exception as e:  # noqa: BLE001 - the log or the cluster unreachable (or a grant revoked): again
             if self.overtaken(generation):
                 return
-            self.recovery_error = f"{type(e).__name__}: {e}"
-            log.warning("recovery failed, claiming and recovering again: %s", self.recovery_error)
+            if isinstance(e, Retry):  # the recovery's own actions (re-asserted) met an expired lease
+                self.given_up(e, "re-assert the actions in flight")
+            else:
+                self.recovery_error = f"{type(e).__name__}: {e}"
+                log.warning("recovery failed, claiming and recovering again: %s", self.recovery_error)
             # claim again: a commit that timed out may still complete in the background, and a new claim
             # settles it (committed or aborted) before the log is read again
             self.claim = True
@@ -732,7 +754,9 @@ class Engine:
         base = {"worker": self.s.worker_id, "active": self.active, "time_scale": self.s.time_scale,
                 "recoveries": self.counters["recoveries"],
                 "recoveries_restarted": self.counters["recoveries_restarted"],  # by a rebalance (``overtaken``)
-                "retries": self.counters["retries"], "last_retry": self.last_retry}
+                "retries": self.counters["retries"], "last_retry": self.last_retry and {
+                    "reason": self.last_retry["reason"], "at": self.last_retry["at"],
+                    "seconds_ago": round(time.monotonic() - self.last_retry["monotonic"], 1)}}
         if self.deposed is not None:
             base["deposed"] = self.deposed
         d = self.decider

@@ -252,10 +252,10 @@ def test_a_deposed_worker_reclaims_only_when_no_other_decider_has_ticked_for_as_
     assert not Engine.may_reclaim(SimpleNamespace(**{**vars(w), "deposed": None}), 200.0)  # it decides already
 
 
-def run_a_worker(monkeypatch, at_recovery=None, first_tick=None, warm_future=None):
+def run_a_worker(monkeypatch, at_recovery=None, first_tick=None, warm_future=None, at_claim=None):
     """A worker's ``run`` of one tick, with Faust's part played by the test: ``at_recovery[n](w,
     log, loop)`` runs (in the decider's thread) in the middle of the n-th ``Decider.recover``,
-    ``first_tick(w)`` in the first tick. ``KafkaEventLog`` is a stand-in whose construction is a
+    ``first_tick(w)`` in the first tick, ``at_claim[n](w, loop)`` during the n-th claim. ``KafkaEventLog`` is a stand-in whose construction is a
     claim and whose ``close`` is final (a closed log refuses to be read, as a closed producer does);
     the worker's own methods (``claim_decider``, ``claim_early``, ``recover``, ``overtaken``) are
     the real ones. Returns the worker, the claims made, and the log each recovery read."""
@@ -274,6 +274,8 @@ def run_a_worker(monkeypatch, at_recovery=None, first_tick=None, warm_future=Non
             self.last_snapshot, self.unreadable, self.closed = None, [], False
             if len(claims) == 2 and warm_future is not None:
                 warm_future.set_result(None)  # the read ahead ends while this claim is being made
+            if len(claims) in (at_claim or {}):
+                at_claim[len(claims)](w, loop)
 
         def close(self):
             self.closed = True
@@ -303,14 +305,14 @@ def run_a_worker(monkeypatch, at_recovery=None, first_tick=None, warm_future=Non
     monkeypatch.setattr(W, "Decider", Recovering)
     w = SimpleNamespace(
         s=SimpleNamespace(cluster=None, adaptive=None, verify_interval=10.0, poll_interval=1.0, worker_id="w",
-                          snapshot_every=0),
+                          snapshot_every=0, time_scale=1.0),
         generation=0, claim=True, claimed_in=-1, event_log=None, active=True, owns=True, deposed=None,
         needs_recovery=True, decider=None, pool=ThreadPoolExecutor(max_workers=1), executor_table={},
         recovery_error=None, last_recovery=None, last_retry=None, snapshot_events=0,
         counters={"recoveries": 0, "recoveries_restarted": 0, "events": 0, "retries": 0},
         warm=None, warm_end=None, warm_future=warm_future, claim_lock=asyncio.Lock())
     for name in ("run", "recover", "claim_decider", "claim_early", "on_assigned", "record", "depose",
-                 "read_ahead_done", "overtaken"):
+                 "read_ahead_done", "overtaken", "given_up", "status"):
         setattr(w, name, MethodType(getattr(W.Engine, name), w))
 
     async def main():
@@ -400,7 +402,9 @@ def test_a_read_ahead_that_ends_during_a_new_claim_does_not_break_the_recovery(m
 
 def test_a_decision_given_up_for_now_says_why_and_is_decided_after_a_new_claim(monkeypatch):
     """A lease that cannot be renewed in time (``Retry``): the worker claims and recovers again, and
-    /status and /metrics say why until then (``last_retry``, ``retries``, ``blocked``)."""
+    /status says why until then (``blocked``, ``retries``, ``last_retry``)."""
+    import asyncio
+
     from engine.decider import Retry
 
     seen = []
@@ -409,15 +413,50 @@ def test_a_decision_given_up_for_now_says_why_and_is_decided_after_a_new_claim(m
         raise Retry("the decider's lease could not be renewed in time: 3 commits each took longer than the "
                     "0.5 s lease")
 
-    def blocked_while_recovering(w, log, loop):
-        seen.append(w.recovery_error)
+    def status_while_recovering(w, log, loop):
+        seen.append(asyncio.run_coroutine_threadsafe(w.status(), loop).result())
 
-    w, claims, recoveries = run_a_worker(monkeypatch, first_tick=slow_lease,
-                                         at_recovery={2: blocked_while_recovering})
+    w, claims, recoveries = run_a_worker(monkeypatch, first_tick=slow_lease, at_recovery={2: status_while_recovering})
     assert len(claims) == 2 and w.ticks == claims, "the decision was retried on the old claim"
-    assert w.counters["retries"] == 1 and "lease could not be renewed" in w.last_retry["reason"]
-    assert "lease could not be renewed" in (seen or [None])[0], "the reason was not shown while recovering"
+    status = seen[0]
+    assert status["recovering"] and "lease could not be renewed" in status["blocked"], status
+    assert status["retries"] == 1 and "lease could not be renewed" in status["last_retry"]["reason"], status
     assert w.recovery_error is None, "a recovery that succeeded still shows as blocked"
+
+
+def test_a_recovery_whose_actions_meet_an_expired_lease_counts_as_a_retry(monkeypatch):
+    """The recovery re-asserts the actions in flight, each behind the lease: a ``Retry`` there is
+    counted and shown like a decision's, and the next attempt claims anew."""
+    from engine.decider import Retry
+
+    def slow_lease(w, log, loop):
+        raise Retry("the decider's lease could not be renewed in time")
+
+    w, claims, recoveries = run_a_worker(monkeypatch, at_recovery={1: slow_lease, 2: slow_lease})
+    assert w.counters["retries"] == 2 and "renewed in time" in w.last_retry["reason"]
+    assert len(claims) == 3 and recoveries == claims and w.decider.log is claims[2]
+
+
+def test_a_failed_recovery_claims_anew_before_the_next_attempt(monkeypatch):
+    """A commit that timed out during the recovery may still complete in the background: the next
+    attempt claims again (which settles it) before it reads the log."""
+    def fail(w, log, loop):
+        raise RuntimeError("KafkaException: _TIMED_OUT")
+
+    w, claims, recoveries = run_a_worker(monkeypatch, at_recovery={1: fail})
+    assert len(claims) == 2 and recoveries == claims and w.decider.log is claims[1]
+    assert w.counters["recoveries_restarted"] == 0
+
+
+def test_an_assignment_during_the_claim_is_followed_by_a_claim_of_its_own(monkeypatch):
+    """Faust assigns the partition again while the claim is being made: that claim started before
+    the assignment (another worker may have claimed in between), so the worker claims again."""
+    def assigned(w, loop):
+        loop.call_soon_threadsafe(w.on_assigned, True)
+
+    w, claims, recoveries = run_a_worker(monkeypatch, at_claim={1: assigned})
+    assert len(claims) == 2 and w.decider.log is claims[1], "decided on a claim made before the assignment"
+    assert recoveries == [claims[1]]
 
 
 def test_the_lease_counts_from_the_start_of_the_renewal_that_proved_it(monkeypatch):

@@ -42,8 +42,10 @@ def add_parser(sub) -> None:
     g.add_argument("--lease", type=positive_seconds, default=0.5, metavar="S",
                    help="seconds the decider may change the cluster after the start of a commit of its own to the "
                         "log; a new decider waits as long after its claim before acting (fencing, docs/engine.md). "
-                        "Raise it where commits to kreassign's topics take longer than a fraction of it: a decider "
-                        "whose renewals keep outlasting the lease never acts (status shows last_retry) (default 0.5)")
+                        "Every worker of a prefix needs the same value: change it only with all workers stopped. "
+                        "Raise it where a commit to kreassign's topics takes more than a small part of it: a "
+                        "decider whose renewals outlast the lease gives its decisions up and retries (status: "
+                        "last_retry) (default 0.5)")
     g.add_argument("--time-scale", type=positive_seconds, metavar="X",
                    help="the cluster's clock runs X times the wall clock (a simulated cluster): /status and the "
                         "status page show rates in cluster time, labelled (default: a sim+http cluster's own "
