@@ -116,8 +116,9 @@ class KafkaEventLog:
         self.writer = EventWriter(config=s.config, prefix=s.prefix, profile=s.profile, registry=s.registry,
                                   timeout=s.timeout, transactional_id=decider_transactional_id(s.prefix))
         self.writer.writer_id = s.worker_id
-        self.hold_until = time.monotonic() + s.lease
-        log.info("claimed the decider's transactional.id in %.3f s", self.hold_until - s.lease - started)
+        claimed = time.monotonic()
+        self.hold_until = claimed + s.lease
+        log.info("claimed the decider's transactional.id in %.3f s", claimed - started)
         self.unreadable: list[DeadLetter] = []
         self.snapshots: SnapshotWriter | None = None
         self.snapshot_slot = 0
@@ -368,8 +369,8 @@ class Engine:
             self.on_assigned(any(tp.topic == self.topics.decisions for tp in assigned))
             if self.active:
                 asyncio.ensure_future(self.claim_early())  # the recovery's claim, while Faust gets ready
-                # and an input to start the recovery as soon as Faust is ready, not at the timer's next
-                # tick (up to a poll interval later, when the decider before left no input unread)
+                # and an input for the recovery to start on as soon as Faust is ready (the timer's
+                # ticks, sent only while active, start now too: this one saves at most a tick interval)
                 asyncio.ensure_future(self.send_tick())
 
         @app.on_partitions_revoked.connect

@@ -255,8 +255,8 @@ def test_a_deposed_worker_reclaims_only_when_no_other_decider_has_ticked_for_as_
 def run_a_worker(monkeypatch, at_recovery=None, first_tick=None, warm_future=None, at_claim=None):
     """A worker's ``run`` of one tick, with Faust's part played by the test: ``at_recovery[n](w,
     log, loop)`` runs (in the decider's thread) in the middle of the n-th ``Decider.recover``,
-    ``first_tick(w)`` in the first tick, ``at_claim[n](w, loop)`` during the n-th claim. ``KafkaEventLog`` is a stand-in whose construction is a
-    claim and whose ``close`` is final (a closed log refuses to be read, as a closed producer does);
+    ``first_tick(w)`` in the first tick, ``at_claim[n](w, loop)`` during the n-th claim.
+    ``KafkaEventLog`` is a stand-in whose construction is a claim and whose ``close`` is final (a closed log refuses to be read, as a closed producer does);
     the worker's own methods (``claim_decider``, ``claim_early``, ``recover``, ``overtaken``) are
     the real ones. Returns the worker, the claims made, and the log each recovery read."""
     import asyncio
