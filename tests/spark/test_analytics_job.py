@@ -21,14 +21,14 @@ import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTP
 
-from engine import events as ev
+from engine.core import events as ev
 from engine.cli import main
-from engine.client_config import ClientConfig
-from engine.commands import Cancel, ChangeThrottle, PartitionTarget, Submit
-from engine.embedded import EMBEDDED
-from engine.eventlog import EventWriter
-from engine.partition import PartitionState, TopicPartition
-from engine.topics import Topics, create, reader_group
+from engine.kafka.client_config import ClientConfig
+from engine.core.commands import Cancel, ChangeThrottle, PartitionTarget, Submit
+from engine.kafka.embedded import EMBEDDED
+from engine.log.eventlog import EventWriter
+from engine.core.partition import PartitionState, TopicPartition
+from engine.kafka.topics import Topics, create, reader_group
 from spark import audit_job
 from spark import warehouse as wh
 from tests.analytics_log import TimedDriver, one_at_a_time, sized_cluster
@@ -480,8 +480,8 @@ def test_missing_topic_is_one_line(broker, tmp_path, capsys):
 def test_the_connector_path_decodes_like_the_python_source(spark, story):
     """--source kafka decodes Spark's Kafka rows with the same function: same rows, bad bytes kept."""
     from spark.audit import RawMessage, audit_row
-    from engine.codec import codec_for
-    from engine.envelope import EventEnvelope
+    from engine.log.codec import codec_for
+    from engine.log.envelope import EventEnvelope
 
     codec = codec_for(EventEnvelope)
     raw = [(0, i, f"k{i}".encode(), codec.encode(e)) for i, e in enumerate(story.all[:40])]
@@ -501,7 +501,7 @@ def test_spark_submit_runs_the_job(spark, story, broker, tmp_path):
     warehouse = tmp_path / "submitted"
     result = subprocess.run(
         [str(submit), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
-         "--conf", "spark.sql.shuffle.partitions=2", "--driver-java-options", "-XX:TieredStopAtLevel=1",
+         "--conf", "spark.sql.shuffle.partitions=2", "--driver-java-options", "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m",
          str(root / "spark" / "audit_job.py"), "--bootstrap-server", broker.bootstrap,
          "--broker-profile", "embedded", "--prefix", story.prefix, "--warehouse", str(warehouse)],
         capture_output=True, text=True, timeout=300, cwd=tmp_path,
