@@ -29,14 +29,14 @@ from datetime import timedelta
 from confluent_kafka import Producer
 
 from benchmarks.planner import workload
-from engine import events as ev
-from engine.client_config import ClientConfig
-from engine.codec import codec_for
-from engine.commands import PartitionTarget, Submit
-from engine.embedded import EMBEDDED, EmbeddedBroker
-from engine.envelope import EventEnvelope, event_key, millis, new_id
-from engine.partition import TopicPartition
-from engine.topics import Topics, create, reader_group
+from engine.core import events as ev
+from engine.kafka.client_config import ClientConfig
+from engine.log.codec import codec_for
+from engine.core.commands import PartitionTarget, Submit
+from engine.kafka.embedded import EMBEDDED, EmbeddedBroker
+from engine.log.envelope import EventEnvelope, event_key, millis, new_id
+from engine.core.partition import TopicPartition
+from engine.kafka.topics import Topics, create, reader_group
 from tests.analytics_log import TimedDriver, sized_cluster
 
 _TEMPLATE: list[tuple] = []  # (time, event) of one run; inherited by the encoding workers (fork)

@@ -14,8 +14,8 @@ import json
 import random
 import time
 
-from engine.balancer import propose, rack_spread_kept
-from engine.partition import TopicPartition
+from engine.core.balancer import propose, rack_spread_kept
+from engine.core.partition import TopicPartition
 
 
 def cluster(partitions: int = 100_000, brokers: int = 50, racks: int = 5, seed: int = 1):

@@ -42,18 +42,18 @@ from pathlib import Path
 
 import yaml
 
-from engine import events as ev
+from engine.core import events as ev
 from confluent_kafka import Producer
 
-from engine.codec import codec_for
-from engine.commands import Resume, Submit
-from engine.envelope import CommandEnvelope, new_id, now
-from engine.decider import Decider, MemoryLog
-from engine.embedded import EMBEDDED, EmbeddedBroker
-from engine.eventlog import EventWriter, Publisher
+from engine.log.codec import codec_for
+from engine.core.commands import Resume, Submit
+from engine.log.envelope import CommandEnvelope, new_id, now
+from engine.runtime.decider import Decider, MemoryLog
+from engine.kafka.embedded import EMBEDDED, EmbeddedBroker
+from engine.log.eventlog import EventWriter, Publisher
 from engine.sim import scenario as S
 from engine.sim.cluster import SimulatedCluster
-from engine.topics import Topics, create
+from engine.kafka.topics import Topics, create
 from tests.engine_harness import EventTail, SimCluster, Worker, wait_for
 
 
@@ -321,7 +321,7 @@ class _Writers:
         self.seen: set[str] = set()
 
     def poll(self, writer: str) -> bool:
-        from engine.eventlog import WRITER_HEADER
+        from engine.log.eventlog import WRITER_HEADER
 
         for m in self.consumer.consume(1000, 0.05):
             if m.error() is None:

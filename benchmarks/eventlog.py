@@ -22,15 +22,15 @@ import json
 import time
 
 from benchmarks.planner import workload
-from engine.client_config import ClientConfig
-from engine.codec import codec_for
-from engine.commands import PartitionTarget, Submit
-from engine.embedded import EMBEDDED, EmbeddedBroker
-from engine.envelope import EventEnvelope, new_id, now
-from engine.eventlog import EventWriter
-from engine.partition import TopicPartition
-from engine.replay import replay
-from engine.topics import create
+from engine.kafka.client_config import ClientConfig
+from engine.log.codec import codec_for
+from engine.core.commands import PartitionTarget, Submit
+from engine.kafka.embedded import EMBEDDED, EmbeddedBroker
+from engine.log.envelope import EventEnvelope, new_id, now
+from engine.log.eventlog import EventWriter
+from engine.core.partition import TopicPartition
+from engine.log.replay import replay
+from engine.kafka.topics import create
 from tests.fake_cluster import Driver, FakeCluster
 
 

@@ -16,11 +16,11 @@ import json
 import time
 
 from benchmarks.planner import workload
-from engine.commands import PartitionTarget, Submit
-from engine.limits import Limits
-from engine.partition import TopicPartition
-from engine.state import fold
-from engine import decide
+from engine.core.commands import PartitionTarget, Submit
+from engine.core.limits import Limits
+from engine.core.partition import TopicPartition
+from engine.core.state import fold
+from engine.core import decide
 from tests import fake_cluster
 from tests.fake_cluster import Driver, FakeCluster
 

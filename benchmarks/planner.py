@@ -13,7 +13,7 @@ import random
 import resource
 import time
 
-from engine.step import plan_many
+from engine.core.step import plan_many
 
 
 def workload(n: int, brokers: int = 30, seed: int = 7):

@@ -11,7 +11,7 @@ requests. Measured, one JSON line:
 * ``saturated_decision_ms``: after the idle batch started, every broker it touched at its cap;
 * ``first_tick_ms`` / ``tick_ms``: ``decide(Tick)`` on a ``State`` holding all of it, the first one after
   the state was built (as after a recovery: the engine freezes the folded state out of the garbage
-  collector's reach, ``engine.decider``) and the median of the next ones.
+  collector's reach, ``engine.runtime.decider``) and the median of the next ones.
 """
 
 from __future__ import annotations
@@ -25,14 +25,14 @@ import time
 
 import immutables
 
-from engine.commands import Tick
-from engine.decide import handle, weight
-from engine.limits import Limits
-from engine.partition import PartitionState, TopicInfo, TopicPartition
-from engine.scheduler import WEIGHT_UNITS, FRESH, InFlight, ReadyIndex, SchedulingKey, next_batch, weight_units
-from engine.throttles import DEFAULT_THROTTLE_RATE
-from engine.state import EMPTY, READY, PartitionReassignment, Request
-from engine.step import Step, gc_paused, plan_all
+from engine.core.commands import Tick
+from engine.core.decide import handle, weight
+from engine.core.limits import Limits
+from engine.core.partition import PartitionState, TopicInfo, TopicPartition
+from engine.core.scheduler import WEIGHT_UNITS, FRESH, InFlight, ReadyIndex, SchedulingKey, next_batch, weight_units
+from engine.core.throttles import DEFAULT_THROTTLE_RATE
+from engine.core.state import EMPTY, READY, PartitionReassignment, Request
+from engine.core.step import Step, gc_paused, plan_all
 
 
 SIZE = 1_000_000_000  # bytes per partition: 20 s at the default throttle, a whole move each
@@ -91,7 +91,7 @@ def main(argv=None) -> None:
     with gc_paused():  # setup only: millions of acyclic tuples
         index, steps, state = build(args.partitions, args.brokers, args.replicas_per_step)
     build_s = time.perf_counter() - t0
-    gc.freeze()  # what the engine does with a state it folded (engine.decider.Decider.recover)
+    gc.freeze()  # what the engine does with a state it folded (engine.runtime.decider.Decider.recover)
     limits = state.limits
     replan = steps.__getitem__
     weigh = lambda tp, step: weight(state, tp, step)  # noqa: E731

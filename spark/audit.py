@@ -17,8 +17,8 @@ import json
 from functools import lru_cache
 from typing import Any, Iterable, NamedTuple
 
-from engine.codec import DecodeError, codec_for
-from engine.envelope import EventEnvelope
+from engine.log.codec import DecodeError, codec_for
+from engine.log.envelope import EventEnvelope
 
 UNDECODABLE = "undecodable"
 NAMESPACE = "io.kreassign."

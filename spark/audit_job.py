@@ -63,7 +63,7 @@ class JobOptions:
     warehouse: str
     topic: str
     kafka: dict  # librdkafka settings (bootstrap included, the broker profile's consumer settings too)
-    group: str  # kreassign's readers' group.id (engine.topics.reader_group): assigned, never joined
+    group: str  # kreassign's readers' group.id (engine.kafka.topics.reader_group): assigned, never joined
     java_kafka: dict = field(default_factory=dict)  # Java client properties, for --source kafka
     source: str = "python"  # python | kafka
     trigger_seconds: float | None = None  # None: available now
@@ -411,15 +411,15 @@ def trigger_seconds(values: list[str]) -> float | None:
 
 
 def _client_config(args):
-    from engine.client_config import ClientConfig
+    from engine.kafka.client_config import ClientConfig
 
     return ClientConfig.load(args.command_config).with_bootstrap(args.bootstrap_server)
 
 
 def options_from(args) -> JobOptions:
-    from engine.broker_profile import profile
-    from engine.client_config import ClientConfig, ClientConfigError
-    from engine.topics import Topics, reader_group
+    from engine.kafka.broker_profile import profile
+    from engine.kafka.client_config import ClientConfig, ClientConfigError
+    from engine.kafka.topics import Topics, reader_group
 
     try:
         config = ClientConfig.load(args.command_config).with_bootstrap(args.bootstrap_server)
@@ -439,8 +439,8 @@ def options_from(args) -> JobOptions:
 def check_topic(o: JobOptions, timeout: float, config=None) -> None:
     """Fail early, in one line, when the cluster or the events topic is not there, or this principal
     may not read it (Read on the topic, Describe on the readers' group), or cannot authenticate."""
-    from engine.client_config import ClientConfig
-    from engine.probe import Prober, ProbeError
+    from engine.kafka.client_config import ClientConfig
+    from engine.kafka.probe import Prober, ProbeError
 
     config = config or ClientConfig({"bootstrap.servers": str(o.kafka.get("bootstrap.servers"))})
     try:

@@ -126,7 +126,7 @@ class EventLogReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- driver ------------------------------------------------------------------------
     def _conf(self, **extra) -> dict:
         """librdkafka settings; ``kafka.group.id`` must be among the options (the job gives kreassign's
-        readers' group, ``engine.topics.reader_group``: assigned partitions, never joined or committed)."""
+        readers' group, ``engine.kafka.topics.reader_group``: assigned partitions, never joined or committed)."""
         if not self.kafka.get("group.id"):
             raise SourceError("option kafka.group.id is required (the job passes <prefix>reader)")
         return {"enable.auto.commit": False, "log_level": 3, **self.kafka, **extra}

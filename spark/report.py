@@ -587,7 +587,7 @@ def _dur(seconds: float | None) -> str | None:
 
 
 def _size(n: int | None) -> str | None:
-    from engine.units import format_size
+    from engine.core.units import format_size
 
     return None if n is None else format_size(n)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from engine import events as ev
-from engine.envelope import EventEnvelope, new_id
-from engine.partition import PartitionState, TopicPartition
+from engine.core import events as ev
+from engine.log.envelope import EventEnvelope, new_id
+from engine.core.partition import PartitionState, TopicPartition
 from tests.fake_cluster import Driver, FakeCluster
 
 START = datetime(2026, 3, 1, 23, 58, 10, tzinfo=timezone.utc)  # crosses midnight: two dates

@@ -1,6 +1,6 @@
 """Hypothesis strategies for any value the Avro mapping covers, built from type hints.
 
-The mirror of ``engine.avro_mapping``: one generic builder, so every command
+The mirror of ``engine.log.avro_mapping``: one generic builder, so every command
 and event type (and any field added later) is generated without hand-written
 strategies.
 """
@@ -14,7 +14,7 @@ from functools import cache
 
 from hypothesis import strategies as st
 
-from engine.avro_mapping import is_record, record_fields, union_members
+from engine.log.avro_mapping import is_record, record_fields, union_members
 
 LONG = st.integers(-(2**63), 2**63 - 1)
 SMALL = st.integers(-3, 50)  # broker ids and partitions: collisions make sets and maps interesting

@@ -11,8 +11,8 @@ import re
 
 import pytest
 
-from engine.embedded import EmbeddedBroker
-from engine.topics import Topics, create
+from engine.kafka.embedded import EmbeddedBroker
+from engine.kafka.topics import Topics, create
 
 _numbers = itertools.count()
 

@@ -20,10 +20,10 @@ import yaml
 from confluent_kafka import Consumer, KafkaError
 from confluent_kafka import TopicPartition as KTP
 
-from engine.codec import codec_for
-from engine.dead_letter import DeadLetter
-from engine.embedded import EMBEDDED, free_port
-from engine.envelope import EventEnvelope
+from engine.log.codec import codec_for
+from engine.log.dead_letter import DeadLetter
+from engine.kafka.embedded import EMBEDDED, free_port
+from engine.log.envelope import EventEnvelope
 
 KREASSIGN = [sys.executable, "-m", "engine.cli"]
 

@@ -1,6 +1,6 @@
 """A test double of the ``engine.cluster`` interface that lets core tests choose what Kafka does.
 
-It is driven through the real executor (``engine.executor.run``), like the engine, and it is as
+It is driven through the real executor (``engine.runtime.executor.run``), like the engine, and it is as
 unforgiving as Kafka's controller (KRaft) where the core must cope:
 
 * a step goes in progress with RS = TRS + RR (RR = CR - TRS in broker id order, as KRaft's
@@ -22,13 +22,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from engine.cluster.result import OK, Ok, Refused, Result, Unavailable
-from engine.commands import Observation, Tick
-from engine.decide import handle, watched
-from engine.executor import Executor, actions
-from engine.partition import Broker, PartitionState, TopicInfo, TopicPartition, in_sync
-from engine.state import EMPTY, State
-from engine.throttles import ThrottleSet
+from engine.core.outcomes import OK, Ok, Refused, Result, Unavailable
+from engine.core.commands import Observation, Tick
+from engine.core.decide import handle, watched
+from engine.runtime.executor import Executor, actions
+from engine.core.partition import Broker, PartitionState, TopicInfo, TopicPartition, in_sync
+from engine.core.state import EMPTY, State
+from engine.core.throttles import ThrottleSet
 
 
 class FakeCluster:

@@ -1,4 +1,4 @@
-"""Authorization and authentication errors named (``engine.access``), for every code, from each client library.
+"""Authorization and authentication errors named (``engine.kafka.access``), for every code, from each client library.
 
 The libraries' own error objects: confluent-kafka's ``KafkaError`` (and ``KafkaException``
 wrapping one), kafka-python's and aiokafka's error classes and instances. Through real
@@ -14,11 +14,11 @@ import kafka.errors as kp
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from engine import access
-from engine.access import THE_CLUSTER, Need, group, topic
-from engine.client_config import ClientConfig
+from engine.kafka import access
+from engine.kafka.access import THE_CLUSTER, Need, group, topic
+from engine.kafka.client_config import ClientConfig
 from engine.cluster.kafka import _confluent_result, _kafka_python_result
-from engine.cluster.result import Refused
+from engine.core.outcomes import Refused
 from engine.sim.security import parse_acl_command
 
 AUTHORIZATION_CASES = [

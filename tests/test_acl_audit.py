@@ -27,11 +27,11 @@ import yaml
 from confluent_kafka import Producer, TopicCollection
 from confluent_kafka.admin import AdminClient
 
-from engine import acls as A
-from engine.embedded import EmbeddedBroker, free_port
+from engine.kafka import acls as A
+from engine.kafka.embedded import EmbeddedBroker, free_port
 from engine.sim import scenario as S
 from engine.sim.security import Authorizer, parse_acl_command
-from engine.topics import create, engine_group, reader_group
+from engine.kafka.topics import create, engine_group, reader_group
 from tests.engine_harness import KREASSIGN, Process, Worker, wait_for
 from tests.kafka_recorder import ANY_TOPIC_WRITE, Recorder, checks
 from tests.test_engine import scenario_doc

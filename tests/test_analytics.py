@@ -9,13 +9,13 @@ from datetime import date
 
 import pytest
 
-from engine import events as ev
+from engine.core import events as ev
 from engine.cli import CliError
 from engine.cli.analytics import parse_lower_bounds, write_rows
-from engine.codec import codec_for
-from engine.commands import Cancel, PartitionTarget, Submit
-from engine.envelope import EventEnvelope
-from engine.partition import TopicPartition
+from engine.log.codec import codec_for
+from engine.core.commands import Cancel, PartitionTarget, Submit
+from engine.log.envelope import EventEnvelope
+from engine.core.partition import TopicPartition
 from spark.audit import NAMES, UNDECODABLE, RawMessage, audit_row
 from spark.kafka_source import canonical, limit_rows
 from spark.lifecycle import History, PartitionEvent, Span, Transfer, advance, fold, transfers
@@ -63,7 +63,7 @@ def _union_pairs(value) -> bool:
 
 
 def test_a_record_inside_a_union_is_unwrapped_in_the_payload():
-    from engine.partition import TopicInfo
+    from engine.core.partition import TopicInfo
 
     row = audit_row(encoded(EventEnvelope("1", START, ev.TopicObserved("orders", TopicInfo(3, 2)))))
     assert json.loads(row["payload"]) == {"topic": "orders", "info": {"partitions": 3, "min_insync_replicas": 2}}

@@ -6,11 +6,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.balancer import (
+from engine.core.balancer import (
     BalanceError, balance_leaders, balance_replicas, cluster_state, propose, rack_spread_kept, target_range,
 )
-from engine.balancer.racks import distinct_racks
-from engine.partition import TopicPartition
+from engine.core.balancer.racks import distinct_racks
+from engine.core.partition import TopicPartition
 
 
 def tp(i, topic="t"):

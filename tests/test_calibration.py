@@ -11,7 +11,7 @@ import pytest
 
 from engine.sim import scenario as S
 from engine.sim.bound import lower_bound
-from engine.sim.strategies import run
+from engine.whatif.strategies import run
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "ops" / "scenarios"
 

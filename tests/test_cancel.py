@@ -21,15 +21,15 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import events as ev
-from engine.cancellation import settle_target
-from engine.cluster.actions import CancelStep, StartStep
-from engine.cluster.result import OK, Ok, Unavailable
-from engine.commands import ActionOutcome, Cancel, Observation, PartitionTarget, Submit, Tick
-from engine.decide import handle, watched
-from engine.executor import actions, run
-from engine.partition import Broker, PartitionState, TopicInfo, TopicPartition, in_sync
-from engine.state import CANCELLED, COMPLETED, EMPTY, REVERTED, TERMINAL, fold
+from engine.core import events as ev
+from engine.core.cancellation import settle_target
+from engine.core.actions import CancelStep, StartStep
+from engine.core.outcomes import OK, Ok, Unavailable
+from engine.core.commands import ActionOutcome, Cancel, Observation, PartitionTarget, Submit, Tick
+from engine.core.decide import handle, watched
+from engine.runtime.executor import actions, run
+from engine.core.partition import Broker, PartitionState, TopicInfo, TopicPartition, in_sync
+from engine.core.state import CANCELLED, COMPLETED, EMPTY, REVERTED, TERMINAL, fold
 from tests.fake_cluster import Driver, FakeCluster
 
 TP = TopicPartition("t", 0)
@@ -384,7 +384,7 @@ def test_whatever_order_answers_and_looks_arrive_in_the_state_settles_on_what_th
 def test_on_the_simulated_cluster_a_cancel_right_after_the_start_ends_where_the_operator_had_it():
     import dataclasses
 
-    from engine.decider import Decider, MemoryLog
+    from engine.runtime.decider import Decider, MemoryLog
     from engine.sim.cluster import SimulatedCluster
     from tests.sim_helpers import scenario
 

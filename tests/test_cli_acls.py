@@ -1,7 +1,7 @@
-"""``kreassign acls`` and the documented ACLs: one list (``engine.acls``), printed, tabled, and pasteable.
+"""``kreassign acls`` and the documented ACLs: one list (``engine.kafka.acls``), printed, tabled, and pasteable.
 
 The printed commands are valid kafka-acls.sh commands (the simulated cluster's parser of them,
-``engine.sim.security``, reads them back to exactly the grants of ``engine.acls``), and
+``engine.sim.security``, reads them back to exactly the grants of ``engine.kafka.acls``), and
 docs/engine.md and the README show exactly what the command prints. That the grants are the
 ones that work is tests/test_security.py (a secured protocol peer enforcing exactly them).
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import acls as A
+from engine.kafka import acls as A
 from engine.cli import main
 from engine.sim.security import CLUSTER_NAME, operation_name, parse_acl_command
 

@@ -88,10 +88,10 @@ def test_bad_requests_exit_2_with_one_line(scenario, capsys, argv, message):
 
 
 def test_execute_submits_the_proposal_as_a_request(scenario, broker, topics, capsys):
-    from engine.client_config import ClientConfig
-    from engine.codec import codec_for
-    from engine.envelope import CommandEnvelope
-    from engine.eventlog import read_topic
+    from engine.kafka.client_config import ClientConfig
+    from engine.log.codec import codec_for
+    from engine.log.envelope import CommandEnvelope
+    from engine.log.eventlog import read_topic
 
     assert main(["balance", "--scenario", scenario, "--replica-balance", "--threshold-percentage", "0",
                  "--execute", "--bootstrap-server", broker.bootstrap, "--prefix", topics.commands[: -len("commands")],

@@ -14,18 +14,18 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from engine import events as ev
-from engine import reassignment_json
+from engine.core import events as ev
+from engine.core import reassignment_json
 from engine.cli import main
-from engine.client_config import ClientConfig
-from engine.codec import codec_for
-from engine.commands import Cancel, ChangeLimits, ChangeThrottle, Pause, Resume, Submit
-from engine.dead_letter import DeadLetterWriter
-from engine.embedded import EMBEDDED
-from engine.envelope import CommandEnvelope, now
-from engine.eventlog import EventWriter, decoder_for, read_topic
-from engine.partition import TopicPartition
-from engine.summary import summarize
+from engine.kafka.client_config import ClientConfig
+from engine.log.codec import codec_for
+from engine.core.commands import Cancel, ChangeLimits, ChangeThrottle, Pause, Resume, Submit
+from engine.log.dead_letter import DeadLetterWriter
+from engine.kafka.embedded import EMBEDDED
+from engine.log.envelope import CommandEnvelope, now
+from engine.log.eventlog import EventWriter, decoder_for, read_topic
+from engine.core.partition import TopicPartition
+from engine.views.summary import summarize
 from tests.test_eventlog import story
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -190,7 +190,7 @@ def test_topics_create_twice_prints_created_then_exists(capsys, broker, prefix):
 def test_a_deployment_without_the_snapshots_topic_is_told_and_folds_the_whole_log(capsys, broker, prefix):
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from engine.topics import LAYOUT, SNAPSHOTS
+    from engine.kafka.topics import LAYOUT, SNAPSHOTS
 
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # an older version's topics
     for f in admin.create_topics([NewTopic(prefix + s.suffix, s.partitions, 1, config=dict(s.config))

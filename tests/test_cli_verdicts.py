@@ -111,7 +111,7 @@ def test_no_engine_no_verdict_exit_status_3_and_the_command_stays_published(brok
 def test_a_web_port_in_use_is_one_line_naming_the_option(capsys, tmp_path):
     import socket
 
-    from engine.embedded import free_port
+    from engine.kafka.embedded import free_port
 
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

@@ -6,13 +6,13 @@ import pytest
 
 from engine.cli import main
 from engine.cluster.remote import RemoteCluster
-from engine.commands import Cancel, PartitionTarget, Submit, Tick
-from engine.decide import handle, watched
-from engine.eventlog import EventWriter
-from engine.executor import Executor
-from engine.partition import TopicPartition
-from engine.state import EMPTY
-from engine.throttles import ThrottledReplica, ThrottleSet
+from engine.core.commands import Cancel, PartitionTarget, Submit, Tick
+from engine.core.decide import handle, watched
+from engine.log.eventlog import EventWriter
+from engine.runtime.executor import Executor
+from engine.core.partition import TopicPartition
+from engine.core.state import EMPTY
+from engine.core.throttles import ThrottledReplica, ThrottleSet
 from tests.engine_harness import SimCluster
 
 SCENARIO = {

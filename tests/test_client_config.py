@@ -2,7 +2,7 @@
 
 import pytest
 
-from engine.client_config import ClientConfig, ClientConfigError
+from engine.kafka.client_config import ClientConfig, ClientConfigError
 
 
 def load(tmp_path, text):

@@ -22,10 +22,10 @@ import yaml
 
 from engine.cluster import Cluster, Ok, Refused
 from engine.cluster.remote import RemoteCluster
-from engine.partition import TopicPartition
+from engine.core.partition import TopicPartition
 from engine.sim import scenario as S
 from engine.sim.cluster import SimulatedCluster
-from engine.throttles import ThrottledReplica, ThrottleSet
+from engine.core.throttles import ThrottledReplica, ThrottleSet
 
 TOPIC = "contract"
 P0, P1, P2 = (TopicPartition(TOPIC, i) for i in range(3))
@@ -114,7 +114,7 @@ def harness(request, scenario_file):
         if request.param == "sim-process":
             cluster = RemoteCluster(url)
         else:
-            from engine.client_config import ClientConfig
+            from engine.kafka.client_config import ClientConfig
             from engine.cluster.kafka import KafkaCluster
 
             cluster = KafkaCluster(ClientConfig({"bootstrap.servers": bootstrap}), timeout=20)
@@ -125,7 +125,7 @@ def harness(request, scenario_file):
             cluster.alter_reassignments({tp: replicas})
         cluster.close()
     else:
-        from engine.client_config import ClientConfig
+        from engine.kafka.client_config import ClientConfig
         from engine.cluster.kafka import KafkaCluster
 
         bootstrap = request.getfixturevalue("kafka_bootstrap")

@@ -19,11 +19,11 @@ from fastavro.validation import validate
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import events as ev
-from engine.avro_mapping import avro_name, record_fields, records_in
-from engine.codec import MAGIC, RELEASES_DIR, SCHEMA_DIR, Codec, DecodeError, codec_for, fingerprint, load, releases
-from engine.dead_letter import DeadLetter
-from engine.envelope import COMMAND_TYPES, CommandEnvelope, EventEnvelope
+from engine.core import events as ev
+from engine.log.avro_mapping import avro_name, record_fields, records_in
+from engine.log.codec import MAGIC, RELEASES_DIR, SCHEMA_DIR, Codec, DecodeError, codec_for, fingerprint, load, releases
+from engine.log.dead_letter import DeadLetter
+from engine.log.envelope import COMMAND_TYPES, CommandEnvelope, EventEnvelope
 from tests.avro_strategies import MILLIS, values
 
 ENVELOPES = (EventEnvelope, CommandEnvelope, DeadLetter)
@@ -74,7 +74,7 @@ def _check_round_trip(codec: Codec, value) -> None:
 
 
 def test_equal_sets_encode_to_equal_bytes():
-    from engine.partition import PartitionState
+    from engine.core.partition import PartitionState
 
     codec = codec_for(PartitionState)
     a = PartitionState((1, 2, 3), frozenset([3, 1, 2]), 1)

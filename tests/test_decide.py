@@ -3,17 +3,17 @@
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import events as ev
-from engine.cluster.actions import StartStep
-from engine.cluster.result import Refused
-from engine.commands import (
+from engine.core import events as ev
+from engine.core.actions import StartStep
+from engine.core.outcomes import Refused
+from engine.core.commands import (
     ActionOutcome, Cancel, ChangeLimits, ChangeThrottle, Observation, Pause, PartitionTarget, Resume, Submit, Tick,
 )
-from engine.decide import decide, handle
-from engine.limits import Limits
-from engine.partition import PartitionState, TopicPartition
-from engine.state import CANCELLED, COMPLETED, EMPTY, REVERTED, WAITING, fold
-from engine.throttles import needed
+from engine.core.decide import decide, handle
+from engine.core.limits import Limits
+from engine.core.partition import PartitionState, TopicPartition
+from engine.core.state import CANCELLED, COMPLETED, EMPTY, REVERTED, WAITING, fold
+from engine.core.throttles import needed
 from tests.fake_cluster import Driver, FakeCluster
 
 T = "t"
@@ -179,7 +179,7 @@ def test_limits_apply_from_the_next_decision():
 def test_rejections_are_kept_in_the_state_the_latest_hundred_and_counted_by_command(commands):
     from collections import Counter
 
-    from engine.state import REJECTIONS_KEPT
+    from engine.core.state import REJECTIONS_KEPT
 
     log, state = [], EMPTY
     for i, (command, rejected) in enumerate(commands):
@@ -344,7 +344,7 @@ def test_cancel_single_partition_leaves_the_rest_running():
 
 
 def test_kip236_skip_rule_is_kraft_revert_rule():
-    from engine.cancellation import skip_reason
+    from engine.core.cancellation import skip_reason
 
     # KRaft reverts to RS - AR with ISR - AR and refuses an empty ISR (no unclean election):
     # reverting to (0,1,2) when none of it is in the ISR is refused, whether 5 is alive or not
@@ -562,8 +562,8 @@ def test_a_target_below_min_insync_is_rejected_unless_allowed():
 
 
 def test_a_copy_weighs_its_seconds_at_the_throttle_against_the_per_broker_caps():
-    from engine.decide import weight
-    from engine.step import plan_step
+    from engine.core.decide import weight
+    from engine.core.step import plan_step
 
     c = FakeCluster({tp(0): (0, 1, 2)}, range(8))
     d = Driver(c)

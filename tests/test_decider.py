@@ -1,4 +1,4 @@
-"""The decider (engine/decider.py) in process: the simulated cluster on a virtual clock, the
+"""The decider (engine/runtime/decider.py) in process: the simulated cluster on a virtual clock, the
 events log in memory, and crashes at seeded random points (a BaseException out of the cluster or
 the log, as a SIGKILL would cut the loop), each followed by a new decider recovering from the log."""
 
@@ -6,20 +6,20 @@ import random
 
 import pytest
 
-from engine import events as ev
-from engine.adaptive import AdaptiveThrottle
-from engine.commands import Cancel, ChangeLimits, ChangeThrottle, Pause, PartitionTarget, Resume, Submit
-from engine.decider import Decider, MemoryLog, Retry
-from engine.executor import recovery_actions
-from engine.cluster.actions import RemoveThrottles
-from engine.cluster.result import Unavailable
-from engine.partition import TopicPartition
-from engine.replay import fold_log
+from engine.core import events as ev
+from engine.core.adaptive import AdaptiveThrottle
+from engine.core.commands import Cancel, ChangeLimits, ChangeThrottle, Pause, PartitionTarget, Resume, Submit
+from engine.runtime.decider import Decider, MemoryLog, Retry
+from engine.runtime.executor import recovery_actions
+from engine.core.actions import RemoveThrottles
+from engine.core.outcomes import Unavailable
+from engine.core.partition import TopicPartition
+from engine.log.replay import fold_log
 from engine.sim import scenario as S
 from engine.sim.cluster import SimulatedCluster
-from engine.state import COMPLETED, EMPTY
-from engine.throttles import ThrottleSet, ThrottledReplica
-from engine import views
+from engine.core.state import COMPLETED, EMPTY
+from engine.core.throttles import ThrottleSet, ThrottledReplica
+from engine.views import tables as views
 
 
 class Killed(BaseException):

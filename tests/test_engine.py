@@ -13,21 +13,21 @@ from collections import defaultdict
 import pytest
 from confluent_kafka import Producer
 
-from engine import events as ev
-from engine import views
-from engine.broker_profile import profile
-from engine.cancellation import skip_reason
-from engine.codec import codec_for
-from engine.commands import PartitionTarget
-from engine.envelope import CommandEnvelope, command_key, new_id, now
-from engine.eventlog import Publisher
-from engine.partition import TopicPartition
+from engine.core import events as ev
+from engine.views import tables as views
+from engine.kafka.broker_profile import profile
+from engine.core.cancellation import skip_reason
+from engine.log.codec import codec_for
+from engine.core.commands import PartitionTarget
+from engine.log.envelope import CommandEnvelope, command_key, new_id, now
+from engine.log.eventlog import Publisher
+from engine.core.partition import TopicPartition
 from engine.cluster.remote import RemoteCluster
-from engine.replay import fold_log, replay
-from engine.client_config import ClientConfig
+from engine.log.replay import fold_log, replay
+from engine.kafka.client_config import ClientConfig
 from engine.sim import scenario as S
-from engine.signing import SigningKey
-from engine.summary import summarize
+from engine.log.signing import SigningKey
+from engine.views.summary import summarize
 from tests.engine_harness import EventTail, SimCluster, Worker, get_json, read_dead_letters, wait_for
 
 EMBEDDED = profile("embedded")
@@ -248,7 +248,7 @@ def test_a_broker_dies_mid_step_steps_wait_and_a_cancel_follows_kip_236(broker, 
 
 def _bad_commands(rng: random.Random, n: int):
     """Commands that decode but the core must reject: (command, why)."""
-    from engine import commands as c
+    from engine.core import commands as c
 
     out = []
     for i in range(n):

@@ -9,23 +9,23 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-from engine import events as ev
-from engine.client_config import ClientConfig
-from engine.codec import codec_for
-from engine.commands import (
+from engine.core import events as ev
+from engine.kafka.client_config import ClientConfig
+from engine.log.codec import codec_for
+from engine.core.commands import (
     Cancel, ChangeLimits, ChangeThrottle, Observation, ObservationFailed, Pause, PartitionTarget, Resume, Submit,
     ThrottlesObserved,
 )
-from engine.throttles import ThrottleSet
-from engine.dead_letter import DeadLetterWriter, read_dead_letter
-from engine.embedded import EMBEDDED
-from engine.envelope import CommandEnvelope, EventEnvelope, new_id
-from engine.eventlog import EventWriter, Publisher, PublishError, decoder_for, read_topic
-from engine.partition import TopicPartition
-from engine.replay import replay
-from engine.state import fold
-from engine.summary import summarize
-from engine.topics import COMMANDS, DEAD_LETTERS, EVENTS, Topics, TopicsError, create
+from engine.core.throttles import ThrottleSet
+from engine.log.dead_letter import DeadLetterWriter, read_dead_letter
+from engine.kafka.embedded import EMBEDDED
+from engine.log.envelope import CommandEnvelope, EventEnvelope, new_id
+from engine.log.eventlog import EventWriter, Publisher, PublishError, decoder_for, read_topic
+from engine.core.partition import TopicPartition
+from engine.log.replay import replay
+from engine.core.state import fold
+from engine.views.summary import summarize
+from engine.kafka.topics import COMMANDS, DEAD_LETTERS, EVENTS, Topics, TopicsError, create
 from tests.fake_cluster import Driver, FakeCluster
 
 

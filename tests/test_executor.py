@@ -3,16 +3,16 @@
 import dataclasses
 import random
 
-from engine import events as ev
-from engine.cluster.actions import ApplyThrottles, CancelStep, ElectLeader, RemoveThrottles, StartStep
-from engine.cluster.result import OK, Refused, Unavailable
-from engine.commands import Cancel, PartitionTarget, Submit, Tick
-from engine.decide import handle, watched
-from engine.executor import Executor, actions, reassert, run
-from engine.partition import TopicPartition
-from engine.throttles import ThrottledReplica, ThrottleSet, union
+from engine.core import events as ev
+from engine.core.actions import ApplyThrottles, CancelStep, ElectLeader, RemoveThrottles, StartStep
+from engine.core.outcomes import OK, Refused, Unavailable
+from engine.core.commands import Cancel, PartitionTarget, Submit, Tick
+from engine.core.decide import handle, watched
+from engine.runtime.executor import Executor, actions, reassert, run
+from engine.core.partition import TopicPartition
+from engine.core.throttles import ThrottledReplica, ThrottleSet, union
 from engine.sim.cluster import SimulatedCluster
-from engine.state import COMPLETED, EMPTY, fold
+from engine.core.state import COMPLETED, EMPTY, fold
 from tests.sim_helpers import scenario
 
 MB = 1_000_000

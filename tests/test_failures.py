@@ -4,13 +4,13 @@ the unforgiving fake cluster, driven through the real executor, on a clock where
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import events as ev
-from engine import retry
-from engine.commands import ChangeThrottle, ObservationFailed, PartitionTarget, Submit, ThrottlesObserved
-from engine.partition import TopicPartition
-from engine.state import COMPLETED, IN_FLIGHT, WAITING, fold
-from engine.summary import problems, summarize
-from engine.throttles import ThrottleSet, needed
+from engine.core import events as ev
+from engine.core import retry
+from engine.core.commands import ChangeThrottle, ObservationFailed, PartitionTarget, Submit, ThrottlesObserved
+from engine.core.partition import TopicPartition
+from engine.core.state import COMPLETED, IN_FLIGHT, WAITING, fold
+from engine.views.summary import problems, summarize
+from engine.core.throttles import ThrottleSet, needed
 from tests.fake_cluster import Driver, FakeCluster
 
 
@@ -118,7 +118,7 @@ def test_an_answer_lost_after_the_alter_took_effect_is_seen_as_started():
 
     def took_effect_but_unanswered(t, tr):
         real(t, tr)
-        from engine.cluster.result import Unavailable
+        from engine.core.outcomes import Unavailable
 
         return Unavailable("timed out waiting for the answer")
 
@@ -187,7 +187,7 @@ def test_a_lost_election_is_noticed_on_the_clock_and_asked_again():
 
 def test_election_not_needed_is_success():
     from engine.cluster.kafka import result_of_code
-    from engine.cluster.result import Ok
+    from engine.core.outcomes import Ok
 
     assert isinstance(result_of_code(84, "ELECTION_NOT_NEEDED", "", False), Ok)
 
@@ -338,7 +338,7 @@ def test_a_failed_throttle_change_no_longer_wanted_is_undone_so_nothing_is_left_
 
     def applied_but_unanswered(t):  # the change happens, the answer is lost
         real(t)
-        from engine.cluster.result import Unavailable
+        from engine.core.outcomes import Unavailable
 
         return Unavailable("timed out")
 
@@ -346,7 +346,7 @@ def test_a_failed_throttle_change_no_longer_wanted_is_undone_so_nothing_is_left_
     d.tick()
     c.apply_throttles = real
     assert not d.state.steps[tp(0)].started and d.cluster.throttles["follower"]  # on the cluster anyway
-    from engine.commands import Cancel
+    from engine.core.commands import Cancel
 
     d.feed(Cancel("r"))
     run_until_quiet = 0
@@ -364,7 +364,7 @@ def test_a_tick_never_judges_a_step_on_an_observation_older_than_the_step():
     # a cancel right after the step started, then a tick before any new look at the partition:
     # the last observation still shows the replicas from before the step, which must not read as "aborted"
     c, d = setup(1, {tp(0): (3, 1, 2)})
-    from engine.commands import Cancel, Tick
+    from engine.core.commands import Cancel, Tick
 
     d.feed(Tick(d.now))  # the step starts; no look at the cluster since
     assert d.state.steps[tp(0)].started

@@ -1,4 +1,4 @@
-"""A fenced decider (engine/worker.py's KafkaEventLog, engine/decider.py) against the embedded
+"""A fenced decider (engine/runtime/worker.py's KafkaEventLog, engine/runtime/decider.py) against the embedded
 broker, whose transactions fence as Kafka's do (a newer InitProducerId makes the older producer's
 AddPartitionsToTxn and Produce fail with PRODUCER_FENCED): a deposed decider neither appends nor
 acts; a new one waits out its predecessor's lease; snapshots written by the engine fold to what the
@@ -14,18 +14,18 @@ import pytest
 from confluent_kafka import Consumer, KafkaError
 from confluent_kafka import TopicPartition as KTP
 
-from engine import events as ev
-from engine import snapshot as SN
-from engine.broker_profile import profile
-from engine.client_config import ClientConfig
-from engine.codec import codec_for
-from engine.commands import Pause
-from engine.decider import Decider, Deposed
-from engine.envelope import EventEnvelope
-from engine.eventlog import WRITER_HEADER
-from engine.replay import START, extend, replay
-from engine.snapshot_store import latest, resume
-from engine.worker import KafkaEventLog, Settings
+from engine.core import events as ev
+from engine.log import snapshot as SN
+from engine.kafka.broker_profile import profile
+from engine.kafka.client_config import ClientConfig
+from engine.log.codec import codec_for
+from engine.core.commands import Pause
+from engine.runtime.decider import Decider, Deposed
+from engine.log.envelope import EventEnvelope
+from engine.log.eventlog import WRITER_HEADER
+from engine.log.replay import START, extend, replay
+from engine.log.snapshot_store import latest, resume
+from engine.runtime.worker import KafkaEventLog, Settings
 from tests.engine_harness import EventTail, SimCluster, Worker, get_json, wait_for
 from tests.test_engine import procs, publisher, scenario_doc  # noqa: F401 - procs is a fixture
 from engine.sim import scenario as S
@@ -42,7 +42,7 @@ class Recording:
     def __getattr__(self, name):
         def call(*args, **kwargs):
             self.calls.append(name)
-            from engine.cluster.result import Unavailable
+            from engine.core.outcomes import Unavailable
 
             return Unavailable("not a real cluster")
         return call
@@ -80,7 +80,7 @@ def test_a_deposed_decider_neither_appends_nor_acts(broker, topics):
     new = KafkaEventLog(settings(broker, prefix, "new"))  # another worker claims the decider's id
     calls_before = list(old.s.cluster.calls)
     with pytest.raises(Deposed, match="another decider took over"):
-        d_old.decide(__import__("engine.commands", fromlist=["Resume"]).Resume())
+        d_old.decide(__import__("engine.core.commands", fromlist=["Resume"]).Resume())
     assert old.s.cluster.calls == calls_before  # nothing acted
     with pytest.raises(Deposed):
         old.renew()
@@ -89,7 +89,7 @@ def test_a_deposed_decider_neither_appends_nor_acts(broker, topics):
     d_new = Decider(new, new.s.cluster)
     d_new.recover(None)
     assert d_new.state.paused
-    d_new.decide(__import__("engine.commands", fromlist=["Resume"]).Resume())
+    d_new.decide(__import__("engine.core.commands", fromlist=["Resume"]).Resume())
     assert [w for w, _e in all_records(broker, topics.events)] == [b"old", b"new"]
     old.close()
     new.close()
@@ -117,7 +117,7 @@ def test_a_stalled_decider_renews_its_lease_before_acting_and_is_refused_once_re
 
 
 def test_a_snapshot_read_ahead_is_used_only_while_no_newer_one_came(broker, topics):
-    from engine.commands import Resume
+    from engine.core.commands import Resume
 
     prefix = topics.events[: -len("events")]
     config = ClientConfig().with_bootstrap(broker.bootstrap)
@@ -239,7 +239,7 @@ def test_sigstop_past_the_session_timeout_the_standby_takes_over_and_the_old_dec
 def test_a_deposed_worker_reclaims_only_when_no_other_decider_has_ticked_for_as_long():
     from types import SimpleNamespace
 
-    from engine.worker import Engine
+    from engine.runtime.worker import Engine
 
     w = SimpleNamespace(deposed="fenced", owns=True, deposed_at=100.0, foreign_tick_at=float("-inf"), reclaim_after=4.0)
     assert not Engine.may_reclaim(w, 103.0)  # too soon after it was deposed
@@ -263,7 +263,7 @@ def run_a_worker(monkeypatch, at_recovery=None, first_tick=None, warm_future=Non
     from concurrent.futures import ThreadPoolExecutor
     from types import MethodType, SimpleNamespace
 
-    from engine import worker as W
+    from engine.runtime import worker as W
 
     claims, recoveries, ticks = [], [], []
     monkeypatch.setattr(W, "RECOVERY_RETRY", 0.01)
@@ -383,7 +383,7 @@ def test_a_read_ahead_that_ends_during_a_new_claim_does_not_break_the_recovery(m
     import asyncio
     from concurrent.futures import Future
 
-    from engine import worker as W
+    from engine.runtime import worker as W
 
     future = Future()  # the read ahead ends while the new claim is being made (the second claim ends it)
     original = W.Engine.read_ahead_done
@@ -405,7 +405,7 @@ def test_a_decision_given_up_for_now_says_why_and_is_decided_after_a_new_claim(m
     /status says why until then (``blocked``, ``retries``, ``last_retry``)."""
     import asyncio
 
-    from engine.decider import Retry
+    from engine.runtime.decider import Retry
 
     seen = []
 
@@ -427,7 +427,7 @@ def test_a_decision_given_up_for_now_says_why_and_is_decided_after_a_new_claim(m
 def test_a_recovery_whose_actions_meet_an_expired_lease_counts_as_a_retry(monkeypatch):
     """The recovery re-asserts the actions in flight, each behind the lease: a ``Retry`` there is
     counted and shown like a decision's, and the next attempt claims anew."""
-    from engine.decider import Retry
+    from engine.runtime.decider import Retry
 
     def slow_lease(w, log, loop):
         raise Retry("the decider's lease could not be renewed in time")
@@ -464,8 +464,8 @@ def test_the_lease_counts_from_the_start_of_the_renewal_that_proved_it(monkeypat
     have claimed while it waited. The decider renews again, and gives up (Retry) rather than act."""
     from types import SimpleNamespace
 
-    import engine.worker as W
-    from engine.decider import Retry
+    import engine.runtime.worker as W
+    from engine.runtime.decider import Retry
 
     clock = [100.0]
     monkey_time = SimpleNamespace(monotonic=lambda: clock[0], sleep=lambda s: None, time=lambda: clock[0])
@@ -504,9 +504,9 @@ def test_a_standby_reads_the_snapshots_again_only_once_the_topic_grew(monkeypatc
     from concurrent.futures import Future
     from types import MethodType, SimpleNamespace
 
-    from engine import snapshot_store
-    from engine import worker as W
-    from engine.snapshot import Assembled
+    from engine.log import snapshot_store
+    from engine.runtime import worker as W
+    from engine.log.snapshot import Assembled
 
     calls = []
     ends = iter([7, 7, 9, 11])

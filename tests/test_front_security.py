@@ -22,7 +22,7 @@ from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.sasl import SaslHandshakeRequest, SaslHandshakeResponse
 from kafka.structs import TopicPartition as KTP
 
-from engine.access import AuthWatch, KafkaPythonAuthLog
+from engine.kafka.access import AuthWatch, KafkaPythonAuthLog
 from engine.sim import scenario as S
 from engine.sim.kafka_front import KafkaFront
 from engine.sim.security import (

@@ -14,11 +14,11 @@ import kafka.errors as KE
 from confluent_kafka import KafkaError, KafkaException
 from kafka.structs import TopicPartition as KTP
 
-from engine.client_config import ClientConfig
+from engine.kafka.client_config import ClientConfig
 from engine.cluster import Ok, Refused, Unavailable
 from engine.cluster.kafka import KafkaCluster, result_of_code
-from engine.partition import TopicPartition
-from engine.throttles import ThrottledReplica, ThrottleSet
+from engine.core.partition import TopicPartition
+from engine.core.throttles import ThrottledReplica, ThrottleSet
 
 T0, T1, T2 = (TopicPartition("t", i) for i in range(3))
 

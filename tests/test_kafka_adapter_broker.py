@@ -13,11 +13,11 @@ from __future__ import annotations
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from engine.client_config import ClientConfig
+from engine.kafka.client_config import ClientConfig
 from engine.cluster import Ok, Refused, Unavailable
 from engine.cluster.kafka import TRANSIENT_LOCAL_CODES, KafkaCluster
-from engine.partition import TopicPartition
-from engine.throttles import ThrottledReplica, ThrottleSet
+from engine.core.partition import TopicPartition
+from engine.core.throttles import ThrottledReplica, ThrottleSet
 
 # Codes that say the broker (not the client) cannot do it: Kafka's UNSUPPORTED_VERSION, and librdkafka's
 # _UNSUPPORTED_FEATURE, which it derives from the broker's ApiVersions answer.

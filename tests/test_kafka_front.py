@@ -25,10 +25,10 @@ from kafka.protocol.admin import ListGroupsRequest, ListGroupsResponse
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 from kafka.structs import TopicPartition as KTP
 
-from engine.client_config import ClientConfig
+from engine.kafka.client_config import ClientConfig
 from engine.cluster import Ok
 from engine.cluster.kafka import KafkaCluster
-from engine.partition import TopicPartition
+from engine.core.partition import TopicPartition
 from engine.sim import scenario as S
 from engine.sim.kafka_api import SUPPORTED
 from engine.sim.kafka_front import KafkaFront

@@ -23,11 +23,11 @@ CHECK = textwrap.dedent("""
     assert Path(engine.__file__).resolve().is_relative_to(site), engine.__file__
     from engine.bundled import SCENARIO_DIR, SCHEMA_DIR
     assert SCHEMA_DIR == site / "engine" / "schemas", SCHEMA_DIR
-    from engine.codec import codec_for, releases
-    from engine.commands import Pause
-    from engine.envelope import CommandEnvelope
+    from engine.log.codec import codec_for, releases
+    from engine.core.commands import Pause
+    from engine.log.envelope import CommandEnvelope
     codec = codec_for(CommandEnvelope)
-    from engine.envelope import now
+    from engine.log.envelope import now
     sent = CommandEnvelope("c1", now(), "me@host", Pause("c1"))
     assert codec.decode(codec.encode(sent)) == sent
     assert [p.name for p in releases()] == ["v1"]

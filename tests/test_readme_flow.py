@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from engine.embedded import free_port
+from engine.kafka.embedded import free_port
 from tests.engine_harness import Process, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from engine.broker_profile import KAFKA
-from engine.client_config import ClientConfig
-from engine.eventlog import EventWriter, Publisher
-from engine.replay import replay
-from engine.topics import EVENTS, Topics, create
+from engine.kafka.broker_profile import KAFKA
+from engine.kafka.client_config import ClientConfig
+from engine.log.eventlog import EventWriter, Publisher
+from engine.log.replay import replay
+from engine.kafka.topics import EVENTS, Topics, create
 from tests.real_kafka import real_kafka
 from tests.test_eventlog import story
 

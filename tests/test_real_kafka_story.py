@@ -15,14 +15,14 @@ from types import SimpleNamespace
 import pytest
 from confluent_kafka import Producer
 
-from engine import events as ev
-from engine.broker_profile import KAFKA
-from engine.client_config import ClientConfig
+from engine.core import events as ev
+from engine.kafka.broker_profile import KAFKA
+from engine.kafka.client_config import ClientConfig
 from engine.cluster.kafka import KafkaCluster
-from engine.commands import PartitionTarget
-from engine.eventlog import Publisher
-from engine.partition import TopicPartition
-from engine.topics import Topics, create
+from engine.core.commands import PartitionTarget
+from engine.log.eventlog import Publisher
+from engine.core.partition import TopicPartition
+from engine.kafka.topics import Topics, create
 from tests.engine_harness import EventTail, Worker, wait_for
 
 pytestmark = pytest.mark.kafka

@@ -1,10 +1,10 @@
 """Throttles released before the ISR join (the producer-safety issue), and the engine's cadence."""
 
-from engine import events as ev
-from engine.commands import CatchUpObserved, ChangeLimits, ChangeThrottle, PartitionTarget, Submit
-from engine.decide import catch_up_due, copy_rates, copying, near_done
-from engine.partition import TopicPartition
-from engine.throttles import needed
+from engine.core import events as ev
+from engine.core.commands import CatchUpObserved, ChangeLimits, ChangeThrottle, PartitionTarget, Submit
+from engine.core.decide import catch_up_due, copy_rates, copying, near_done
+from engine.core.partition import TopicPartition
+from engine.core.throttles import needed
 from tests.fake_cluster import Driver, FakeCluster
 
 RATE = 4_000_000

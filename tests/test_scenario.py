@@ -6,12 +6,12 @@ import json
 import pytest
 import yaml
 
-from engine.balancer import propose, rack_spread_kept
+from engine.core.balancer import propose, rack_spread_kept
 from engine.cli import main
-from engine.cluster.snapshot import ClusterSnapshot
-from engine.partition import TopicPartition
+from engine.core.cluster_snapshot import ClusterSnapshot
+from engine.core.partition import TopicPartition
 from engine.sim import scenario as S
-from engine.units import UnitError, parse_duration, parse_rate, parse_size
+from engine.core.units import UnitError, parse_duration, parse_rate, parse_size
 
 
 def doc(**over):

@@ -3,13 +3,13 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.limits import Limits, LimitsError
-from engine.partition import TopicPartition
-from engine.scheduler import (
+from engine.core.limits import Limits, LimitsError
+from engine.core.partition import TopicPartition
+from engine.core.scheduler import (
     CONTINUING, FRESH, WEIGHT_UNITS, Hold, InFlight, ReadyIndex, Requeue, SchedulingKey, Start, admits, next_batch,
     oversized,
 )
-from engine.step import Step, Waiting
+from engine.core.step import Step, Waiting
 
 import pytest
 
@@ -372,7 +372,7 @@ def test_no_broker_creates_more_new_replicas_at_once_than_its_cap_whatever_the_w
 def test_a_decision_never_scans_the_queue(monkeypatch):
     # 5,000 steps from 5 brokers all copying into broker 9, which is at its incoming cap: nothing may
     # start, and the decision looks at SCAN + 1 steps per lane at most, not at every one of them
-    from engine import scheduler
+    from engine.core import scheduler
 
     entries = [(tp(i), step((9,), leader=i % 5), FRESH) for i in range(5000)]
     index, plans = index_of(entries)

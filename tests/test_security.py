@@ -11,7 +11,7 @@ cluster's Kafka front with SASL/PLAIN users and exactly the ACLs ``kreassign acl
 
 The front serves the admin APIs only: producing, fetching and joining groups are not
 simulated, so what readers and the Faust worker do after their checks is covered by the
-request/ACL table of ``engine.acls`` (read from Kafka's source), not run here.
+request/ACL table of ``engine.kafka.acls`` (read from Kafka's source), not run here.
 """
 
 from __future__ import annotations
@@ -22,23 +22,23 @@ import urllib.request
 
 import pytest
 
-from engine import acls
-from engine import events as ev
+from engine.kafka import acls
+from engine.core import events as ev
 from engine.cli import main
-from engine.client_config import ClientConfig
+from engine.kafka.client_config import ClientConfig
 from engine.cluster.kafka import KafkaCluster
-from engine.cluster.result import Refused
-from engine.commands import PartitionTarget, Submit
-from engine.decider import Decider, MemoryLog
-from engine.partition import TopicPartition
-from engine.preflight import check_cluster, check_log, faust_topics
-from engine.probe import Prober
-from engine.broker_profile import KAFKA
+from engine.core.outcomes import Refused
+from engine.core.commands import PartitionTarget, Submit
+from engine.runtime.decider import Decider, MemoryLog
+from engine.core.partition import TopicPartition
+from engine.kafka.preflight import check_cluster, check_log, faust_topics
+from engine.kafka.probe import Prober
+from engine.kafka.broker_profile import KAFKA
 from engine.sim import scenario as S
 from engine.sim.kafka_front import KafkaFront
 from engine.sim.server import SimServer
-from engine.state import COMPLETED
-from engine.summary import problems
+from engine.core.state import COMPLETED
+from engine.views.summary import problems
 
 PREFIX = "kreassign."
 USERS = {"admin": "admin-secret", "engine": "engine-secret", "operator": "operator-secret",
@@ -140,8 +140,8 @@ def test_without_write_on_the_deciders_transactional_id_the_claim_names_the_gran
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED from init_transactions (FindCoordinator or InitProducerId)."""
     from confluent_kafka import KafkaError, KafkaException
 
-    from engine import eventlog
-    from engine.eventlog import PublishError, _Writer
+    from engine.log import eventlog
+    from engine.log.eventlog import PublishError, _Writer
 
     class Refusing:
         def __init__(self, conf):
@@ -219,7 +219,7 @@ def test_commands_name_the_missing_permission_and_its_grant(front, properties, c
 def test_following_the_events_names_the_missing_grant(front):
     """``follow`` (``status --follow``, the verdict of a command) reads as the log grows; a refusal
     there names the grant as every other reader does, not librdkafka's bare error."""
-    from engine.eventlog import ReadError, follow
+    from engine.log.eventlog import ReadError, follow
 
     events = follow(config(front, "intruder"), PREFIX + "events", lambda v: v, lambda _d: None, start_offset=0,
                     group_id=PREFIX + "reader")

@@ -1,4 +1,4 @@
-"""Command signing (engine/signing.py): keys files, sign and verify, the publisher CLI options."""
+"""Command signing (engine/log/signing.py): keys files, sign and verify, the publisher CLI options."""
 
 import argparse
 import json
@@ -7,9 +7,9 @@ import pytest
 
 from engine.cli import CliError
 from engine.cli.connection import add_signing_arguments, signing_key as cli_key
-from engine.commands import ChangeLimits, Pause
-from engine.envelope import CommandEnvelope, now
-from engine.signing import SigningError, SigningKey, load_keys, sign, signing_key, verify
+from engine.core.commands import ChangeLimits, Pause
+from engine.log.envelope import CommandEnvelope, now
+from engine.log.signing import SigningError, SigningKey, load_keys, sign, signing_key, verify
 
 KEYS = {"ops": b"s3cret", "ci": b"other"}
 

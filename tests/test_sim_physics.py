@@ -2,9 +2,9 @@
 
 import pytest
 
-from engine.partition import TopicPartition
+from engine.core.partition import TopicPartition
 from engine.sim.cluster import SimulatedCluster
-from engine.throttles import ThrottledReplica, ThrottleSet
+from engine.core.throttles import ThrottledReplica, ThrottleSet
 from tests.sim_helpers import scenario
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)

@@ -9,11 +9,11 @@ probe producer's head-of-line blocking.
 
 import pytest
 
-from engine.partition import TopicPartition
+from engine.core.partition import TopicPartition
 from engine.sim.cluster import SimulatedCluster
 from engine.sim.model import linked
 from engine.sim.probe import probe, union_length
-from engine.throttles import ThrottledReplica, ThrottleSet
+from engine.core.throttles import ThrottledReplica, ThrottleSet
 from tests.sim_helpers import scenario
 
 MB = 1_000_000

@@ -7,17 +7,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import events as ev
+from engine.core import events as ev
 from engine.cli import main
-from engine.commands import Cancel, PartitionTarget, Submit, Tick
-from engine.decide import handle, watched
-from engine.executor import Executor
-from engine.partition import TopicPartition
+from engine.core.commands import Cancel, PartitionTarget, Submit, Tick
+from engine.core.decide import handle, watched
+from engine.runtime.executor import Executor
+from engine.core.partition import TopicPartition
 from engine.sim import scenario as S
 from engine.sim.bound import lower_bound
 from engine.sim.cluster import SimulatedCluster
-from engine.sim.strategies import STRATEGIES, run
-from engine.state import CANCELLED, EMPTY
+from engine.whatif.strategies import STRATEGIES, run
+from engine.core.state import CANCELLED, EMPTY
 from tests.sim_helpers import scenario
 
 MB = 1_000_000
@@ -69,7 +69,7 @@ def test_the_lower_bound_is_never_above_a_measured_makespan(kind, seed, partitio
     sc = generated(kind, seed=seed, partitions=partitions, throttle=throttle, poll_interval="1s")
     r = run(sc, strategy)
     assert r.finished
-    slack = r.moves * 0.5 if strategy == "kreassign" else 0.0  # released tails (engine.decide._catch_up)
+    slack = r.moves * 0.5 if strategy == "kreassign" else 0.0  # released tails (engine.core.decide._catch_up)
     assert lower_bound(sc).seconds <= r.makespan * (1 + 1e-6) + slack
 
 

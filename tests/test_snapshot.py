@@ -1,4 +1,4 @@
-"""Snapshots (engine/snapshot.py, engine/replay.py's ``extend``, the decider's recovery from one):
+"""Snapshots (engine/log/snapshot.py, engine/log/replay.py's ``extend``, the decider's recovery from one):
 a snapshot plus the events after it folds to exactly what the whole log folds to, compared as
 canonical bytes; the stored form reads back to equal values; a snapshot that this code cannot
 trust is skipped with its reason, never misread."""
@@ -14,15 +14,15 @@ import immutables
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from engine import snapshot as SN
-from engine.commands import Cancel, ChangeLimits, Submit
-from engine.decider import Decider
-from engine.envelope import EventEnvelope
-from engine.partition import TopicPartition
-from engine.replay import START, extend
+from engine.log import snapshot as SN
+from engine.core.commands import Cancel, ChangeLimits, Submit
+from engine.runtime.decider import Decider
+from engine.log.envelope import EventEnvelope
+from engine.core.partition import TopicPartition
+from engine.log.replay import START, extend
 from engine.sim.cluster import SimulatedCluster
-from engine.state import COMPLETED
-from engine.throttles import ThrottledReplica
+from engine.core.state import COMPLETED
+from engine.core.throttles import ThrottledReplica
 from tests.test_decider import DyingLog, Killed, Recorder, decommission
 
 
@@ -152,7 +152,7 @@ def test_equal_maps_and_sets_encode_equally_whatever_their_history(d, rnd):
 
 
 def test_the_encoding_does_not_depend_on_the_hash_seed():
-    code = ("import sys; from engine import snapshot as SN; from tests.test_snapshot import sample;"
+    code = ("import sys; from engine.log import snapshot as SN; from tests.test_snapshot import sample;"
             "sys.stdout.write(SN.canonical(sample()).hex())")
     outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                            env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout for seed in (1, 2, 3)}
@@ -161,14 +161,14 @@ def test_the_encoding_does_not_depend_on_the_hash_seed():
 
 def sample():
     """A value with maps and sets of strings, whose iteration order follows the hash seed."""
-    from engine.scheduler import SchedulingKey
+    from engine.core.scheduler import SchedulingKey
 
     return immutables.Map({f"req-{i}": frozenset({f"b{j}" for j in range(i)}) for i in range(20)}).set(
         "keys", immutables.Map({SchedulingKey(bool(i % 2), None if i % 3 else i, (i,)): i for i in range(10)}))
 
 
 def test_records_of_a_namedtuple_with_its_own_iterator_keep_their_fields():
-    from engine.scheduler import ReadyIndex
+    from engine.core.scheduler import ReadyIndex
 
     ready = ReadyIndex()  # iterating it yields partitions, not its fields
     assert SN.loads(*SN.dumps(ready)) == ready
@@ -215,7 +215,7 @@ def test_a_snapshot_of_other_fold_code_is_ignored_never_misread():
 
 def test_the_fingerprint_covers_the_fold_code():
     base = SN.fingerprint()
-    assert SN.fingerprint(["engine.decide"]) != base  # a module named by the snapshot counts too
+    assert SN.fingerprint(["engine.core.decide"]) != base  # a module named by the snapshot counts too
     SN._source_digest.cache_clear()
     assert SN.fingerprint() == base
 

@@ -1,16 +1,16 @@
-"""Progress in bytes and time (``engine.progress``) and ``kreassign status`` on a real log."""
+"""Progress in bytes and time (``engine.views.progress``) and ``kreassign status`` on a real log."""
 
 import json
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from engine import events as ev
+from engine.core import events as ev
 from engine.cli import main
-from engine.commands import Observation
-from engine.eventlog import EventWriter
-from engine.progress import WINDOW, Progress
-from engine.state import EMPTY, apply
+from engine.core.commands import Observation
+from engine.log.eventlog import EventWriter
+from engine.views.progress import WINDOW, Progress
+from engine.core.state import EMPTY, apply
 from tests.fake_cluster import Driver, FakeCluster
 from tests.test_decide import submit, tp
 
@@ -80,7 +80,7 @@ def test_cancelled_partitions_leave_the_total_and_a_finished_request_copied_exac
     for t in c.in_progress()[:1]:
         c.finish(t)
     d.observe()
-    from engine.commands import Cancel
+    from engine.core.commands import Cancel
     d.feed(Cancel("r", (tp(2), tp(3)), rollback=True))  # not started yet: nothing to copy back
     d.run()
     _state, progress = fold(timeline(d.events))
@@ -144,7 +144,7 @@ def test_status_reads_the_log(broker, topics, capsys):
 
 def rolled_back(n=4, cancel_some=None):
     """A request whose copies were in flight when it was cancelled with rollback (all or ``cancel_some``)."""
-    from engine.commands import Cancel
+    from engine.core.commands import Cancel
 
     c = FakeCluster({tp(i): (0, 1, 2) for i in range(n)}, range(8))
     d = Driver(c)
@@ -168,8 +168,8 @@ def render_text(doc, scale=1.0) -> str:
 
 
 def status_doc(d, now=T0 + timedelta(hours=1)):
-    from engine.attention import attention
-    from engine.progress import report
+    from engine.views.attention import attention
+    from engine.views.progress import report
 
     state, progress = fold(timeline(d.events))
     return {"attention": attention(state, progress.rejected_at), **report(state, progress, now)}
@@ -220,7 +220,7 @@ def test_the_bar_has_every_status_in_proportion_and_exactly_its_width():
 
 
 def test_while_paused_the_eta_says_paused_and_attention_says_so():
-    from engine.commands import Pause
+    from engine.core.commands import Pause
 
     c = FakeCluster({tp(i): (0, 1, 2) for i in range(3)}, range(8))
     d = Driver(c)
@@ -240,11 +240,11 @@ def test_while_paused_the_eta_says_paused_and_attention_says_so():
 
 
 def test_rejections_and_waits_need_attention_with_their_reasons_and_times():
-    from engine.commands import Cancel
+    from engine.core.commands import Cancel
 
     c = FakeCluster({tp(i): (0, 1, 2) for i in range(3)}, range(5))  # brokers 0-4
     d = Driver(c)
-    from engine.partition import Broker
+    from engine.core.partition import Broker
 
     d.feed(Observation(brokers=tuple(Broker(b, alive=b != 4) for b in range(5))))  # broker 4 is down
     d.feed(Cancel("nope"))
@@ -269,20 +269,20 @@ def test_a_simulated_clock_labels_rates_in_cluster_time():
     timed = timeline(d.events)
     cut = [i for i, (_at, e) in enumerate(timed) if isinstance(e, ev.StepCompleted)][1] + 1
     state, progress = fold(timed[:cut])
-    from engine.progress import report
+    from engine.views.progress import report
 
     doc = {"attention": [], **report(state, progress, timed[cut - 1][0])}
     wall = doc["requests"][0]["rate_bytes_per_s"]
     text = render_text(doc, scale=30)
-    from engine.units import format_rate
+    from engine.core.units import format_rate
 
     assert f"rate {format_rate(wall / 30)} (all brokers, cluster time)" in text
     assert "the cluster runs 30x the wall clock" in text and "wall clock" in text
 
 
 def test_the_same_wait_for_different_brokers_is_one_entry_with_a_line_per_broker():
-    from engine.attention import attention
-    from engine.state import fold as fold_state
+    from engine.views.attention import attention
+    from engine.core.state import fold as fold_state
 
     state = fold_state([ev.RequestAccepted("r", 4, "d")] + [
         ev.PartitionQueued("r", tp(i), (0, 1, 2), (3, 1, 2)) for i in range(4)
@@ -304,7 +304,7 @@ def test_the_same_wait_for_different_brokers_is_one_entry_with_a_line_per_broker
 
 
 def test_steps_the_cluster_did_not_start_are_one_entry_with_partitions_attempt_and_retry():
-    from engine.attention import attention
+    from engine.views.attention import attention
     from tests.test_failures import setup
 
     c, d = setup(3, {tp(i): (0, 1, 4) if i == 0 else ((i + 1) % 4, (i + 2) % 4, 4) for i in range(3)})
@@ -325,8 +325,8 @@ def test_steps_the_cluster_did_not_start_are_one_entry_with_partitions_attempt_a
 
 
 def test_a_refused_throttle_change_needs_attention_and_the_cluster_being_unreachable_replaces_blocked():
-    from engine.attention import attention
-    from engine.commands import ObservationFailed
+    from engine.views.attention import attention
+    from engine.core.commands import ObservationFailed
     from tests.test_failures import setup
 
     c, d = setup(1, {tp(0): (0, 1, 4)})
@@ -339,7 +339,7 @@ def test_a_refused_throttle_change_needs_attention_and_the_cluster_being_unreach
     assert [e["kind"] for e in entries].count("cluster") == 1 and "blocked" not in [e["kind"] for e in entries]
     assert next(e for e in entries if e["kind"] == "cluster")["title"] == \
         "cannot observe the cluster: connection refused"
-    text = render_text({"attention": entries, **__import__("engine.progress", fromlist=["report"]).report(
+    text = render_text({"attention": entries, **__import__("engine.views.progress", fromlist=["report"]).report(
         d.state, fold(timeline(d.events))[1], T0)})
     assert "! cannot observe the cluster: connection refused" in text
 
@@ -348,7 +348,7 @@ def test_an_ended_request_shows_its_average_rate_not_a_window_that_decays_after_
     d = run_with_sizes()
     timed = timeline(d.events)
     state, progress = fold(timed)
-    from engine.progress import report
+    from engine.views.progress import report
 
     r = progress.requests["r"]
     later = report(state, progress, r.completed_at + timedelta(hours=3))["requests"][0]

@@ -87,7 +87,7 @@ def test_a_request_rolled_back_entirely_shows_rolled_back_and_a_rejection_stays_
 ):
     from PIL import Image
 
-    from engine import events as ev
+    from engine.core import events as ev
     from engine.sim import scenario as S
     from tests.engine_harness import EventTail
 

@@ -3,7 +3,7 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.step import DONE, Step, Waiting, plan_all, plan_step
+from engine.core.step import DONE, Step, Waiting, plan_all, plan_step
 
 
 def trs(steps):

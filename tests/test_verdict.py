@@ -1,4 +1,4 @@
-"""The verdict on a command, read from the events the engine appended after it (``engine.verdict``).
+"""The verdict on a command, read from the events the engine appended after it (``engine.views.verdict``).
 
 The decisions come from the real core (``decide``) over a fake cluster; the
 events are enveloped the way the decider appends them (one append, one
@@ -7,11 +7,11 @@ events are enveloped the way the decider appends them (one append, one
 
 from datetime import datetime, timedelta, timezone
 
-from engine import events as ev
-from engine.commands import Cancel, ChangeLimits, ChangeThrottle, Pause, PartitionTarget, Resume, Submit
-from engine.envelope import EventEnvelope
-from engine.partition import TopicPartition
-from engine.verdict import Watch
+from engine.core import events as ev
+from engine.core.commands import Cancel, ChangeLimits, ChangeThrottle, Pause, PartitionTarget, Resume, Submit
+from engine.log.envelope import EventEnvelope
+from engine.core.partition import TopicPartition
+from engine.views.verdict import Watch
 from tests.fake_cluster import Driver, FakeCluster
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)

@@ -1,6 +1,6 @@
 """``kreassign acls``: print the kafka-acls.sh commands that grant each principal what kreassign needs.
 
-The grants and their reasons are ``engine.acls`` (the table of docs/engine.md,
+The grants and their reasons are ``engine.kafka.acls`` (the table of docs/engine.md,
 Security): the engine's, operators', analysts', and an admin's for ``kreassign
 topics create``. The topics the engine may reassign (and operators verify) are
 named explicitly: ``--topics``, a ``--topic-prefix``, the topics of a
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import json
 
-from engine import acls as A
+from engine.kafka import acls as A
 from engine.cli import CliError, read_text
-from engine.topics import DEFAULT_PREFIX
+from engine.kafka.topics import DEFAULT_PREFIX
 
 
 def add_parser(sub) -> None:
@@ -53,7 +53,7 @@ def scope_of(args) -> A.TopicScope | None:
             raise CliError("--topics: no topic named")
         return A.TopicScope(names=names)
     if args.reassignment_json_file is not None:
-        from engine import reassignment_json
+        from engine.core import reassignment_json
 
         try:
             targets = reassignment_json.parse(read_text(args.reassignment_json_file))

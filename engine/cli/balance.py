@@ -15,15 +15,15 @@ import argparse
 import io
 import json
 
-from engine import reassignment_json
-from engine.balancer import MODES, BalanceError, Proposal, cluster_state, propose
+from engine.core import reassignment_json
+from engine.core.balancer import MODES, BalanceError, Proposal, cluster_state, propose
 from engine.cli import CliError, read_text
 from engine.cli import verdicts
 from engine.cli.connection import add_arguments, add_cluster_arguments, positive_rate
-from engine.cluster.snapshot import ClusterSnapshot
-from engine.commands import PartitionTarget, Submit
-from engine.envelope import new_id
-from engine.units import format_size
+from engine.core.cluster_snapshot import ClusterSnapshot
+from engine.core.commands import PartitionTarget, Submit
+from engine.log.envelope import new_id
+from engine.core.units import format_size
 
 
 def add_parser(sub) -> None:

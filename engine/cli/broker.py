@@ -13,8 +13,8 @@ import sys
 import threading
 
 from engine.cli import CliError
-from engine.embedded import EMBEDDED, EmbeddedBroker, EmbeddedBrokerError
-from engine.topics import DEFAULT_PREFIX, TopicsError, create
+from engine.kafka.embedded import EMBEDDED, EmbeddedBroker, EmbeddedBrokerError
+from engine.kafka.topics import DEFAULT_PREFIX, TopicsError, create
 
 
 def add_parser(sub) -> None:

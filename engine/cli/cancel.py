@@ -21,8 +21,8 @@ import json
 from engine.cli import CliError, read_text
 from engine.cli import verdicts
 from engine.cli.connection import add_arguments
-from engine.commands import Cancel
-from engine.partition import TopicPartition
+from engine.core.commands import Cancel
+from engine.core.partition import TopicPartition
 
 
 def add_parser(sub) -> None:

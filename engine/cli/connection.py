@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import argparse
 
-from engine.broker_profile import NAMES, BrokerProfile, profile
+from engine.kafka.broker_profile import NAMES, BrokerProfile, profile
 from engine.cli import CliError
-from engine.client_config import ClientConfig, ClientConfigError
-from engine.topics import DEFAULT_PREFIX
+from engine.kafka.client_config import ClientConfig, ClientConfigError
+from engine.kafka.topics import DEFAULT_PREFIX
 
 
 def add_arguments(p: argparse.ArgumentParser, registry: bool = True, required: bool = True,
@@ -36,7 +36,7 @@ def add_arguments(p: argparse.ArgumentParser, registry: bool = True, required: b
 
 
 def add_signing_arguments(p: argparse.ArgumentParser) -> None:
-    """``--signing-keys FILE [--signing-key-id ID]``: sign the command (``engine.signing``)."""
+    """``--signing-keys FILE [--signing-key-id ID]``: sign the command (``engine.log.signing``)."""
     g = p.add_argument_group("signing")
     g.add_argument("--signing-keys", metavar="FILE",
                    help='sign the command with HMAC-SHA256: a JSON file {"key id": "secret"}')
@@ -72,7 +72,7 @@ def open_cluster_of(args):
 
 def signing_key(args):
     """The ``SigningKey`` the options name, or ``None``."""
-    from engine.signing import SigningError, signing_key as load
+    from engine.log.signing import SigningError, signing_key as load
 
     path = getattr(args, "signing_keys", None)
     if path is None:
@@ -135,7 +135,7 @@ def _seconds(text: str) -> float:
 
 def publish(args, action):
     """Run ``action(publisher)`` with a ``Publisher`` built from the options; its result."""
-    from engine.eventlog import Publisher, PublishError
+    from engine.log.eventlog import Publisher, PublishError
 
     try:
         with Publisher(

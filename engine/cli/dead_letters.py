@@ -17,9 +17,9 @@ import sys
 
 from engine.cli import CliError
 from engine.cli.connection import add_arguments, broker_profile, client_config
-from engine.dead_letter import DeadLetter, read_dead_letter
-from engine.eventlog import read_topic
-from engine.topics import Topics, reader_group
+from engine.log.dead_letter import DeadLetter, read_dead_letter
+from engine.log.eventlog import read_topic
+from engine.kafka.topics import Topics, reader_group
 
 
 def add_parser(sub) -> None:

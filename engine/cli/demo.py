@@ -211,9 +211,9 @@ def stopped_first(procs: Processes):
 def _story(args, scenario, out: Path, logs: Path, procs: Processes, started: float) -> int:
     from rich.console import Console
 
-    from engine.embedded import EMBEDDED, EmbeddedBroker, free_port
-    from engine.eventlog import Publisher
-    from engine.topics import create
+    from engine.kafka.embedded import EMBEDDED, EmbeddedBroker, free_port
+    from engine.log.eventlog import Publisher
+    from engine.kafka.topics import create
 
     console = Console()
     say = console.print
@@ -261,7 +261,7 @@ def _story(args, scenario, out: Path, logs: Path, procs: Processes, started: flo
             snap = _snapshot(cluster)
             proposal = exact_rebalance(snap.assignment(), snap.racks(), [b.id for b in snap.brokers if b.alive])
             if proposal.proposed:
-                from engine.commands import PartitionTarget
+                from engine.core.commands import PartitionTarget
 
                 targets = tuple(PartitionTarget(tp.topic, tp.partition, r) for tp, r in sorted(proposal.proposed.items()))
                 say(f"\n[bold]2.[/bold] exact rebalance ({len(targets)} partitions, {proposal.replicas_moved} "
@@ -344,7 +344,7 @@ def second_bound(scenario, targets):
 def _snapshot(cluster: str):
     """The simulated cluster as the engine sees it: through the Kafka adapter and the protocol front."""
     from engine.cluster.connect import open_cluster
-    from engine.cluster.result import Unavailable
+    from engine.core.outcomes import Unavailable
 
     c = open_cluster(cluster, timeout=30)
     try:
@@ -359,7 +359,7 @@ def _snapshot(cluster: str):
 def exact_rebalance(assignment, racks, alive):
     """The demo's second request: a cluster balance with a zero threshold over the live brokers
     that still hold replicas (the ones the first request drained stay out)."""
-    from engine.balancer import propose
+    from engine.core.balancer import propose
 
     in_use = {b for replicas in assignment.values() for b in replicas}
     return propose("cluster-balance", assignment, racks, sorted(b for b in alive if b in in_use), threshold=0.0)
@@ -419,6 +419,6 @@ def _follow(console, broker, prefix, request_id, engine, engine_log, speed: floa
 
 
 def _size(n: int) -> str:
-    from engine.units import format_size
+    from engine.core.units import format_size
 
     return format_size(n)

@@ -56,23 +56,23 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from engine.adaptive import BoundsError, parse_bounds
+    from engine.core.adaptive import BoundsError, parse_bounds
     from engine.cluster.connect import ConnectError, open_cluster
-    from engine.signing import SigningError, load_keys
+    from engine.log.signing import SigningError, load_keys
     from confluent_kafka.admin import AdminClient
 
-    from engine.client_config import logged
-    from engine.probe import ProbeError
+    from engine.kafka.client_config import logged
+    from engine.kafka.probe import ProbeError
 
-    from engine.topics import TopicsError, create, layout_problems
-    from engine.worker import Engine, Settings, run_worker
+    from engine.kafka.topics import TopicsError, create, layout_problems
+    from engine.runtime.worker import Engine, Settings, run_worker
 
     check_port(args.web_bind, args.web_port)
     config = client_config(args)
     try:
         keys = load_keys(args.signing_keys) if args.signing_keys else None
         adaptive = parse_bounds(args.adaptive_throttle) if args.adaptive_throttle else None
-        problems = start_up_check(args, config)  # before anything is decided (engine.preflight)
+        problems = start_up_check(args, config)  # before anything is decided (engine.kafka.preflight)
         if problems:
             raise CliError(problems)
         if layout_problems(AdminClient(logged(config.confluent())), args.prefix, args.timeout):
@@ -95,13 +95,13 @@ def run(args) -> int:
 
 
 def start_up_check(args, config) -> str | None:
-    """The paragraph naming every grant the engine lacks, or None (``engine.preflight``). Creates
+    """The paragraph naming every grant the engine lacks, or None (``engine.kafka.preflight``). Creates
     kreassign's topics first if some are missing (needs Create; names what is wrong if it cannot)."""
-    from engine.client_config import ClientConfig, ClientConfigError
+    from engine.kafka.client_config import ClientConfig, ClientConfigError
     from engine.cluster.connect import ConnectError, kafka_addresses
-    from engine.preflight import check_cluster, check_log, paragraph
-    from engine.probe import Prober
-    from engine.topics import create
+    from engine.kafka.preflight import check_cluster, check_log, paragraph
+    from engine.kafka.probe import Prober
+    from engine.kafka.topics import create
 
     profile = broker_profile(args)
     prober = Prober(config, args.timeout)

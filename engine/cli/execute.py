@@ -12,14 +12,14 @@ reason (exit 1); ``engine.cli.verdicts`` has the details and ``--no-wait``.
 
 from __future__ import annotations
 
-from engine import reassignment_json
+from engine.core import reassignment_json
 from engine.cli import CliError, read_text
 from engine.cli import verdicts
 from engine.cli.connection import add_arguments, positive_rate
-from engine.commands import PartitionTarget, Submit
-from engine.envelope import new_id
-from engine.partition import TopicInfo
-from engine.validation import submission_problems
+from engine.core.commands import PartitionTarget, Submit
+from engine.log.envelope import new_id
+from engine.core.partition import TopicInfo
+from engine.core.validation import submission_problems
 
 
 def add_parser(sub) -> None:
@@ -62,7 +62,7 @@ def run(args) -> int:
     command = Submit(args.request_id or new_id(), targets, args.throttle,
                      allow_below_min_insync=args.allow_below_min_insync)
     if args.request_id is not None and not args.no_wait:
-        from engine.decide import _digest  # the core's digest of a submit's targets
+        from engine.core.decide import _digest  # the core's digest of a submit's targets
 
         known = verdicts.already_accepted(args, args.request_id, _digest(command))
         if known is not None:

@@ -11,8 +11,8 @@ from __future__ import annotations
 from engine.cli import CliError
 from engine.cli import verdicts
 from engine.cli.connection import add_arguments
-from engine.commands import ChangeLimits
-from engine.limits import SETTINGS, resolve_changes
+from engine.core.commands import ChangeLimits
+from engine.core.limits import SETTINGS, resolve_changes
 
 
 def add_parser(sub) -> None:

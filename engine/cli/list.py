@@ -12,8 +12,8 @@ from datetime import datetime, timezone
 from engine.cli import CliError
 from engine.cli.connection import add_arguments, add_cluster_arguments, open_cluster_of
 from engine.cli.status import Follower
-from engine.progress import report
-from engine.cluster.result import Unavailable
+from engine.views.progress import report
+from engine.core.outcomes import Unavailable
 
 
 def add_parser(sub) -> None:

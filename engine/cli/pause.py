@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from engine.cli import verdicts
 from engine.cli.connection import add_arguments
-from engine.commands import Pause
+from engine.core.commands import Pause
 
 
 def add_parser(sub) -> None:

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 
-from engine import reassignment_json
+from engine.core import reassignment_json
 from engine.cli import CliError, read_text
 from engine.cli.connection import int_at_least
-from engine.commands import PartitionTarget, Submit
-from engine.partition import TopicInfo, TopicPartition, in_sync
-from engine.step import plan_all
-from engine.validation import submission_problems
+from engine.core.commands import PartitionTarget, Submit
+from engine.core.partition import TopicInfo, TopicPartition, in_sync
+from engine.core.step import plan_all
+from engine.core.validation import submission_problems
 
 
 _positive_int = int_at_least(1, "an integer")

@@ -19,8 +19,8 @@ from datetime import datetime, timezone
 
 from engine.cli import CliError
 from engine.cli.connection import add_arguments, broker_profile, client_config, int_at_least, registry
-from engine.replay import ReplayError, replay
-from engine.summary import summarize, to_text
+from engine.log.replay import ReplayError, replay
+from engine.views.summary import summarize, to_text
 
 
 def add_parser(sub) -> None:

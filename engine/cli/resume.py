@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from engine.cli import verdicts
 from engine.cli.connection import add_arguments
-from engine.commands import Resume
+from engine.core.commands import Resume
 
 
 def add_parser(sub) -> None:

@@ -1,7 +1,7 @@
 """``kreassign simulate``: run a scenario's reassignment on the simulated cluster.
 
 Virtual time, no Kafka: the ``kreassign`` strategy is the engine's own core
-loop (``engine.sim.strategies``); ``--compare`` runs the Kafka tool's
+loop (``engine.whatif.strategies``); ``--compare`` runs the Kafka tool's
 all-at-once execution and Cruise Control's per-broker cap beside it. The
 report gives the makespan against the physical lower bound
 (``engine.sim.bound``), per-broker peaks, ISR safety and what producers feel
@@ -12,9 +12,10 @@ report gives the makespan against the physical lower bound
 from __future__ import annotations
 
 from engine.cli import CliError
-from engine.sim import report, scenario as scenario_file
+from engine.sim import scenario as scenario_file
+from engine.whatif import report
 from engine.sim.bound import lower_bound
-from engine.sim.strategies import STRATEGIES, SimulationError, run as run_strategy
+from engine.whatif.strategies import STRATEGIES, SimulationError, run as run_strategy
 
 
 def add_parser(sub) -> None:

@@ -2,10 +2,10 @@
 
 It folds the events topic (the log is the source of truth, so status works
 whether the engine runs or not) into the core's state and, beside it, the
-progress in bytes and time (``engine.progress``), starting from the latest
+progress in bytes and time (``engine.views.progress``), starting from the latest
 snapshot (``<prefix>snapshots``), so it starts as fast on a long log as on a
 short one; a snapshot it cannot use is named on standard error. First what needs attention
-(``engine.attention``: partitions waiting and why, cancels skipped and why,
+(``engine.views.attention``: partitions waiting and why, cancels skipped and why,
 pause, the latest rejected commands with every reason); then per request its
 outcome (running, completed, rolled back, cancelled or a mix), a bar of its
 partitions by status, bytes copied / to copy, the recent copy rate and the ETA
@@ -22,9 +22,9 @@ from datetime import datetime, timezone
 
 from engine.cli import CliError
 from engine.cli.connection import add_arguments, broker_profile, client_config, positive_seconds, registry
-from engine.progress import Progress, report
-from engine.state import State
-from engine.units import format_duration, format_rate, format_size
+from engine.views.progress import Progress, report
+from engine.core.state import State
+from engine.core.units import format_duration, format_rate, format_size
 
 
 def add_parser(sub) -> None:
@@ -44,7 +44,7 @@ class Follower:
     (so starting does not depend on the log's length), then read on from where it stopped."""
 
     def __init__(self, args):
-        from engine.replay import START
+        from engine.log.replay import START
 
         self.args = args
         self.fold = START
@@ -60,11 +60,11 @@ class Follower:
         return self.fold.progress
 
     def poll(self) -> None:
-        from engine.envelope import EventEnvelope
-        from engine.eventlog import ReadError, decoder_for, read_topic
-        from engine.replay import ReplayError, extend
-        from engine.snapshot_store import latest, resume
-        from engine.topics import EVENTS, Topics, reader_group
+        from engine.log.envelope import EventEnvelope
+        from engine.log.eventlog import ReadError, decoder_for, read_topic
+        from engine.log.replay import ReplayError, extend
+        from engine.log.snapshot_store import latest, resume
+        from engine.kafka.topics import EVENTS, Topics, reader_group
 
         args = self.args
         config, profile = client_config(args), broker_profile(args)
@@ -173,7 +173,7 @@ def render(doc: dict, time_scale: float = 1.0):
 
 
 def attention_lines(entries: list[dict]) -> list:
-    """``engine.attention`` entries as rich lines: each title marked by severity, its lines below."""
+    """``engine.views.attention`` entries as rich lines: each title marked by severity, its lines below."""
     from rich.text import Text
 
     if not entries:
@@ -205,7 +205,7 @@ def _eta(r: dict) -> str:
 
 def document(follower: "Follower", request: str | None, time_scale: float) -> dict:
     """``report`` with what needs attention and the time scale: what status prints (JSON too)."""
-    from engine.attention import attention
+    from engine.views.attention import attention
 
     doc = report(follower.state, follower.progress, datetime.now(timezone.utc), request)
     return {"attention": attention(follower.state, follower.progress.rejected_at, request, now=time.time()),

@@ -6,7 +6,7 @@ import argparse
 
 from engine.cli import verdicts
 from engine.cli.connection import add_arguments, positive_rate
-from engine.commands import ChangeThrottle
+from engine.core.commands import ChangeThrottle
 
 
 def add_parser(sub) -> None:

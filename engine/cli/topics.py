@@ -1,7 +1,7 @@
 """``kreassign topics create``: create kreassign's topics (idempotent).
 
 Creates the commands, events, dead-letter, decisions and snapshots topics under ``--prefix`` with
-their partition counts and configs (``engine.topics``). A topic that exists
+their partition counts and configs (``engine.kafka.topics``). A topic that exists
 is left as it is; running it twice is harmless. An events topic with more
 than one partition is an error: the log of record must be totally ordered.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from engine.cli import CliError
 from engine.cli.connection import add_arguments, client_config
-from engine.topics import TopicsError, create
+from engine.kafka.topics import TopicsError, create
 
 
 def add_parser(sub) -> None:

@@ -3,7 +3,7 @@
 ``execute``, ``cancel``, ``limits``, ``throttle``, ``pause``, ``resume`` and
 ``balance --execute`` publish one command, then follow the events topic from
 where it ended before publishing until the engine's verdict on that command id
-appears (``engine.verdict``), and print it:
+appears (``engine.views.verdict``), and print it:
 
 * accepted: one line on standard output naming what (the request id, labelled),
   then what it did (partitions waiting and why, cancels skipped and why);
@@ -49,8 +49,8 @@ def publish_and_wait(args, command):
     """Publish ``command``; (its envelope, the verdict or ``None``). No waiting with ``--no-wait``.
     The publisher is made first (it checks that this principal may write the commands topic, so a
     missing grant is named as such), then the events' end is read, then the command is sent."""
-    from engine.eventlog import ReadError, end_offset
-    from engine.topics import Topics, reader_group
+    from engine.log.eventlog import ReadError, end_offset
+    from engine.kafka.topics import Topics, reader_group
 
     start = None
 
@@ -98,10 +98,10 @@ def show(args, name: str, command, command_id: str, verdict) -> int:
 
 def wait_for_verdict(args, command_id: str, start: int):
     """The verdict on ``command_id`` from the events at offset ``start`` on, or ``None`` after the wait."""
-    from engine.envelope import EventEnvelope
-    from engine.eventlog import ReadError, decoder_for, follow
-    from engine.topics import Topics, reader_group
-    from engine.verdict import Watch
+    from engine.log.envelope import EventEnvelope
+    from engine.log.eventlog import ReadError, decoder_for, follow
+    from engine.kafka.topics import Topics, reader_group
+    from engine.views.verdict import Watch
 
     events = Topics.named(args.prefix).events
     watch = Watch(command_id)

@@ -13,13 +13,13 @@ Exit status 0 when every partition is at its target and no throttle is left,
 
 from __future__ import annotations
 
-from engine import reassignment_json
+from engine.core import reassignment_json
 from engine.cli import CliError, read_text
 from engine.cli.connection import add_arguments, add_cluster_arguments, open_cluster_of
 from engine.cli.status import Follower
-from engine.cluster.result import Unavailable
-from engine.partition import Replicas, TopicPartition
-from engine.state import CANCELLED, COMPLETED, REVERTED
+from engine.core.outcomes import Unavailable
+from engine.core.partition import Replicas, TopicPartition
+from engine.core.state import CANCELLED, COMPLETED, REVERTED
 
 
 ROLLED_BACK = "original replicas (rolled back)"

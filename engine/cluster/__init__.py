@@ -10,7 +10,7 @@ Observe:
 * ``observe(partitions)``: brokers (id, rack, alive), the topics of those
   partitions (partition count, min.insync.replicas; ``None`` for a topic that
   does not exist) and the partitions (replicas RS, ISR, leader, adding AR,
-  removing RR), as an ``engine.commands.Observation`` ready for ``decide``.
+  removing RR), as an ``engine.core.commands.Observation`` ready for ``decide``.
   ``None`` means every partition. Sizes are left out (``size_bytes`` None):
   they change with every produced byte and would make every poll an event.
 * ``snapshot()``: the whole cluster with partition sizes, for planners.
@@ -25,17 +25,23 @@ Act (every action idempotent; results are values, never exceptions):
 
 Batch calls return one result per partition; a call that could not be made at
 all returns ``Unavailable`` for each.
+
+The package holds the interface and its adapters: ``kafka`` (Apache Kafka),
+``remote`` (a ``kreassign sim-cluster`` process), ``connect`` (opens one by the
+name the command line gives). The actions and outcomes they speak are the core's
+(``engine.core.actions``, ``engine.core.outcomes``). May import: ``engine.core``,
+``engine.kafka``, ``engine.sim`` and itself; never the running engine.
 """
 
 from __future__ import annotations
 
 from typing import Collection, Mapping, Protocol, runtime_checkable
 
-from engine.cluster.result import OK, Ok, Refused, Result, Unavailable, first_failure
-from engine.cluster.snapshot import ClusterSnapshot
-from engine.commands import Observation
-from engine.partition import Replicas, TopicPartition
-from engine.throttles import ThrottleSet
+from engine.core.outcomes import OK, Ok, Refused, Result, Unavailable, first_failure
+from engine.core.cluster_snapshot import ClusterSnapshot
+from engine.core.commands import Observation
+from engine.core.partition import Replicas, TopicPartition
+from engine.core.throttles import ThrottleSet
 
 __all__ = [
     "Cluster", "ClusterSnapshot", "OK", "Ok", "Refused", "Result", "Unavailable", "first_failure",
@@ -67,7 +73,7 @@ class Cluster(Protocol):
         """Bytes the new replicas of each step still miss: ``steps`` maps a partition to (its leader,
         its adding replicas); the answer is the leader's log size minus the smallest of theirs, for
         the partitions where all are known. The core releases a copy this close to done from the
-        throttle before its replicas join the ISR (``engine.decide``)."""
+        throttle before its replicas join the ISR (``engine.core.decide``)."""
         ...
 
     def throttles(self, topics: Collection[str], brokers: Collection[int]) -> ThrottleSet | Unavailable:

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import time
 
-from engine.client_config import ClientConfig
+from engine.kafka.client_config import ClientConfig
 from engine.cluster import Cluster, ClusterSnapshot
-from engine.cluster.result import Unavailable
+from engine.core.outcomes import Unavailable
 
 
 class ConnectError(ValueError):
@@ -43,7 +43,7 @@ def open_cluster(spec: str, bootstrap: str | None = None, command_config: str | 
         raise ConnectError("--cluster-command-config goes with --cluster kafka://HOST:PORT "
                            "(--command-config already configures the --bootstrap-server cluster)")
     if spec == "kafka" or spec.startswith("kafka://"):
-        from engine.client_config import ClientConfigError
+        from engine.kafka.client_config import ClientConfigError
         from engine.cluster.kafka import KafkaCluster, KafkaClusterError
 
         try:

@@ -16,7 +16,7 @@ Two client libraries behind one adapter (measured in the admin spike):
   hang on a stalled TLS handshake, so it is built in a thread with a deadline.
 
 Settings come from ``ClientConfig`` (``--command-config``, SASL/SSL).
-Errors become results (``engine.cluster.result``): cancelling nothing (85) and
+Errors become results (``engine.core.outcomes``): cancelling nothing (85) and
 an election that is not needed (84) are ``Ok``; a refusal of the request
 (39 INVALID_REPLICA_ASSIGNMENT, 3 UNKNOWN_TOPIC_OR_PARTITION,
 80 PREFERRED_LEADER_NOT_AVAILABLE ...) is ``Refused``; timeouts, transport
@@ -24,7 +24,7 @@ errors and retriable codes are ``Unavailable``. Nothing raises.
 
 Authorization errors (TOPIC/CLUSTER_AUTHORIZATION_FAILED) are ``Refused`` whose
 message names what the request needed and the kafka-acls.sh grant
-(``engine.access``): every call here knows its ``Need`` (Alter on the cluster for
+(``engine.kafka.access``): every call here knows its ``Need`` (Alter on the cluster for
 AlterPartitionReassignments and ElectLeaders, AlterConfigs on a topic for its
 throttled-replica lists ...). A failed SASL authentication, which the client
 libraries report only in their logs while the request fails with a transport
@@ -45,14 +45,14 @@ import threading
 import time
 from typing import Any, Callable, Collection, Iterable, Mapping
 
-from engine import access
-from engine.access import THE_CLUSTER, Need
-from engine.client_config import ClientConfig, logged
-from engine.cluster.result import OK, Ok, Refused, Result, Unavailable, first_failure
-from engine.cluster.snapshot import ClusterSnapshot
-from engine.commands import Observation
-from engine.partition import Broker, PartitionState, Replicas, TopicInfo, TopicPartition
-from engine.throttles import ThrottleSet, parse_config_entries
+from engine.kafka import access
+from engine.kafka.access import THE_CLUSTER, Need
+from engine.kafka.client_config import ClientConfig, logged
+from engine.core.outcomes import OK, Ok, Refused, Result, Unavailable, first_failure
+from engine.core.cluster_snapshot import ClusterSnapshot
+from engine.core.commands import Observation
+from engine.core.partition import Broker, PartitionState, Replicas, TopicInfo, TopicPartition
+from engine.core.throttles import ThrottleSet, parse_config_entries
 
 log = logging.getLogger("kreassign.cluster.kafka")
 

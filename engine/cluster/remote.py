@@ -14,12 +14,12 @@ import urllib.error
 import urllib.request
 from typing import Collection, Mapping
 
-from engine.cluster import wire
-from engine.cluster.result import Result, Unavailable
-from engine.cluster.snapshot import ClusterSnapshot
-from engine.commands import Observation
-from engine.partition import Replicas, TopicPartition
-from engine.throttles import ThrottleSet, parse_config_entries
+from engine.sim import wire
+from engine.core.outcomes import Result, Unavailable
+from engine.core.cluster_snapshot import ClusterSnapshot
+from engine.core.commands import Observation
+from engine.core.partition import Replicas, TopicPartition
+from engine.core.throttles import ThrottleSet, parse_config_entries
 
 
 class RemoteCluster:

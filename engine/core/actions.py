@@ -1,6 +1,6 @@
 """What the engine asks a cluster to do. Each action is idempotent.
 
-``engine.executor`` derives them from the event log (and, after a restart,
+``engine.runtime.executor`` derives them from the event log (and, after a restart,
 from the state); a ``Cluster`` carries them out. They are values, so an action
 can be logged, compared and repeated.
 
@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from engine.partition import Replicas, TopicPartition
-from engine.throttles import ThrottleSet
+from engine.core.partition import Replicas, TopicPartition
+from engine.core.throttles import ThrottleSet
 
 
 class StartStep(NamedTuple):

@@ -29,8 +29,8 @@ from __future__ import annotations
 import statistics
 from typing import NamedTuple
 
-from engine.commands import AdaptThrottle
-from engine.units import parse_rate
+from engine.core.commands import AdaptThrottle
+from engine.core.units import parse_rate
 
 WINDOW = 5
 RAISE_AT = 0.8

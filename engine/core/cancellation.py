@@ -6,7 +6,7 @@ started or not (its alter may have landed although its answer was lost):
 NO_REASSIGNMENT_IN_PROGRESS when nothing is in progress (a normal answer), and
 otherwise reverts to RS - AR in RS's order (RS = TRS + the removed replicas in
 broker id order): the step's CR as a set, not always in CR's order: (1, 2) ->
-(2, 3) reverts to (2, 1). ``engine.decide`` judges the abort only on a look
+(2, 3) reverts to (2, 1). ``engine.core.decide`` judges the abort only on a look
 taken after the cancel's answer, and cancels again a reassignment that shows up
 after it (an alter that reached the controller late).
 
@@ -45,7 +45,7 @@ from __future__ import annotations
 
 from typing import AbstractSet
 
-from engine.partition import Replicas
+from engine.core.partition import Replicas
 
 
 def skip_reason(original: Replicas | None, isr: AbstractSet[int]) -> str | None:

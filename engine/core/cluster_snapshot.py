@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from engine.commands import Observation
-from engine.partition import Broker, PartitionState, Replicas, TopicInfo, TopicPartition
+from engine.core.commands import Observation
+from engine.core.partition import Broker, PartitionState, Replicas, TopicInfo, TopicPartition
 
 
 class SnapshotError(ValueError):

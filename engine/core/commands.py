@@ -11,12 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping
 
-from engine.partition import Broker, PartitionState, Replicas, TopicInfo, TopicPartition
+from engine.core.partition import Broker, PartitionState, Replicas, TopicInfo, TopicPartition
 
 if TYPE_CHECKING:  # values of engine.cluster, which itself imports this module
-    from engine.cluster.actions import Action
-    from engine.cluster.result import Result
-    from engine.throttles import ThrottleSet
+    from engine.core.actions import Action
+    from engine.core.outcomes import Result
+    from engine.core.throttles import ThrottleSet
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +92,7 @@ class Observation:
 
     ``topics`` maps a topic to its info, or to ``None`` if it does not exist.
     ``denied`` maps a topic the engine may not describe (or whose configs it may not
-    describe) to the explanation, with the grant (``engine.access``): Kafka does not
+    describe) to the explanation, with the grant (``engine.kafka.access``): Kafka does not
     say whether such a topic exists. Only what differs from the state becomes an
     event. ``now`` is the shell's clock (seconds) when it looked; ``None`` when the
     caller keeps no clock.
@@ -115,8 +115,8 @@ class ObservationFailed:
 
 @dataclass(frozen=True, slots=True)
 class ActionOutcome:
-    """What the cluster said to one action the log asked for (``engine.cluster.actions``):
-    ``Ok``, ``Refused`` (Kafka's error) or ``Unavailable`` (``engine.cluster.result``).
+    """What the cluster said to one action the log asked for (``engine.core.actions``):
+    ``Ok``, ``Refused`` (Kafka's error) or ``Unavailable`` (``engine.core.outcomes``).
 
     Every outcome is an input of the core, like an observation: the rule each action
     concerns decides what happens next (retry when, wait, or give up and say so)."""
@@ -155,7 +155,7 @@ class Tick:
 
 @dataclass(frozen=True, slots=True)
 class Unverified:
-    """A command the engine's signature check refused (``engine.signing``): decide
+    """A command the engine's signature check refused (``engine.log.signing``): decide
     rejects it with ``reason`` and changes nothing else."""
 
     command: Command
@@ -164,7 +164,7 @@ class Unverified:
 
 @dataclass(frozen=True, slots=True)
 class AdaptThrottle:
-    """The adaptive throttle (``engine.adaptive``) proposes a new rate for new steps."""
+    """The adaptive throttle (``engine.core.adaptive``) proposes a new rate for new steps."""
 
     rate: int  # bytes/s
     reason: str

@@ -3,7 +3,7 @@
 Inputs are commands (submit, cancel, limits, throttle, pause, resume),
 observations of the cluster, the outcome of every action the executor carried
 out, and ticks. ``decide`` is pure: it reads the state and returns the events
-to append; ``engine.state.apply`` folds them. ``handle`` returns the folded
+to append; ``engine.core.state.apply`` folds them. ``handle`` returns the folded
 state as well, which is by construction ``fold(events, state)``. Time is an
 input too: observations, outcomes and ticks carry the shell's clock (``now``).
 
@@ -13,7 +13,7 @@ fails and is planned again after a backoff, an unanswered one is retried, a
 refused abort lets the step go on, a failed throttle change is recorded as not
 in force and retried, a failed election is retried and finally given up), and
 every failure is an ``ActionFailed`` event with the reason and the time of the
-retry (``engine.retry`` holds the policy). One failing action never holds up
+retry (``engine.core.retry`` holds the policy). One failing action never holds up
 the others, nor the observation of the cluster.
 
 An observation reconciles every step in flight it covers with what the
@@ -41,24 +41,24 @@ import hashlib
 import json
 from typing import Callable
 
-from engine import events as ev
-from engine import retry
-from engine.cancellation import rollback_skip_reason, settle_target, skip_reason
-from engine.cluster.actions import ApplyThrottles, CancelStep, ElectLeader, RemoveThrottles, StartStep
-from engine.cluster.result import Ok, Refused
-from engine.commands import (
+from engine.core import events as ev
+from engine.core import retry
+from engine.core.cancellation import rollback_skip_reason, settle_target, skip_reason
+from engine.core.actions import ApplyThrottles, CancelStep, ElectLeader, RemoveThrottles, StartStep
+from engine.core.outcomes import Ok, Refused
+from engine.core.commands import (
     ActionOutcome, AdaptThrottle, Cancel, CatchUpObserved, ChangeLimits, ChangeThrottle, Input, Observation,
     ObservationFailed, Pause, Resume, Submit, ThrottlesObserved, Tick, Unverified,
 )
-from engine.limits import resolve_changes
-from engine.partition import TopicPartition
-from engine.scheduler import WEIGHT_UNITS, Hold, Requeue, Start, next_batch, weight_units
-from engine.state import (
+from engine.core.limits import resolve_changes
+from engine.core.partition import TopicPartition
+from engine.core.scheduler import WEIGHT_UNITS, Hold, Requeue, Start, next_batch, weight_units
+from engine.core.state import (
     ABORTING, ACTIVE, CANCELLED, COMPLETED, IN_FLIGHT, REVERTED, TERMINAL, State, apply, release_debt, set_back,
 )
-from engine.step import Done, PlanResult, Step, Waiting, plan_step
-from engine.throttles import ThrottleSet, in_force, minus, needed, reconcile, union
-from engine.validation import submission_problems
+from engine.core.step import Done, PlanResult, Step, Waiting, plan_step
+from engine.core.throttles import ThrottleSet, in_force, minus, needed, reconcile, union
+from engine.core.validation import submission_problems
 
 REVERT_GRACE = 5.0
 """Seconds after the cluster accepted a step before "back at CR, nothing in progress" counts as
@@ -347,7 +347,7 @@ def _cancel(d: _Decision, cmd: Cancel) -> None:
 
 def _cancel_partition(d: _Decision, rid: str, tp: TopicPartition, rollback: bool, include_completed: bool,
                       named: bool) -> None:
-    """KIP-236 for one partition (``engine.cancellation`` has the rules and where a cancel leaves it)."""
+    """KIP-236 for one partition (``engine.core.cancellation`` has the rules and where a cancel leaves it)."""
     s = d.state
     entry = s.partitions[tp]
     if entry.request_id != rid:

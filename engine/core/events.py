@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.limits import Limits
-from engine.partition import Broker, PartitionState, Replicas, TopicInfo, TopicPartition
-from engine.step import Step
-from engine.throttles import ThrottleSet
+from engine.core.limits import Limits
+from engine.core.partition import Broker, PartitionState, Replicas, TopicInfo, TopicPartition
+from engine.core.step import Step
+from engine.core.throttles import ThrottleSet
 
 # --- cluster observations ------------------------------------------------------
 
@@ -74,7 +74,7 @@ class PartitionReady:
     request_id: str
     tp: TopicPartition
     step: Step
-    weight: int = 8  # against the per-broker move caps, in eighths of a move (engine.scheduler)
+    weight: int = 8  # against the per-broker move caps, in eighths of a move (engine.core.scheduler)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +92,7 @@ class StepPlanned:
     tp: TopicPartition
     number: int  # 1-based within the request for this partition
     step: Step
-    weight: int = 8  # against the per-broker move caps, in eighths of a move (engine.scheduler)
+    weight: int = 8  # against the per-broker move caps, in eighths of a move (engine.core.scheduler)
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,7 +272,7 @@ class ClusterUnreachable:
 @dataclass(frozen=True, slots=True)
 class TopicAccessDenied:
     """The engine may not describe ``topic`` (or its configs): ``reason`` names the missing
-    permission and its grant (``engine.access``); ``None``: it may again. Recorded when it changes.
+    permission and its grant (``engine.kafka.access``); ``None``: it may again. Recorded when it changes.
     Its partitions wait; a request naming it is rejected with the reason."""
 
     topic: str

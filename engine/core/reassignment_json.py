@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 from typing import Iterable, Mapping
 
-from engine.commands import PartitionTarget
-from engine.partition import Replicas, TopicPartition
+from engine.core.commands import PartitionTarget
+from engine.core.partition import Replicas, TopicPartition
 
 
 class ReassignmentJsonError(ValueError):

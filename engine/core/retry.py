@@ -1,6 +1,6 @@
 """When a failed action is tried again: the one place that decides retries.
 
-An action the cluster refused, or could not be asked (``engine.cluster.result``),
+An action the cluster refused, or could not be asked (``engine.core.outcomes``),
 is recorded as an ``ActionFailed`` event naming the attempt and ``retry_at``;
 a later ``Tick`` whose clock has passed ``retry_at`` emits ``ActionRetried``,
 which the executor carries out like the original action. Backoff doubles from

@@ -1,6 +1,6 @@
 """KIP-435 batch scheduler: which ready steps start next, under the limits.
 
-Limits (``engine.limits``): P partitions with a step in flight, L steps in
+Limits (``engine.core.limits``): P partitions with a step in flight, L steps in
 flight that move a leader, A replica additions in flight cluster-wide,
 per-broker caps on incoming copies (a broker in NR) and outgoing copies (the
 leader that feeds NR), weighted by their seconds at the throttle, and a count
@@ -34,7 +34,7 @@ for k steps started, never a scan of the queue, whatever it holds. A decision
 with P already full returns at once.
 
 Everything here is an immutable value; the ready index lives in the state and
-is changed only by ``engine.state.apply``.
+is changed only by ``engine.core.state.apply``.
 """
 
 from __future__ import annotations
@@ -44,9 +44,9 @@ from typing import Callable, Iterator, NamedTuple
 
 import immutables
 
-from engine.limits import Limits
-from engine.partition import Replicas, TopicPartition
-from engine.step import Step
+from engine.core.limits import Limits
+from engine.core.partition import Replicas, TopicPartition
+from engine.core.step import Step
 
 
 WEIGHT_UNITS = 8

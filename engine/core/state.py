@@ -17,12 +17,12 @@ from typing import Callable, Iterable, NamedTuple
 
 import immutables
 
-from engine import events as ev
-from engine.limits import DEFAULT_LIMITS, Limits
-from engine.partition import Broker, PartitionState, Replicas, TopicInfo, TopicPartition
-from engine.scheduler import CONTINUING, FRESH, InFlight, ReadyIndex, SchedulingKey, Slot
-from engine.step import Step
-from engine.throttles import DEFAULT_THROTTLE_RATE, ThrottleSet, after_apply, after_remove, minus, union
+from engine.core import events as ev
+from engine.core.limits import DEFAULT_LIMITS, Limits
+from engine.core.partition import Broker, PartitionState, Replicas, TopicInfo, TopicPartition
+from engine.core.scheduler import CONTINUING, FRESH, InFlight, ReadyIndex, SchedulingKey, Slot
+from engine.core.step import Step
+from engine.core.throttles import DEFAULT_THROTTLE_RATE, ThrottleSet, after_apply, after_remove, minus, union
 
 # Partition statuses
 PENDING = "pending"  # needs a planning decision (transient within a decision)
@@ -104,7 +104,7 @@ class Request(NamedTuple):
     status: str = ACTIVE
     counts: immutables.Map = immutables.Map()  # partition status -> count
     members: immutables.Map = immutables.Map()  # every partition it ever queued -> True
-    vstart: int = 0  # where it joined the turn-taking between requests (engine.scheduler)
+    vstart: int = 0  # where it joined the turn-taking between requests (engine.core.scheduler)
     started: int = 0  # steps it has started
 
     @property
@@ -139,7 +139,7 @@ class State(NamedTuple):
     throttle_attempt: int = 0  # consecutive failed rounds of throttle changes
     cluster_error: str | None = None  # why the cluster cannot be observed now
     release_debt: immutables.Map = immutables.Map()  # broker -> (bytes released into it, when): a bucket
-    denied: immutables.Map = immutables.Map()  # topic -> why the engine may not describe it (engine.access)
+    denied: immutables.Map = immutables.Map()  # topic -> why the engine may not describe it (engine.kafka.access)
     # tp -> the shell's clock of the newest thing the state knows of the partition: its latest recorded
     # observation, or the cluster's latest answer to an alter or cancel of it. A look taken earlier
     # says nothing new (it may predate the action) and is ignored.
@@ -401,7 +401,7 @@ def _(s: State, e: ev.CancelSkipped) -> State:
 def _(s: State, e: ev.PartitionCancelled) -> State:
     """A cancel (or the end of one: ``final``). Not final, a partition that is not in flight
     goes back to planning: a rollback heads for ORS, a plain cancel settles where it stands
-    (``engine.cancellation.settle_target``) and a final ``PartitionCancelled`` ends it."""
+    (``engine.core.cancellation.settle_target``) and a final ``PartitionCancelled`` ends it."""
     old = s.partitions[e.tp]
     rolling_back = e.rollback
     note = e.reason or old.note

@@ -39,7 +39,7 @@ import gc
 from contextlib import contextmanager
 from typing import AbstractSet, Iterable, NamedTuple
 
-from engine.partition import Replicas
+from engine.core.partition import Replicas
 
 
 class Step(NamedTuple):

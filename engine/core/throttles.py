@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable, NamedTuple
 
-from engine.partition import TopicPartition
-from engine.step import Step
+from engine.core.partition import TopicPartition
+from engine.core.step import Step
 
 DEFAULT_THROTTLE_RATE = 50_000_000
 """Default replication throttle, bytes/s per broker and direction: about 40 %

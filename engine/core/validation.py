@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from engine.commands import Submit
+from engine.core.commands import Submit
 
 
 def submission_problems(cmd: Submit, topics, brokers, observed, denied=None) -> list[str]:

@@ -19,7 +19,7 @@ confluent-kafka client kreassign makes carries an ``AuthWatch`` (``error_cb``),
 and kafka-python's (which logs it and then times out bootstrapping) a
 ``KafkaPythonAuthLog``. Both become "authentication failed for user U: ...".
 
-The grants each principal needs, and why, are ``engine.acls``.
+The grants each principal needs, and why, are ``engine.kafka.acls``.
 """
 
 from __future__ import annotations

@@ -41,11 +41,11 @@ nothing, add Describe (and DescribeConfigs) where the reason says "implied".
 Who reads the events topic does it with librdkafka, which asks for the coordinator
 of its consumer's ``group.id`` (FindCoordinator) even though the reader is only
 assigned partitions and never joins or commits: confluent-kafka requires a group
-id, so readers use ``<prefix>reader`` (``engine.topics.reader_group``), and need
+id, so readers use ``<prefix>reader`` (``engine.kafka.topics.reader_group``), and need
 DESCRIBE on that group and nothing else on it.
 
 ``kreassign acls`` prints these as kafka-acls.sh commands; docs/engine.md holds
-the table; the engine checks its own part when it starts (``engine.preflight``).
+the table; the engine checks its own part when it starts (``engine.kafka.preflight``).
 """
 
 from __future__ import annotations
@@ -53,8 +53,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from engine.access import THE_CLUSTER, TRANSACTIONAL_ID, Need, Resource, grant, group, topic
-from engine.topics import Topics, decider_transactional_id, engine_group, reader_group
+from engine.kafka.access import THE_CLUSTER, TRANSACTIONAL_ID, Need, Resource, grant, group, topic
+from engine.kafka.topics import Topics, decider_transactional_id, engine_group, reader_group
 
 ENGINE, OPERATOR, ANALYST, ADMIN = "engine", "operator", "analyst", "admin"
 ROLES = (ENGINE, OPERATOR, ANALYST, ADMIN)

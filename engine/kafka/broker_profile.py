@@ -3,7 +3,7 @@
 ``kafka`` (the default) is Apache Kafka: librdkafka's defaults; the engine's
 workers use a 6 s group session (Kafka's minimum by default) with 0.5 s heartbeats.
 ``embedded`` is the tansu broker of ``kreassign broker`` and the tests; every
-setting it needs lives in ``engine.embedded`` and nowhere else, so the code
+setting it needs lives in ``engine.kafka.embedded`` and nowhere else, so the code
 paths used against real Kafka carry none of them. Select one with
 ``--broker-profile kafka|embedded``.
 """
@@ -19,7 +19,7 @@ class BrokerProfile(NamedTuple):
     group: Mapping[str, object] = {}  # consumers that join a group
     producer: Mapping[str, object] = {}  # every producer
     exact_end_offsets: Mapping[str, object] = {}  # producers whose readers trust the high watermark
-    faust: Mapping[str, object] = {}  # faust.App settings of the engine's workers (engine.worker)
+    faust: Mapping[str, object] = {}  # faust.App settings of the engine's workers (engine.runtime.worker)
     faust_consumer: Mapping[str, object] = {}  # aiokafka consumer settings Faust does not expose
     validate_only: bool = True  # CreateTopics(validate_only) creates nothing (the engine's start-up check uses it)
 
@@ -43,7 +43,7 @@ def profile(name: str) -> BrokerProfile:
     if name == "kafka":
         return KAFKA
     if name == "embedded":
-        from engine.embedded import EMBEDDED
+        from engine.kafka.embedded import EMBEDDED
 
         return EMBEDDED
     raise ValueError(f"unknown broker profile {name!r} (choose from {', '.join(NAMES)})")

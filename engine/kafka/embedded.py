@@ -47,7 +47,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from engine.broker_profile import BrokerProfile
+from engine.kafka.broker_profile import BrokerProfile
 
 EMBEDDED = BrokerProfile(
     "embedded",

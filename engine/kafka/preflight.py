@@ -3,9 +3,9 @@
 ``kreassign engine`` runs it before its Faust worker starts, so before anything
 is decided: a missing permission is a clear error at start-up (exit 2, one
 paragraph naming every missing grant with its kafka-acls.sh command), not an
-endless retry. It asks Kafka what it would answer the engine (``engine.probe``):
+endless retry. It asks Kafka what it would answer the engine (``engine.kafka.probe``):
 
-* its own topics (``engine.acls.engine_needs``): Read on commands; Read and Write
+* its own topics (``engine.kafka.acls.engine_needs``): Read on commands; Read and Write
   on decisions, events and snapshots; Write on dead-letters;
 * Faust's internal topics ``<prefix>engine-...``: Read and Write on those that
   exist; Create (a ``validate_only`` CreateTopics, which creates nothing on Kafka)
@@ -20,7 +20,7 @@ describe of a transactional id's operations): the decider's writer claims it
 when it takes over, and a refusal there names that grant.
 
 A failed authentication or an unreachable cluster stops the check at once. The
-topics a request names are checked when it arrives (``engine.decide``: a topic
+topics a request names are checked when it arrives (``engine.core.decide``: a topic
 the engine may not describe rejects the request; a refused throttle change or
 step is a visible wait naming the grant).
 """
@@ -29,14 +29,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine import acls
-from engine.access import denied
-from engine.broker_profile import BrokerProfile
-from engine.client_config import ClientConfig
-from engine.probe import AUTHENTICATION, MISSING, UNREACHABLE, Prober, ProbeError
-from engine.topics import Topics, engine_group, reader_group
+from engine.kafka import acls
+from engine.kafka.access import denied
+from engine.kafka.broker_profile import BrokerProfile
+from engine.kafka.client_config import ClientConfig
+from engine.kafka.probe import AUTHENTICATION, MISSING, UNREACHABLE, Prober, ProbeError
+from engine.kafka.topics import Topics, engine_group, reader_group
 
-FAUST_TABLES = ("executor",)  # engine.worker's Faust table (the views are computed from the state)
+FAUST_TABLES = ("executor",)  # engine.runtime.worker's Faust table (the views are computed from the state)
 
 
 def faust_topics(prefix: str) -> list[str]:

@@ -4,7 +4,7 @@ Each check sends what Kafka answers authorization questions with (KIP-430): a
 topic's or group's description with its authorized operations, the cluster's
 authorized operations, or a ``validate_only`` CreateTopics (which creates
 nothing on Kafka). A check that finds something missing raises ``ProbeError``
-with the whole explanation (``engine.access``): the topic is missing, the
+with the whole explanation (``engine.kafka.access``): the topic is missing, the
 principal is not authorized (with the kafka-acls.sh grant), authentication
 failed, or the cluster cannot be reached. Brokers that report no authorized
 operations (the embedded broker) are trusted: only an answer that names a
@@ -18,11 +18,11 @@ from typing import Any, Sequence
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from engine.access import (
+from engine.kafka.access import (
     AUTHORIZATION, THE_CLUSTER, AuthWatch, Need, Resource, authentication_failed, denied, explain, group, principal_of,
     topic, user_of,
 )
-from engine.client_config import ClientConfig, last_failure, logged
+from engine.kafka.client_config import ClientConfig, last_failure, logged
 
 MISSING, DENIED, UNREACHABLE, AUTHENTICATION = "missing", "denied", "unreachable", "authentication"
 

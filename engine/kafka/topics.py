@@ -11,7 +11,7 @@ gives the reasons at length; in short:
   (``<prefix>decider``): readers must read committed records only
   (librdkafka's default).
 * ``<prefix>snapshots`` - states folded from the events up to an offset
-  (``engine.snapshot``), so that recovery and ``status`` fold only the events
+  (``engine.log.snapshot``), so that recovery and ``status`` fold only the events
   after the latest one. Compacted: keys alternate between two slots, so the
   latest complete snapshot is always kept and older ones go. Losing it loses
   nothing: the events are the record.
@@ -29,7 +29,7 @@ Consumer groups, also under the prefix (so deployments with different prefixes n
 share one): ``<prefix>engine`` (the engine workers' group, Faust's application id) and
 ``<prefix>reader`` (kreassign's readers of a topic, which are assigned partitions and
 never join or commit, but librdkafka asks for the coordinator of the ``group.id`` that
-confluent-kafka requires: a principal that reads needs DESCRIBE on it, ``engine.acls``).
+confluent-kafka requires: a principal that reads needs DESCRIBE on it, ``engine.kafka.acls``).
 
 ``create`` is idempotent: a topic that exists is left as it is (an operator
 may have changed its retention on purpose), but a partition count that breaks
@@ -142,8 +142,8 @@ def create(
 
     ``replication_factor`` -1 takes the broker's ``default.replication.factor``.
     """
-    from engine.access import Need, denied, topic as topic_resource
-    from engine.client_config import logged
+    from engine.kafka.access import Need, denied, topic as topic_resource
+    from engine.kafka.client_config import logged
 
     admin = AdminClient(logged(admin_config))
     user = admin_config.get("sasl.username")

@@ -14,7 +14,7 @@ the specification's fingerprint.
 
 Anything that cannot be read (unknown fingerprint, truncated body, trailing
 bytes, not Avro at all) raises ``DecodeError`` with the reason; callers set
-the message aside in the dead-letter topic (``engine.dead_letter``).
+the message aside in the dead-letter topic (``engine.log.dead_letter``).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import Any
 import fastavro
 from fastavro.schema import fingerprint as _fingerprint, load_schema, to_parsing_canonical_form
 
-from engine.avro_mapping import avro_name, decoder, encoder
+from engine.log.avro_mapping import avro_name, decoder, encoder
 from engine.bundled import SCHEMA_DIR
 
 RELEASES_DIR = SCHEMA_DIR / "releases"

@@ -15,8 +15,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Callable, NamedTuple, TypeVar
 
-from engine.codec import DecodeError, codec_for
-from engine.envelope import now
+from engine.log.codec import DecodeError, codec_for
+from engine.log.envelope import now
 
 T = TypeVar("T")
 

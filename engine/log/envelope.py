@@ -12,8 +12,8 @@ import uuid
 from datetime import datetime, timedelta, timezone
 from typing import NamedTuple
 
-from engine import commands as cmd
-from engine import events as ev
+from engine.core import commands as cmd
+from engine.core import events as ev
 
 
 class EventEnvelope(NamedTuple):

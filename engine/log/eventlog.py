@@ -3,7 +3,7 @@
 The publisher API (what ``kreassign execute`` and friends use, and what a
 service can use from Python)::
 
-    from engine.eventlog import Publisher
+    from engine.log.eventlog import Publisher
 
     with Publisher("broker:9092", ClientConfig.load("client.properties")) as p:
         request_id = p.submit(targets, throttle_rate=50_000_000)   # targets: PartitionTarget values
@@ -17,16 +17,16 @@ producer) and returns the request id (``submit``) or the command id, or raises
 ``PublishError`` naming the problem. ``EventWriter`` appends events the same
 way (the engine's shell, tests, benchmarks). ``read_topic`` reads partitions
 from their first offset to their end, decoding each message; a message that
-cannot be decoded is handed to ``set_aside`` (see ``engine.dead_letter``) and
+cannot be decoded is handed to ``set_aside`` (see ``engine.log.dead_letter``) and
 reading goes on. The end of a partition is librdkafka's partition EOF, never
 the high watermark (the embedded broker under-reports it).
 
 Before writing or reading, the topic is described with its authorized
-operations (``engine.probe``): a missing topic, a missing permission (Write, or
+operations (``engine.kafka.probe``): a missing topic, a missing permission (Write, or
 Read, and Describe on the readers' group ``group_id``, whose coordinator
 librdkafka asks for although the reader never joins), a failed authentication
 or an unreachable cluster is a ``PublishError`` / ``ReadError`` saying which,
-with the kafka-acls.sh grant for a missing permission (``engine.access``).
+with the kafka-acls.sh grant for a missing permission (``engine.kafka.access``).
 """
 
 from __future__ import annotations
@@ -41,17 +41,17 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from engine import commands as cmd
-from engine.access import AuthWatch, Need, authentication_failed, explain, group, principal_of, topic as topic_resource
-from engine.access import TRANSACTIONAL_ID, Resource, denied, user_of
-from engine import events as ev
-from engine.broker_profile import KAFKA, BrokerProfile
-from engine.client_config import ClientConfig, logged
-from engine.codec import codec_for
-from engine.dead_letter import DeadLetter, decode_or_set_aside
-from engine.envelope import CommandEnvelope, EventEnvelope, command_key, event_key, millis, new_id, now
-from engine.partition import TopicPartition
-from engine.topics import DEFAULT_PREFIX, MAX_MESSAGE_BYTES, Topics
+from engine.core import commands as cmd
+from engine.kafka.access import AuthWatch, Need, authentication_failed, explain, group, principal_of, topic as topic_resource
+from engine.kafka.access import TRANSACTIONAL_ID, Resource, denied, user_of
+from engine.core import events as ev
+from engine.kafka.broker_profile import KAFKA, BrokerProfile
+from engine.kafka.client_config import ClientConfig, logged
+from engine.log.codec import codec_for
+from engine.log.dead_letter import DeadLetter, decode_or_set_aside
+from engine.log.envelope import CommandEnvelope, EventEnvelope, command_key, event_key, millis, new_id, now
+from engine.core.partition import TopicPartition
+from engine.kafka.topics import DEFAULT_PREFIX, MAX_MESSAGE_BYTES, Topics
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -240,7 +240,7 @@ def _check(config: ClientConfig, topic: str, operations: tuple[str, ...], timeou
     group ``group_id``), else ``error`` naming the problem: a missing topic (never auto-created: that
     could give it the wrong layout), a missing permission with its grant, a failed authentication,
     an unreachable cluster."""
-    from engine.probe import Prober, ProbeError
+    from engine.kafka.probe import Prober, ProbeError
 
     try:
         prober = Prober(config, timeout)
@@ -287,8 +287,8 @@ class Publisher(_EnvelopeWriter):
     def __init__(self, bootstrap: str | None = None, config: ClientConfig | None = None, *,
                  issued_by: str | None = None, signing_key: Any = None, **options: Any):
         """``options``: prefix, profile (a ``BrokerProfile``), registry (a Schema Registry URL or
-        client), timeout (seconds), check_topic. ``signing_key``: an ``engine.signing.SigningKey``
-        to sign every command with (HMAC-SHA256, see ``engine.signing``)."""
+        client), timeout (seconds), check_topic. ``signing_key``: an ``engine.log.signing.SigningKey``
+        to sign every command with (HMAC-SHA256, see ``engine.log.signing``)."""
         super().__init__(bootstrap, config, **options)
         self.issued_by = issued_by or issuer()
         self.signing_key = signing_key
@@ -307,7 +307,7 @@ class Publisher(_EnvelopeWriter):
                                     include_completed=include_completed)).id
 
     def change_limits(self, changes: Mapping[str, int]) -> str:
-        """Limit names are field names or KIP aliases (``engine.limits.SETTINGS``)."""
+        """Limit names are field names or KIP aliases (``engine.core.limits.SETTINGS``)."""
         return self.send(cmd.ChangeLimits(dict(changes))).id
 
     def change_throttle(self, rate: int | None) -> str:
@@ -325,7 +325,7 @@ class Publisher(_EnvelopeWriter):
             command = dataclasses.replace(command, command_id=new_id())
         envelope = CommandEnvelope(command.command_id, now(), self.issued_by, command)
         if self.signing_key is not None:
-            from engine.signing import sign
+            from engine.log.signing import sign
 
             envelope = sign(envelope, self.signing_key)
         data = self._codec.encode(envelope)
@@ -394,7 +394,7 @@ def read_topic(
     """Every message of every partition of ``topic``, from the first offset (or
     ``start_offset``) to the end (or to ``until_offset``, exclusive), decoded; in
     offset order within a partition.
-    ``group_id``: the consumer's group (``engine.topics.reader_group``): never joined, never
+    ``group_id``: the consumer's group (``engine.kafka.topics.reader_group``): never joined, never
     committed, but librdkafka asks for its coordinator (DESCRIBE on the group).
     ``expect_partitions``: fail unless the topic has exactly that many partitions."""
     desc = _check(config, topic, ("Read",), idle_timeout, ReadError, group_id)

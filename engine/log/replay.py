@@ -1,9 +1,9 @@
 """Rebuild the state from the events topic: the fold of every event, in log order.
 
 ``replay`` reads the (single-partition) events topic from the latest snapshot
-(``engine.snapshot``) or its first offset to its end, or up to an offset or a
+(``engine.log.snapshot``) or its first offset to its end, or up to an offset or a
 time (always from offset 0), and folds the payloads with the core's
-``engine.state.apply``. An event whose id was already applied (a re-delivered
+``engine.core.state.apply``. An event whose id was already applied (a re-delivered
 write) is applied once. A message that cannot be decoded is reported in the
 result's ``dead_letters`` and skipped; replay is read-only, so it writes
 nothing to the dead-letter topic (the engine does, when it consumes).
@@ -15,16 +15,16 @@ from collections import deque
 from datetime import datetime
 from typing import Any, Callable, Iterable, NamedTuple
 
-from engine.broker_profile import KAFKA, BrokerProfile
-from engine.client_config import ClientConfig
-from engine.dead_letter import DeadLetter
-from engine.envelope import EventEnvelope
-from engine.eventlog import DEFAULT_TIMEOUT, decoder_for, read_topic
-from engine import events as ev
-from engine.progress import Progress
-from engine.snapshot import Fold, gc_paused
-from engine.state import EMPTY, State, apply
-from engine.topics import DEFAULT_PREFIX, EVENTS, Topics, reader_group
+from engine.kafka.broker_profile import KAFKA, BrokerProfile
+from engine.kafka.client_config import ClientConfig
+from engine.log.dead_letter import DeadLetter
+from engine.log.envelope import EventEnvelope
+from engine.log.eventlog import DEFAULT_TIMEOUT, decoder_for, read_topic
+from engine.core import events as ev
+from engine.views.progress import Progress
+from engine.log.snapshot import Fold, gc_paused
+from engine.core.state import EMPTY, State, apply
+from engine.kafka.topics import DEFAULT_PREFIX, EVENTS, Topics, reader_group
 
 DEDUPE_WINDOW = 100_000
 """Ids of this many latest events are remembered to drop duplicates: a
@@ -55,7 +55,7 @@ def fold_log(
     """Fold (offset, envelope) records in order; stop before the first one recorded after ``until_time``.
 
     ``on_event(state_before, envelope)`` sees every event applied (for folds kept
-    beside the state, e.g. ``engine.progress``); ``seen``/``order`` carry the
+    beside the state, e.g. ``engine.views.progress``); ``seen``/``order`` carry the
     duplicate window over from an earlier call when a fold goes on later.
     Returns (state, applied, duplicates, next offset, last recorded_at).
     """
@@ -101,7 +101,7 @@ def replay(
     """The state folded from the events topic (see the module doc): from the latest usable snapshot
     and the events after it, unless ``from_start`` or a cut (``until_offset``/``until_time``) is
     asked for, which fold every event from offset 0."""
-    from engine.snapshot_store import latest, resume
+    from engine.log.snapshot_store import latest, resume
 
     topic = Topics.named(prefix).events
     dead: list[DeadLetter] = []

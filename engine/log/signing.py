@@ -10,7 +10,7 @@ with one of its keys. The other commands are rejected with the reason (a
   as its UTF-8 bytes. The same file (or the one entry a publisher needs) is
   given to ``kreassign execute ... --signing-keys F [--signing-key-id ID]``.
 * Signed content: the envelope's Avro single-object encoding (current
-  schema, ``engine.codec``) with ``signature`` null. The encoding is
+  schema, ``engine.log.codec``) with ``signature`` null. The encoding is
   deterministic (maps keep their order, sets are sorted), so the engine
   recomputes exactly what the publisher signed after decoding.
 * ``signature`` field: the ASCII bytes ``"<key id>:<hex digest>"``.
@@ -23,8 +23,8 @@ import hmac
 import json
 from typing import Mapping, NamedTuple
 
-from engine.codec import codec_for
-from engine.envelope import CommandEnvelope
+from engine.log.codec import codec_for
+from engine.log.envelope import CommandEnvelope
 
 
 class SigningError(ValueError):

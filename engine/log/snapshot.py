@@ -1,8 +1,8 @@
 """Snapshots of the fold: what they hold, how they are stored, and their canonical encoding.
 
 A snapshot is what folding the events topic up to an offset gives (``Fold``):
-the core's ``State``, the progress folded beside it (``engine.progress``), the
-duplicate window of ``engine.replay.fold_log``, the last events (for the status
+the core's ``State``, the progress folded beside it (``engine.views.progress``), the
+duplicate window of ``engine.log.replay.fold_log``, the last events (for the status
 page) and when the steps in flight were planned. Recovery, ``status`` and
 ``replay`` start from the latest one and fold only the events after it; folding
 from offset 0 gives the same thing, byte for byte (tests/test_snapshot.py).
@@ -46,7 +46,7 @@ snapshot even while a newer one is half written. ``assemble`` returns the
 latest complete, intact snapshot of a list of records and says why it skipped
 any later one.
 
-Pure: no I/O, no clock (``engine.snapshot_store`` reads and writes the topic).
+Pure: no I/O, no clock (``engine.log.snapshot_store`` reads and writes the topic).
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ from typing import Any, Iterable, NamedTuple
 
 import immutables
 
-from engine.step import gc_paused
+from engine.core.step import gc_paused
 
 FORMAT = 1
 MAGIC = b"KRSN"
@@ -76,8 +76,8 @@ CHUNK_BYTES = 512 * 1024
 (1,048,588) with the header, and under the embedded broker's limits."""
 
 FOLD_MODULES = (
-    "engine.state", "engine.partition", "engine.scheduler", "engine.step", "engine.throttles", "engine.limits",
-    "engine.events", "engine.progress", "engine.replay", "engine.envelope", "engine.snapshot",
+    "engine.core.state", "engine.core.partition", "engine.core.scheduler", "engine.core.step", "engine.core.throttles", "engine.core.limits",
+    "engine.core.events", "engine.views.progress", "engine.log.replay", "engine.log.envelope", "engine.log.snapshot",
 )
 """Modules whose code decides what a fold gives; a change in any of them retires older snapshots."""
 
@@ -230,8 +230,8 @@ def fingerprint(modules: Iterable[str] = ()) -> str:
 class Fold(NamedTuple):
     """Everything a fold of the events topic up to ``next_offset`` gives (see the module doc)."""
 
-    state: Any  # engine.state.State
-    progress: Any  # engine.progress.Progress
+    state: Any  # engine.core.state.State
+    progress: Any  # engine.views.progress.Progress
     window: tuple[str, ...]  # ids of the latest events, oldest first (fold_log's duplicate window)
     recent: tuple  # the latest EventEnvelopes, oldest first (the status page's recent events)
     planned: dict  # TopicPartition -> when its step in flight was planned (epoch seconds)
@@ -292,7 +292,7 @@ def _tuple_new_only(obj: Any, name: str) -> Any:
 _ALLOWED_OTHER = {
     ("builtins", "getattr"): _tuple_new_only,
     ("builtins", "tuple"): tuple,
-    ("engine.snapshot", "_dataclass"): _dataclass,
+    ("engine.log.snapshot", "_dataclass"): _dataclass,
     ("immutables", "Map"): immutables.Map,
     ("immutables._map", "Map"): immutables.Map,
     ("immutables.map", "Map"): immutables.Map,

@@ -1,6 +1,6 @@
 """The snapshots topic: write a snapshot, find the latest one, and fold the events after it.
 
-``engine.snapshot`` says what a snapshot is; this module is its Kafka shell:
+``engine.log.snapshot`` says what a snapshot is; this module is its Kafka shell:
 
 * ``SnapshotWriter.write(fold)`` writes one snapshot (its chunks, one record
   each, in the slot not used last) with an idempotent producer and waits for
@@ -29,13 +29,13 @@ from typing import Any, Callable, Iterator, NamedTuple
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from engine.access import Need, denied, principal_of, topic as topic_resource
-from engine.broker_profile import KAFKA, BrokerProfile
-from engine.client_config import ClientConfig, logged
-from engine.eventlog import DEFAULT_TIMEOUT, ReadError, _check, _Writer, decoder_for, read_topic
-from engine.envelope import EventEnvelope, millis
-from engine.snapshot import Assembled, Fold, Snapshot, assemble, to_records
-from engine.topics import DEFAULT_PREFIX, EVENTS, Topics, missing, reader_group
+from engine.kafka.access import Need, denied, principal_of, topic as topic_resource
+from engine.kafka.broker_profile import KAFKA, BrokerProfile
+from engine.kafka.client_config import ClientConfig, logged
+from engine.log.eventlog import DEFAULT_TIMEOUT, ReadError, _check, _Writer, decoder_for, read_topic
+from engine.log.envelope import EventEnvelope, millis
+from engine.log.snapshot import Assembled, Fold, Snapshot, assemble, to_records
+from engine.kafka.topics import DEFAULT_PREFIX, EVENTS, Topics, missing, reader_group
 
 log = logging.getLogger("kreassign.snapshots")
 

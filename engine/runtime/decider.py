@@ -1,17 +1,17 @@
 """The decider: the engine's one sequential loop around the pure core. No Faust, no asyncio.
 
-``engine.worker`` runs it on the worker that owns the decisions partition, one
+``engine.runtime.worker`` runs it on the worker that owns the decisions partition, one
 input at a time, in a thread (every call here blocks). For each input:
 
-1. ``handle(state, input)`` (``engine.decide``) -> the new state and events;
+1. ``handle(state, input)`` (``engine.core.decide``) -> the new state and events;
 2. append the events to the events topic and wait for delivery (**log first**:
    the state advances only once its events are on the log);
-3. carry out their actions on the cluster, in log order (``engine.executor``);
+3. carry out their actions on the cluster, in log order (``engine.runtime.executor``);
 4. feed the outcome of every action (``ActionOutcome``: ok, refused with
    Kafka's error, or unavailable) back through ``handle``, appending and
    executing what they cause, until nothing is left. A failed action is an
    ``ActionFailed`` event and a WARNING log line with the reason; the core
-   decides when it is tried again (``engine.retry``), and nothing else waits.
+   decides when it is tried again (``engine.core.retry``), and nothing else waits.
 
 A tick (``tick()``) observes exactly ``watched(state)`` (never the whole
 cluster), feeds the observation (or, if the cluster cannot be observed,
@@ -45,21 +45,21 @@ from collections import Counter, deque
 from datetime import datetime, timezone
 from typing import Callable, Iterable, Iterator, Protocol
 
-from engine import events as ev
-from engine.adaptive import AdaptiveThrottle, Sample
-from engine.attention import attention
+from engine.core import events as ev
+from engine.core.adaptive import AdaptiveThrottle, Sample
+from engine.views.attention import attention
 from engine.cluster import Cluster
-from engine.cluster.result import Unavailable
-from engine.commands import CatchUpObserved, Input, ObservationFailed, Submit, ThrottlesObserved, Tick
-from engine.decide import catch_up_due, copying, handle, near_done, watched
-from engine.envelope import EventEnvelope, new_id, now
-from engine.executor import Executor, actions, recovery_actions
-from engine.partition import TopicPartition
-from engine.progress import Progress, report
-from engine.replay import DEDUPE_WINDOW, QUIET, RECENT, START, extend
-from engine.snapshot import Fold
-from engine.state import EMPTY, TERMINAL, State, apply
-from engine.summary import bytes_remaining, describe, summarize
+from engine.core.outcomes import Unavailable
+from engine.core.commands import CatchUpObserved, Input, ObservationFailed, Submit, ThrottlesObserved, Tick
+from engine.core.decide import catch_up_due, copying, handle, near_done, watched
+from engine.log.envelope import EventEnvelope, new_id, now
+from engine.runtime.executor import Executor, actions, recovery_actions
+from engine.core.partition import TopicPartition
+from engine.views.progress import Progress, report
+from engine.log.replay import DEDUPE_WINDOW, QUIET, RECENT, START, extend
+from engine.log.snapshot import Fold
+from engine.core.state import EMPTY, TERMINAL, State, apply
+from engine.views.summary import bytes_remaining, describe, summarize
 
 log = logging.getLogger("kreassign.decider")
 
@@ -149,7 +149,7 @@ class Decider:
         self.counts: Counter = Counter()  # events appended, by type name; "_inputs", "_ticks"
         self.failures: Counter = Counter()  # (action, code) -> ActionFailed events appended
         self._meta: dict[TopicPartition, tuple[int | None, int, float, tuple[int, ...]]] = {}
-        # the rest of the fold beside the state, for snapshots (engine.snapshot.Fold)
+        # the rest of the fold beside the state, for snapshots (engine.log.snapshot.Fold)
         self.window: deque[str] = deque(maxlen=DEDUPE_WINDOW)
         self.planned_recorded: dict[TopicPartition, float] = {}
         self.events = self.duplicates = self.next_offset = 0
@@ -319,7 +319,7 @@ class Decider:
             except Exception as e:  # noqa: BLE001 - the log is unreachable: nothing may happen before it is
                 raise Retry(f"cannot append to the events log: {e}") from None
             before = self.state
-            for envelope in envelopes:  # bytes and time beside the state (engine.progress)
+            for envelope in envelopes:  # bytes and time beside the state (engine.views.progress)
                 self.progress = self.progress.after(before, envelope.payload, envelope.recorded_at)
                 before = apply(before, envelope.payload)
                 self.window.append(envelope.id)

@@ -31,15 +31,15 @@ Thin runner:
   (consecutive actions of one kind go in one batch call), and returns one
   ``ActionOutcome`` per action: ``Ok``, ``Refused`` or ``Unavailable``. A failure
   never stops the others; ``decide`` turns each outcome into what happens next
-  (``engine.retry`` holds when). One ordering rule is the runner's: a step is
+  (``engine.core.retry`` holds when). One ordering rule is the runner's: a step is
   never started without the throttles logged before it, so a ``StartStep``
   whose topic or brokers were named by a throttle change that just failed is
   not carried out, and its outcome says why.
 * A throttle change that fails is asked again piece by piece (each topic, each
-  broker: ``engine.throttles.split``), so each outcome says exactly which part
+  broker: ``engine.core.throttles.split``), so each outcome says exactly which part
   is in force.
 
-The engine's loop (``engine.decider``, ``engine.sim.strategies``) is: ``handle``
+The engine's loop (``engine.runtime.decider``, ``engine.whatif.strategies``) is: ``handle``
 an input, ``run`` the actions of its events, ``handle`` each outcome, then
 observe ``watched(state)`` only after acting.
 """
@@ -51,13 +51,13 @@ from dataclasses import dataclass
 from itertools import groupby
 from typing import Callable, Iterable, Sequence
 
-from engine import events as ev
+from engine.core import events as ev
 from engine.cluster import Cluster
-from engine.cluster.actions import Action, ApplyThrottles, CancelStep, ElectLeader, RemoveThrottles, StartStep
-from engine.cluster.result import Ok, Result, Unavailable
-from engine.commands import ActionOutcome
-from engine.state import State
-from engine.throttles import ThrottleSet, split
+from engine.core.actions import Action, ApplyThrottles, CancelStep, ElectLeader, RemoveThrottles, StartStep
+from engine.core.outcomes import Ok, Result, Unavailable
+from engine.core.commands import ActionOutcome
+from engine.core.state import State
+from engine.core.throttles import ThrottleSet, split
 
 log = logging.getLogger("kreassign.executor")
 

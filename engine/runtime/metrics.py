@@ -1,6 +1,6 @@
 """Prometheus ``/metrics`` of a worker, exposed with prometheus-client (never hand-written).
 
-Read at scrape time from the worker (``engine.worker.Engine``) and its decider:
+Read at scrape time from the worker (``engine.runtime.worker.Engine``) and its decider:
 counters since the worker started (events appended, steps started and
 completed, dead letters, recoveries), the commands rejected by command (counted
 in the state, so since the log began, whichever worker decides), and gauges of
@@ -16,7 +16,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from collections import Counter
 
-from engine.summary import bytes_remaining, problems
+from engine.views.summary import bytes_remaining, problems
 
 
 class _Collector:

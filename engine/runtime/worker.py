@@ -8,7 +8,7 @@ Agents are short loops; everything they decide is the core's:
   unchanged to the decisions topic, marked ``command`` or ``unverified`` (with
   the reason) in the message headers.
 * ``decider`` (decisions topic, 1 partition: exactly one worker at a time):
-  hands every input to ``engine.decider.Decider`` in a thread (its calls block;
+  hands every input to ``engine.runtime.decider.Decider`` in a thread (its calls block;
   Faust's heartbeats go on), then writes the executor's progress into the
   ``executor`` table. When it gets the partition (first start, restart,
   failover) it recovers from the events topic first.
@@ -17,10 +17,10 @@ Agents are short loops; everything they decide is the core's:
   ``--poll-interval``, and the steps close to done in between): ticks and
   commands are decided in one sequence.
 * web (Faust's server): ``/status`` (JSON), ``/metrics`` (Prometheus),
-  ``/tables`` (the views of the decider's state, ``engine.views``, and the
+  ``/tables`` (the views of the decider's state, ``engine.views.tables``, and the
   executor table: what a replay of the log must give).
 
-Broker quirks come only from the broker profile (``engine.broker_profile``):
+Broker quirks come only from the broker profile (``engine.kafka.broker_profile``):
 its ``faust`` settings go to ``faust.App`` and ``faust_consumer`` to
 aiokafka's consumer.
 """
@@ -44,21 +44,21 @@ from typing import Any, Iterator, Mapping
 import faust
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
-from engine.adaptive import AdaptiveThrottle
-from engine.broker_profile import BrokerProfile
-from engine.client_config import ClientConfig
+from engine.core.adaptive import AdaptiveThrottle
+from engine.kafka.broker_profile import BrokerProfile
+from engine.kafka.client_config import ClientConfig
 from engine.cluster import Cluster
-from engine.codec import DecodeError, codec_for
-from engine.commands import Unverified
-from engine.dead_letter import DeadLetter, decode_or_set_aside
-from engine import snapshot_store
-from engine.decider import Decider, Deposed, Retry
-from engine.envelope import CommandEnvelope, EventEnvelope, now
-from engine.eventlog import WRITER_HEADER as WRITER, EventWriter, Fenced, PublishError, decoder_for
-from engine.snapshot_store import SnapshotWriter
-from engine.signing import verify
-from engine.topics import COMMANDS, EVENTS, Topics, decider_transactional_id, engine_group, reader_group
-from engine import views
+from engine.log.codec import DecodeError, codec_for
+from engine.core.commands import Unverified
+from engine.log.dead_letter import DeadLetter, decode_or_set_aside
+from engine.log import snapshot_store
+from engine.runtime.decider import Decider, Deposed, Retry
+from engine.log.envelope import CommandEnvelope, EventEnvelope, now
+from engine.log.eventlog import WRITER_HEADER as WRITER, EventWriter, Fenced, PublishError, decoder_for
+from engine.log.snapshot_store import SnapshotWriter
+from engine.log.signing import verify
+from engine.kafka.topics import COMMANDS, EVENTS, Topics, decider_transactional_id, engine_group, reader_group
+from engine.views import tables as views
 
 log = logging.getLogger("kreassign.engine")
 
@@ -403,7 +403,7 @@ class Engine:
 
         @app.page("/metrics")
         async def metrics(web, request):
-            from engine.metrics import exposition
+            from engine.runtime.metrics import exposition
 
             body, content_type = exposition(self)
             return web.text(body.decode(), content_type=content_type)
@@ -796,7 +796,7 @@ def _headers(message) -> dict[str, bytes]:
 def run_worker(engine: Engine, loglevel: str = "warning") -> None:
     """Run until SIGINT/SIGTERM (Faust's worker handles both and stops cleanly)."""
     logging.getLogger("kreassign").setLevel(logging.INFO)
-    from engine.client_config import LIBRDKAFKA
+    from engine.kafka.client_config import LIBRDKAFKA
 
     LIBRDKAFKA.propagate = True  # the engine's own clients' log lines belong in its log
     engine.warm_up()  # the latest snapshot is read while Faust starts and joins the group

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from typing import Callable, Collection, Mapping, Sequence
 
-from engine.cluster.result import Result
-from engine.cluster.snapshot import ClusterSnapshot
-from engine.commands import Observation
-from engine.partition import Broker, Replicas, TopicInfo, TopicPartition
+from engine.core.outcomes import Result
+from engine.core.cluster_snapshot import ClusterSnapshot
+from engine.core.commands import Observation
+from engine.core.partition import Broker, Replicas, TopicInfo, TopicPartition
 from engine.sim import controller, physics
 from engine.sim.model import SimState
 from engine.sim.scenario import FAULT_ACTIONS, Fault, Scenario
-from engine.throttles import ThrottleSet
+from engine.core.throttles import ThrottleSet
 
 
 def fault(state: SimState, broker: int, action: str, factor: float = 1.0) -> SimState:

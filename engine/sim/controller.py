@@ -41,14 +41,14 @@ from typing import Iterable
 
 import immutables
 
-from engine.cluster.result import OK, Ok, Refused, Result
-from engine.partition import Replicas, TopicPartition
+from engine.core.outcomes import OK, Ok, Refused, Result
+from engine.core.partition import Replicas, TopicPartition
 from engine.sim.model import (
     REPLICA_FETCH_BACKOFF, REPLICA_FETCH_WAIT_MAX, FetchState, Lag, SimBroker, SimPartition, SimState, Stats, Throttles,
     listed_brokers,
 )
 from engine.sim.scenario import Scenario
-from engine.throttles import ThrottleSet
+from engine.core.throttles import ThrottleSet
 
 
 def initial(scenario: Scenario) -> SimState:

@@ -59,8 +59,8 @@ from kafka.protocol.metadata import (
 )
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
-from engine.cluster.result import Refused
-from engine.partition import TopicPartition
+from engine.core.outcomes import Refused
+from engine.core.partition import TopicPartition
 from engine.sim import kafka_configs as C
 from engine.sim.model import SimState
 from engine.sim.security import CLUSTER_NAME, OPERATION_CODES, SUPPORTED_OPERATIONS

@@ -40,8 +40,8 @@ from typing import Collection, NamedTuple
 
 import immutables
 
-from engine.partition import PartitionState, Replicas, TopicInfo, TopicPartition
-from engine.throttles import ThrottledReplica, ThrottleSet
+from engine.core.partition import PartitionState, Replicas, TopicInfo, TopicPartition
+from engine.core.throttles import ThrottledReplica, ThrottleSet
 
 REPLICA_LAG_TIME_MAX = 30.0  # replica.lag.time.max.ms: a follower behind this long leaves the ISR
 JOIN_EPSILON = 1.0  # bytes: a replica this close to its leader has caught up

@@ -51,7 +51,7 @@ import math
 
 import immutables
 
-from engine.partition import TopicPartition
+from engine.core.partition import TopicPartition
 from engine.sim import controller
 from engine.sim.bandwidth import max_min_fair
 from engine.sim.model import (

@@ -33,7 +33,7 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from engine.partition import TopicPartition
+from engine.core.partition import TopicPartition
 
 
 @dataclass(frozen=True)

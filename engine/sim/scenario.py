@@ -29,8 +29,8 @@ it too; in short::
     security: {users: {engine: secret}, acls: [...]}   # the Kafka front's SASL/PLAIN and ACLs (engine.sim.security)
 
 Reassignment kinds. Three are balancing: their targets are what the product's
-balancer proposes (``engine.balancer.propose``; its rules are documented in
-``engine/balancer/`` and nowhere else): replica counts within
+balancer proposes (``engine.core.balancer.propose``; its rules are documented in
+``engine/core/balancer/`` and nowhere else): replica counts within
 ``threshold_percentage`` (default 10) of the average, rack-aware, fewest
 replicas then fewest bytes moved, then preferred leaders evened out (some
 targets only reorder a replica list). The balancer is offered every broker and
@@ -69,15 +69,15 @@ from typing import Any, Callable, Mapping
 
 import yaml
 
-from engine import reassignment_json
-from engine.balancer import BalanceError, propose
-from engine.cluster.snapshot import ClusterSnapshot
-from engine.commands import PartitionTarget
-from engine.limits import resolve_changes
-from engine.partition import Broker, PartitionState, Replicas, TopicInfo, TopicPartition, in_sync
+from engine.core import reassignment_json
+from engine.core.balancer import BalanceError, propose
+from engine.core.cluster_snapshot import ClusterSnapshot
+from engine.core.commands import PartitionTarget
+from engine.core.limits import resolve_changes
+from engine.core.partition import Broker, PartitionState, Replicas, TopicInfo, TopicPartition, in_sync
 from engine.sim.model import DEFAULT_REPLICA_CREATION_TIME
-from engine.throttles import DEFAULT_THROTTLE_RATE
-from engine.units import UnitError, parse_duration, parse_rate, parse_size
+from engine.core.throttles import DEFAULT_THROTTLE_RATE
+from engine.core.units import UnitError, parse_duration, parse_rate, parse_size
 
 DEFAULT_NETWORK = 125_000_000  # bytes/s each way: a 1 Gbit/s link
 DEFAULT_PER_BROKER_CAP = 5  # Cruise Control's num.concurrent.partition.movements.per.broker

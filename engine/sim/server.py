@@ -24,7 +24,7 @@ one lock around the simulated cluster):
 The HTTP API itself is not authenticated: the scenario's ``security`` section
 (``engine.sim.security``) secures the Kafka front only.
 
-``engine.cluster.remote.RemoteCluster`` is the client; ``engine.cluster.wire``
+``engine.cluster.remote.RemoteCluster`` is the client; ``engine.sim.wire``
 the JSON forms.
 """
 
@@ -36,8 +36,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 
-from engine.cluster import wire
-from engine.partition import TopicPartition
+from engine.sim import wire
+from engine.core.partition import TopicPartition
 from engine.sim.cluster import SimulatedCluster
 from engine.sim.scenario import Scenario
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping
 
-from engine.cluster.result import Ok, Refused, Result, Unavailable
-from engine.cluster.snapshot import partition_document, partition_from_document
-from engine.commands import Observation
-from engine.partition import Broker, TopicInfo, TopicPartition
-from engine.throttles import ThrottledReplica, ThrottleSet
+from engine.core.outcomes import Ok, Refused, Result, Unavailable
+from engine.core.cluster_snapshot import partition_document, partition_from_document
+from engine.core.commands import Observation
+from engine.core.partition import Broker, TopicInfo, TopicPartition
+from engine.core.throttles import ThrottledReplica, ThrottleSet
 
 
 class WireError(ValueError):

@@ -9,7 +9,7 @@ the status page show it first, in this order:
 | kind | severity | when |
 | --- | --- | --- |
 | ``blocked`` | error | the engine cannot act on or observe the cluster (the decider says why) |
-| ``cluster``, ``throttles``, ``step``, ``abort``, ``election`` | error | what the cluster refused or could not be asked (``engine.summary.problems``): one entry per kind and error, with the partitions, the attempt and when it is tried again |
+| ``cluster``, ``throttles``, ``step``, ``abort``, ``election`` | error | what the cluster refused or could not be asked (``engine.views.summary.problems``): one entry per kind and error, with the partitions, the attempt and when it is tried again |
 | ``waiting`` | warning | partitions that cannot take their next step, one entry per reason (and when a refused step is planned again) |
 | ``paused`` | warning | the engine starts no new step |
 | ``skipped`` | warning | partitions a cancel left alone (KIP-236's rules), one entry per reason |
@@ -33,8 +33,8 @@ from collections import defaultdict
 from datetime import datetime, timezone
 from typing import Iterable
 
-from engine.state import State
-from engine.summary import problems
+from engine.core.state import State
+from engine.views.summary import problems
 
 SHOWN_PARTITIONS = 12  # partitions named per entry; the rest are counted
 SHOWN_REJECTIONS = 5
@@ -112,7 +112,7 @@ NOUNS = {"step": ("step the cluster did not start", "steps the cluster did not s
 
 
 def _refusals(state: State, found: list[dict], members: set | None, now: float | None) -> list[dict]:
-    """``engine.summary.problems`` as entries: the cluster and throttle ones as they are, the
+    """``engine.views.summary.problems`` as entries: the cluster and throttle ones as they are, the
     per-partition ones grouped by kind and error (numbers as N), each with its partitions, the
     highest attempt and the soonest retry."""
     out: list[dict] = []

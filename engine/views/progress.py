@@ -26,8 +26,8 @@ from typing import NamedTuple
 
 import immutables
 
-from engine import events as ev
-from engine.state import (
+from engine.core import events as ev
+from engine.core.state import (
     ABORTING, CANCELLED, COMPLETED, IN_FLIGHT, PENDING, READY, REJECTIONS_KEPT, REVERTED, WAITING, State,
 )
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Mapping
 
-from engine import events as ev
-from engine.partition import TopicPartition
-from engine.state import STATUSES, TERMINAL, State
+from engine.core import events as ev
+from engine.core.partition import TopicPartition
+from engine.core.state import STATUSES, TERMINAL, State
 
 
 def summarize(state: State) -> dict:

@@ -1,8 +1,8 @@
 """Views of the events topic: tables of rows, as pure functions of the state.
 
-The worker serves them at ``/tables`` (``engine.worker``), computed from the
+The worker serves them at ``/tables`` (``engine.runtime.worker``), computed from the
 decider's state when asked; each row is JSON-ready and derived from
-``engine.state.State`` alone, so a table is always what folding the events
+``engine.core.state.State`` alone, so a table is always what folding the events
 topic gives (``rows(fold(log))``), which the test suite checks after a run
 with kills. They are not Faust tables: a changelog of them would only repeat
 the log, and a new decider would read it back row by row before deciding.
@@ -17,8 +17,8 @@ the log, and a new decider would read it back row by row before deciding.
 
 from __future__ import annotations
 
-from engine.partition import TopicPartition
-from engine.state import State
+from engine.core.partition import TopicPartition
+from engine.core.state import State
 
 TABLES = ("partitions", "requests", "in_flight", "control")
 CONTROL = "control"

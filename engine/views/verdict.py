@@ -18,11 +18,13 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import datetime
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from engine import events as ev
-from engine.envelope import EventEnvelope
-from engine.units import format_rate
+from engine.core import events as ev
+from engine.core.units import format_rate
+
+if TYPE_CHECKING:  # a type only: the views import nothing but the core
+    from engine.log.envelope import EventEnvelope
 
 VERDICT_EVENTS = (ev.CommandRejected, ev.RequestAccepted, ev.CancelRequested, ev.LimitsChanged,
                   ev.ThrottleRateChanged, ev.Paused, ev.Resumed)

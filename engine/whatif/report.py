@@ -6,8 +6,8 @@ import json
 
 from engine.sim.bound import Bound
 from engine.sim.scenario import Scenario
-from engine.sim.strategies import RunResult
-from engine.units import format_duration, format_rate, format_size
+from engine.whatif.strategies import RunResult
+from engine.core.units import format_duration, format_rate, format_size
 
 
 def latency(seconds: float) -> str:

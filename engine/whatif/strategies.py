@@ -1,7 +1,7 @@
 """Three ways to run a scenario's reassignment on the simulated cluster.
 
 * ``kreassign``: the real core loop, exactly as the engine runs it: ``handle``
-  a ``Submit``, then ``Tick``; the executor (``engine.executor``) carries out
+  a ``Submit``, then ``Tick``; the executor (``engine.runtime.executor``) carries out
   the events' actions on the cluster and reports back; the watcher observes
   ``watched(state)`` and the catch-up of the copies every ``poll_interval``,
   and the steps close to done every ``fast_interval``. No Kafka involved.
@@ -21,7 +21,7 @@ cluster every ``poll_interval`` and counts the makespan up to the poll that
 sees everything done. The cluster then runs on until every partition can
 complete acks=all writes again (at most ``SETTLE_LIMIT``), so that what a
 producer felt of the move is counted whole (``engine.sim.probe``). Throttle
-sets are the core's (``engine.throttles``).
+sets are the core's (``engine.core.throttles``).
 """
 
 from __future__ import annotations
@@ -30,19 +30,19 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Callable
 
-from engine import events as ev
-from engine.commands import CatchUpObserved, ChangeLimits, ChangeThrottle, Observation, Submit, Tick
-from engine.decide import catch_up_due, copying, handle, near_done, timers_pending, watched
-from engine.executor import Executor
-from engine.partition import TopicPartition
+from engine.core import events as ev
+from engine.core.commands import CatchUpObserved, ChangeLimits, ChangeThrottle, Observation, Submit, Tick
+from engine.core.decide import catch_up_due, copying, handle, near_done, timers_pending, watched
+from engine.runtime.executor import Executor
+from engine.core.partition import TopicPartition
 from engine.sim import controller
 from engine.sim.cluster import SimulatedCluster
 from engine.sim.model import Stats, linked
 from engine.sim.probe import ProbeResult, probe
 from engine.sim.scenario import Scenario
-from engine.state import COMPLETED, EMPTY
-from engine.step import Step
-from engine.throttles import DEFAULT_THROTTLE_RATE, EMPTY as NO_THROTTLES, ThrottleSet, after_apply, after_remove, needed, reconcile
+from engine.core.state import COMPLETED, EMPTY
+from engine.core.step import Step
+from engine.core.throttles import DEFAULT_THROTTLE_RATE, EMPTY as NO_THROTTLES, ThrottleSet, after_apply, after_remove, needed, reconcile
 
 STRATEGIES = ("kreassign", "all-at-once", "per-broker-cap")
 REQUEST_ID = "simulate"
@@ -137,7 +137,7 @@ def _kreassign(scenario: Scenario, limit: float) -> RunResult:
     rejected = [e for e in feed(Submit(REQUEST_ID, scenario.targets)) if isinstance(e, ev.CommandRejected)]
     if rejected:
         raise SimulationError("the core rejected the reassignment: " + "; ".join(rejected[0].reasons))
-    # The engine's cadence (engine.decider): every poll_interval a full look at what the core watches,
+    # The engine's cadence (engine.runtime.decider): every poll_interval a full look at what the core watches,
     # with the catch-up of the copies in flight; every fast_interval in between a look at the steps
     # close to done. An unchanged cluster gives an unchanged observation: it is not fed again.
     seen = None

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping, NamedTuple
 
-from engine.balancer.leaders import balance_leaders
-from engine.balancer.replicas import BalanceError, ReplicaBalance, balance_replicas, rack_spread_kept, target_range
-from engine.balancer.report import ClusterState, Row, cluster_state
-from engine.partition import Replicas, TopicPartition
+from engine.core.balancer.leaders import balance_leaders
+from engine.core.balancer.replicas import BalanceError, ReplicaBalance, balance_replicas, rack_spread_kept, target_range
+from engine.core.balancer.report import ClusterState, Row, cluster_state
+from engine.core.partition import Replicas, TopicPartition
 
 __all__ = [
     "MODES", "BalanceError", "ClusterState", "Proposal", "Row", "balance_leaders", "balance_replicas",

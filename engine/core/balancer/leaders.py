@@ -20,7 +20,7 @@ import math
 from collections import deque
 from typing import Iterable, Mapping
 
-from engine.partition import Replicas, TopicPartition
+from engine.core.partition import Replicas, TopicPartition
 
 
 def balance_leaders(

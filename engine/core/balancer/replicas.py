@@ -39,8 +39,8 @@ import bisect
 import math
 from typing import Iterable, Mapping, NamedTuple
 
-from engine.balancer.racks import can_gain, distinct_racks, rack_gain
-from engine.partition import Replicas, TopicPartition
+from engine.core.balancer.racks import can_gain, distinct_racks, rack_gain
+from engine.core.partition import Replicas, TopicPartition
 
 _GAIN_SCAN = 64  # candidates examined for a rack-improving move before taking the smallest
 

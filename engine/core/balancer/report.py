@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping, NamedTuple
 
-from engine.partition import Replicas, TopicPartition
+from engine.core.partition import Replicas, TopicPartition
 
 
 class Row(NamedTuple):
