@@ -777,7 +777,7 @@ def _retry_steps(d: _Decision) -> None:
             continue
         if f.aborting:
             d.emit(ev.ActionRetried("cancel_step", f.attempt + 1, f.request_id, tp, f.number, at=d.now))
-        elif not f.started and (s.throttle_rate is None or f.released or in_force(d.state.throttles, tp, f.step)):
+        elif not f.started and (s.throttle_rate is None or f.released or in_force(d.state.throttles, tp, f.step, live)):
             d.emit(ev.ActionRetried("start_step", f.attempt + 1, f.request_id, tp, f.number, f.step.tr, d.now))
 
 

@@ -1,0 +1,100 @@
+"""A fault meeting a second event (issue 27): each story drives the real decider (in-memory log,
+executor) over the simulated KRaft cluster on virtual time, or the pure core with literal replica
+lists, and each failed on the code before its fix.
+
+Rules: docs/algorithm.md (sections 4 to 6, and *Timers and the clock*).
+"""
+
+from __future__ import annotations
+
+from engine.core import events as ev
+from engine.core.commands import Cancel, PartitionTarget, Submit
+from engine.core.outcomes import Unavailable
+from engine.core.partition import TopicPartition
+from engine.core.state import ACTIVE, COMPLETED
+from engine.runtime.decider import Decider, MemoryLog
+from engine.sim import scenario as S
+from engine.sim.cluster import SimulatedCluster
+
+TP = TopicPartition("t", 0)
+
+
+class Lossy:
+    """The simulated cluster, whose controller leaves the next ``unanswered`` alters unanswered (they
+    never reach it: the client times out) and which records every alter and cancel it is sent."""
+
+    def __init__(self, cluster: SimulatedCluster):
+        self.cluster = cluster
+        self.unanswered = 0
+        self.alters: list[dict] = []
+        self.cancels: list[list] = []
+
+    def alter_reassignments(self, targets):
+        self.alters.append(dict(targets))
+        if self.unanswered:
+            self.unanswered -= 1
+            return {tp: Unavailable("request timed out") for tp in targets}
+        return self.cluster.alter_reassignments(targets)
+
+    def cancel_reassignments(self, partitions):
+        self.cancels.append(list(partitions))
+        return self.cluster.cancel_reassignments(partitions)
+
+    def __getattr__(self, name):
+        return getattr(self.cluster, name)
+
+
+def one_partition(replicas=(0, 1, 2), brokers=4, dead=(), size="10 MB", throttle="10 MB/s", min_isr=1):
+    """Topic t, one partition on ``replicas``; brokers 0..brokers-1, those in ``dead`` down."""
+    return S.from_document({
+        "brokers": [{"id": b, "alive": b not in dead} for b in range(brokers)],
+        "topics": [{"name": "t", "min_insync_replicas": min_isr, "assignment": [
+            {"partition": 0, "replicas": list(replicas), "size": size, "produce_rate": 0}]}],
+        "throttle": throttle, "replica_creation_time": 0,
+    })
+
+
+def engine(sc):
+    cluster = Lossy(SimulatedCluster.from_scenario(sc))
+    log = MemoryLog()
+    d = Decider(log, cluster, clock=lambda: cluster.cluster.time)
+    d.recover(None)
+    return d, cluster, log
+
+
+def run(d, cluster, rid="r1", seconds=600, step=1.0) -> bool:
+    """Tick every ``step`` seconds of cluster time until request ``rid`` completes (True) or time runs out."""
+    for _ in range(int(seconds / step)):
+        d.tick()
+        if d.state.requests[rid].status == COMPLETED:
+            return True
+        cluster.cluster.advance(step)
+    return False
+
+
+def payloads(log, kind):
+    return [e.payload for e in log.records if isinstance(e.payload, kind)]
+
+
+# --- 1. an unanswered alter of a step that drops a dead broker's replica -------------------------------
+
+
+def test_a_broker_replacement_whose_first_alter_goes_unanswered_is_retried_and_completes():
+    """RF 3 on (0, 1, 2), broker 2 dead, target (0, 1, 3): the step copies 0 -> 3 and drops 2. The
+    throttle rate of broker 2 is never set (a rate is set on the broker itself), which must not keep
+    the alter from being sent again: the old code waited for it for ever, silently."""
+    d, cluster, log = engine(one_partition(dead=(2,)))
+    cluster.unanswered = 1
+    d.decide(Submit("r1", (PartitionTarget("t", 0, (0, 1, 3)),)))
+    assert run(d, cluster, seconds=60), d.state.steps
+    assert len(cluster.alters) == 2 and [e.action for e in payloads(log, ev.ActionRetried)] == ["start_step"]
+    assert cluster.cluster.state.partitions[TP].replicas == (0, 1, 3)
+    assert cluster.cluster.state.throttles.is_empty()
+
+
+def test_the_same_replacement_with_the_broker_alive_completes_after_two_alters():
+    d, cluster, _log = engine(one_partition())
+    cluster.unanswered = 1
+    d.decide(Submit("r1", (PartitionTarget("t", 0, (0, 1, 3)),)))
+    assert run(d, cluster, seconds=60)
+    assert len(cluster.alters) == 2
