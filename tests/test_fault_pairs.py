@@ -98,3 +98,34 @@ def test_the_same_replacement_with_the_broker_alive_completes_after_two_alters()
     d.decide(Submit("r1", (PartitionTarget("t", 0, (0, 1, 3)),)))
     assert run(d, cluster, seconds=60)
     assert len(cluster.alters) == 2
+
+
+# --- 2. a cancel of a request that took a partition over mid-step ---------------------------------------
+
+
+def superseded_mid_step():
+    """r1 moves (0, 1, 2) -> (0, 1, 3) (a 1 GB copy at the default 50 MB/s); r2 takes the partition over while
+    r1's step copies: r1's step goes on under r2."""
+    d, cluster, log = engine(one_partition(size="1 GB"))
+    d.decide(Submit("r1", (PartitionTarget("t", 0, (0, 1, 3)),)))
+    d.tick()
+    cluster.cluster.advance(1.0)
+    d.tick()
+    assert d.state.steps[TP].started
+    d.decide(Submit("r2", (PartitionTarget("t", 0, (0, 1, 2)),)))
+    f = d.state.steps[TP]
+    assert f.request_id == "r1" and d.state.partitions[TP].request_id == "r2"
+    return d, cluster, log
+
+
+def test_cancelling_a_request_that_took_over_a_step_in_flight_aborts_that_step_and_ends():
+    for rollback in (True, False):
+        d, cluster, log = superseded_mid_step()
+        d.decide(Cancel("r2", rollback=rollback))
+        assert cluster.cancels == [[TP]]
+        assert d.state.steps[TP].aborting and d.state.steps[TP].answers_due == 0  # the answer was counted
+        assert run(d, cluster, rid="r2", seconds=60), (rollback, d.state.steps, d.state.partitions[TP])
+        assert not d.state.steps and d.state.in_flight.partitions == 0  # its P slot is free again
+        assert [e.replicas for e in payloads(log, ev.StepAborted)] == [(0, 1, 2)]
+        assert cluster.cluster.state.partitions[TP].replicas == (0, 1, 2)
+        assert cluster.cluster.state.throttles.is_empty()

@@ -528,25 +528,38 @@ def _start_outcome(d: _Decision, a: StartStep, result, now) -> None:
                                request_id=a.request_id, tp=a.tp, number=a.number, at=now))
 
 
+def _cancels_step(s: State, a: CancelStep, f) -> bool:
+    """Whether ``a`` is a cancel of the step in flight ``f``. A cancel names the request that cancelled
+    the partition: the step's own, or, for a step inherited from a request it superseded (the step
+    goes on under the new owner), the owner's, which has no step of its own in flight there."""
+    if f.number != a.number or not f.aborting:
+        return False
+    if a.request_id == f.request_id:
+        return True
+    entry = s.partitions.get(a.tp)
+    return entry is not None and entry.request_id == a.request_id
+
+
 def _cancel_outcome(d: _Decision, a: CancelStep, result, now) -> None:
     f = d.state.steps.get(a.tp)
-    if f is None or f.request_id != a.request_id or f.number != a.number or not f.aborting:
+    if f is None or not _cancels_step(d.state, a, f):
         return
+    rid = f.request_id  # the events about the step name its own request
     if isinstance(result, Ok):
         if f.error is not None:
-            d.emit(ev.ActionSucceeded("cancel_step", f.attempt, a.request_id, a.tp, a.number))
+            d.emit(ev.ActionSucceeded("cancel_step", f.attempt, rid, a.tp, a.number))
         # Reverted, or NO_REASSIGNMENT_IN_PROGRESS (Kafka's 85: nothing was in progress, a normal answer).
         # Where the partition stands is what the next look, taken after this answer, shows.
-        d.emit(ev.ActionAnswered("cancel_step", a.request_id, a.tp, a.number, now, result.note))
+        d.emit(ev.ActionAnswered("cancel_step", rid, a.tp, a.number, now, result.note))
         return
     code, message = _unavailable_code(result)
     if isinstance(result, Refused):  # Kafka will not revert it: the step goes on, the cancel applies after
         d.emit(ev.ActionFailed("cancel_step", code, f"the cluster refused to abort step {a.number} ({message}); "
                                f"the step goes on and the cancel applies when it completes", f.attempt,
-                               final=True, request_id=a.request_id, tp=a.tp, number=a.number, at=now))
+                               final=True, request_id=rid, tp=a.tp, number=a.number, at=now))
         return
     d.emit(ev.ActionFailed("cancel_step", code, message, f.attempt, retry.retry_at(now, f.attempt),
-                           request_id=a.request_id, tp=a.tp, number=a.number, at=now))
+                           request_id=rid, tp=a.tp, number=a.number, at=now))
 
 
 def _note(result) -> str:
