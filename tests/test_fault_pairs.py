@@ -129,3 +129,48 @@ def test_cancelling_a_request_that_took_over_a_step_in_flight_aborts_that_step_a
         assert [e.replicas for e in payloads(log, ev.StepAborted)] == [(0, 1, 2)]
         assert cluster.cluster.state.partitions[TP].replicas == (0, 1, 2)
         assert cluster.cluster.state.throttles.is_empty()
+
+
+# --- 3. an abort that ends neither at CR nor at TR ---------------------------------------------------------
+
+
+def moved_by_another_tool_then_cancelled(rollback):
+    """r1's step (0, 1, 2) -> (0, 1, 3) copies; another tool sets the target (0, 1) (KRaft merges it
+    into the reassignment in progress, which completes at once); r1 is cancelled before the engine
+    looks: the cancel is answered NO_REASSIGNMENT_IN_PROGRESS and the partition is at (0, 1)."""
+    d, cluster, log = engine(one_partition(size="1 GB"))
+    d.decide(Submit("r1", (PartitionTarget("t", 0, (0, 1, 3)),)))
+    d.tick()
+    assert d.state.steps[TP].started
+    cluster.cluster.alter_reassignments({TP: (0, 1)})
+    assert cluster.cluster.state.partitions[TP].replicas == (0, 1)
+    d.decide(Cancel("r1", rollback=rollback))
+    return d, cluster, log
+
+
+def test_an_abort_whose_partition_another_tool_moved_elsewhere_ends_where_it_stands():
+    d, cluster, log = moved_by_another_tool_then_cancelled(rollback=False)
+    assert run(d, cluster, seconds=30), d.state.steps
+    assert [e.replicas for e in payloads(log, ev.StepAborted)] == [(0, 1)]
+    final = [e for e in payloads(log, ev.PartitionCancelled) if e.final]
+    assert len(final) == 1 and "cancelled at [0, 1]" in final[0].reason
+    assert cluster.cluster.state.partitions[TP].replicas == (0, 1)
+
+
+def test_a_rollback_whose_partition_another_tool_moved_elsewhere_returns_to_the_original_replicas():
+    d, cluster, log = moved_by_another_tool_then_cancelled(rollback=True)
+    assert run(d, cluster, seconds=120), d.state.steps
+    assert [e.replicas for e in payloads(log, ev.StepAborted)] == [(0, 1)]
+    assert payloads(log, ev.PartitionReverted)
+    assert cluster.cluster.state.partitions[TP].replicas == (0, 1, 2)
+    assert cluster.cluster.state.throttles.is_empty()
+
+
+def test_without_the_cancel_the_same_look_fails_the_step():
+    d, cluster, log = engine(one_partition(size="1 GB"))
+    d.decide(Submit("r1", (PartitionTarget("t", 0, (0, 1, 3)),)))
+    d.tick()
+    cluster.cluster.alter_reassignments({TP: (0, 1)})
+    d.tick()
+    assert [e.reason for e in payloads(log, ev.StepFailed)] == [
+        "replicas changed outside kreassign to [0, 1] during step 1"]

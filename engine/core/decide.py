@@ -240,12 +240,12 @@ def _check_step(d: _Decision, tp: TopicPartition) -> None:
                     f.attempt, retry.retry_at(d.now, f.attempt), request_id=f.request_id, tp=tp, number=f.number,
                     at=d.now))
             return
-        # Kafka (KRaft) reverts a cancelled reassignment to RS minus AR in RS order: the step's CR
-        # as a set, not necessarily in CR's order. Or the step had already completed when the
-        # cancel reached it.
-        reverted = len(obs.replicas) == len(step.cr) and set(obs.replicas) == set(step.cr)
-        if not busy and (reverted or obs.replicas == step.tr):
-            d.emit(ev.StepAborted(f.request_id, tp, f.number, obs.replicas, d.now))
+        # The cancel was answered and the step's reassignment is not in progress: the abort is over,
+        # wherever the partition stands. Kafka (KRaft) reverts a cancelled reassignment to RS minus AR
+        # in RS order (the step's CR as a set, not necessarily in CR's order); the step may have
+        # completed before the cancel reached it (TR); or another tool moved the partition meanwhile
+        # (anything else, or another tool's reassignment in progress: the partition then waits for it).
+        d.emit(ev.StepAborted(f.request_id, tp, f.number, obs.replicas, d.now))
         return
     if not busy and obs.replicas == step.tr:
         # Kafka finished it (a TR replica may have left the ISR since: Kafka's verdict counts)

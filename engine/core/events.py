@@ -180,7 +180,8 @@ class PartitionCancelled:
 @dataclass(frozen=True, slots=True)
 class StepAborted:
     """An observation taken after the cluster answered the cancel shows the step's reassignment over:
-    reverted (KRaft: RS - AR, in RS order) or completed before the cancel reached it."""
+    reverted (KRaft: RS - AR, in RS order), completed before the cancel reached it, or moved
+    elsewhere by another tool (``replicas`` says where)."""
 
     request_id: str
     tp: TopicPartition
