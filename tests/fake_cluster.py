@@ -214,6 +214,10 @@ class FakeCluster:
         self.parts[tp] = PartitionState(reverted, isr, leader, p.size_bytes)
 
 
+LOOK_AFTER = 0.001
+"""Seconds between the answers to a batch of actions and the look that follows them (``Driver.observe``)."""
+
+
 class Driver:
     """Feeds inputs to ``handle`` and carries out their actions on the cluster through the real
     executor, the way the engine's loop does; every outcome goes back through ``handle``."""
@@ -241,7 +245,11 @@ class Driver:
         return first
 
     def observe(self) -> None:
-        """What the engine's watcher does: poll only the partitions ``watched`` names."""
+        """What the engine's watcher does: poll only the partitions ``watched`` names. On a clock, the
+        look is taken after the answers to the actions before it, so it is stamped later (LOOK_AFTER
+        seconds): a look stamped the time of an answer is set aside (it may predate the action)."""
+        if self.now is not None:
+            self.now += LOOK_AFTER
         obs = self.cluster.observation(watched(self.state) if self.state.partitions else None)
         self.feed(Observation(obs.brokers, obs.topics, obs.partitions, self.now))
 

@@ -8,10 +8,13 @@ Rules: docs/algorithm.md (sections 4 to 6, and *Timers and the clock*).
 from __future__ import annotations
 
 from engine.core import events as ev
-from engine.core.commands import Cancel, PartitionTarget, Submit
-from engine.core.outcomes import Unavailable
-from engine.core.partition import TopicPartition
-from engine.core.state import ACTIVE, COMPLETED
+from engine.core.actions import CancelStep, StartStep
+from engine.core.commands import ActionOutcome, Cancel, Observation, PartitionTarget, Submit, Tick
+from engine.core.decide import handle
+from engine.core.outcomes import OK, Unavailable
+from engine.core.partition import Broker, PartitionState, TopicInfo, TopicPartition, in_sync
+from engine.core.state import COMPLETED, EMPTY, fold
+from engine.runtime.executor import actions
 from engine.runtime.decider import Decider, MemoryLog
 from engine.sim import scenario as S
 from engine.sim.cluster import SimulatedCluster
@@ -74,6 +77,36 @@ def run(d, cluster, rid="r1", seconds=600, step=1.0) -> bool:
 
 def payloads(log, kind):
     return [e.payload for e in log.records if isinstance(e.payload, kind)]
+
+
+def of_type(events, kind):
+    return [e for e in events if isinstance(e, kind)]
+
+
+class Core:
+    """``handle`` fed by hand (KRaft's style: literal replica lists, one behaviour each): the test says
+    what the cluster answered and what a look saw, and when; actions are collected, never carried out."""
+
+    def __init__(self, partitions: dict, brokers=(0, 1, 2, 3, 4, 5), dead=(), at=0.0):
+        self.state = EMPTY
+        self.events: list = []
+        self.brokers = tuple(Broker(b, None, b not in dead) for b in brokers)
+        self.look(at, {tp: in_sync(r) for tp, r in partitions.items()})
+
+    def feed(self, inp) -> list:
+        self.state, evs = handle(self.state, inp)
+        self.events.extend(evs)
+        return evs
+
+    def look(self, at, parts: dict) -> list:
+        topics = {tp.topic: TopicInfo(max(p.partition for p in parts if p.topic == tp.topic) + 1) for tp in parts}
+        return self.feed(Observation(self.brokers, topics, parts, at))
+
+    def answer(self, action, result, at) -> list:
+        return self.feed(ActionOutcome(action, result, at))
+
+    def sent(self, events, kind) -> list:
+        return [a for a in actions(events) if isinstance(a, kind)]
 
 
 # --- 1. an unanswered alter of a step that drops a dead broker's replica -------------------------------
@@ -171,6 +204,26 @@ def test_without_the_cancel_the_same_look_fails_the_step():
     d.decide(Submit("r1", (PartitionTarget("t", 0, (0, 1, 3)),)))
     d.tick()
     cluster.cluster.alter_reassignments({TP: (0, 1)})
+    cluster.cluster.advance(1.0)
     d.tick()
     assert [e.reason for e in payloads(log, ev.StepFailed)] == [
         "replicas changed outside kreassign to [0, 1] during step 1"]
+
+
+# --- lesser: a look stamped exactly the time of an answer ----------------------------------------------
+
+
+def test_a_look_stamped_the_time_of_the_cancels_answer_judges_nothing():
+    """(1, 2) -> (2, 3): KRaft runs it as RS (2, 3, 1) and reverts a cancel to (2, 1). A look stamped
+    exactly when the cancel was answered may have been taken before the alter reached the controller
+    ((1, 2), nothing in progress): read, it would end the abort at (1, 2), a state the cluster never had."""
+    core = Core({TP: (1, 2)})
+    core.feed(Submit("r", (PartitionTarget("t", 0, (2, 3)),)))
+    [start] = core.sent(core.feed(Tick(1.0)), StartStep)
+    core.answer(start, OK, 1.0)
+    [cancel] = core.sent(core.feed(Cancel("r")), CancelStep)
+    core.answer(cancel, OK, 2.0)
+    assert core.look(2.0, {TP: in_sync((1, 2))}) == []
+    evs = core.look(2.5, {TP: PartitionState((2, 1), frozenset({1, 2}), 1)})
+    assert [e.replicas for e in of_type(evs, ev.StepAborted)] == [(2, 1)]
+    assert fold(core.events) == core.state

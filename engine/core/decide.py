@@ -457,9 +457,10 @@ def _observe(d: _Decision, o: Observation) -> None:
         if tp.topic in o.denied:
             continue  # an adapter that reports it anyway: the partition waits (plan) until the topic can be described
         seen = d.state.known_at.get(tp)
-        if o.now is not None and seen is not None and o.now < seen and not set_back(o.now, seen):
-            # Taken before the newest thing the state knows of it (a look recorded, or the cluster's answer
-            # to an alter or cancel): it may predate that action, so it judges and records nothing.
+        if o.now is not None and seen is not None and o.now <= seen and not set_back(o.now, seen):
+            # Taken before (or at the very time of) the newest thing the state knows of it (a look recorded,
+            # or the cluster's answer to an alter or cancel): it may predate that action, so it judges and
+            # records nothing.
             continue
         ps = o.partitions[tp]
         known = d.state.observed.get(tp)
