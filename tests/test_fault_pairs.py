@@ -227,3 +227,39 @@ def test_a_look_stamped_the_time_of_the_cancels_answer_judges_nothing():
     evs = core.look(2.5, {TP: PartitionState((2, 1), frozenset({1, 2}), 1)})
     assert [e.replicas for e in of_type(evs, ev.StepAborted)] == [(2, 1)]
     assert fold(core.events) == core.state
+
+
+# --- lesser: a pending preferred-leader election counts against L ----------------------------------------
+
+
+def test_a_pending_preferred_leader_election_holds_its_place_in_l_until_it_shows():
+    """L = 1: t-0 and t-1 each make broker 3 their preferred leader (a leader-moving step). t-0's step
+    completes with 0 still leading: the election that moves the leadership to 3 is a leader move as
+    much as the step, so t-1's step waits until that election shows (or is given up)."""
+    from engine.core.commands import ChangeLimits
+    from tests.fake_cluster import Driver, FakeCluster
+
+    t0, t1 = TP, TopicPartition("t", 1)
+    c = FakeCluster({t0: (0, 1, 2), t1: (1, 2, 0)}, range(5))
+    c.elections = "lose"  # accepted, but the leadership does not move (yet)
+    d = Driver(c)
+    d.now = 1000.0
+    d.feed(ChangeLimits({"max_leader_moves_in_flight": 1}))
+    d.feed(Submit("r", (PartitionTarget("t", 0, (3, 1, 2)), PartitionTarget("t", 1, (4, 2, 0)))))
+    d.tick()
+    assert set(d.state.steps.keys()) == {t0}
+    c.finish(t0)
+    d.observe()
+    assert t0 in d.state.elections and not d.state.steps
+    for _ in range(3):
+        d.now += 1.0
+        d.tick()
+        assert not d.state.steps, "t-1's leader move started while t-0's election was pending"
+    c.elections = "elect"
+    c.parts[t0] = c.parts[t0]._replace(leader=3)  # the election shows
+    d.now += 1.0
+    d.observe()
+    assert not d.state.elections
+    d.tick()
+    assert set(d.state.steps.keys()) == {t1}
+    assert fold(d.events) == d.state

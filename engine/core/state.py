@@ -245,6 +245,15 @@ def _known(s: State, tp: TopicPartition | None, at: float | None) -> State:
     return s._replace(known_at=s.known_at.set(tp, at))
 
 
+def _elections(s: State, elections: immutables.Map) -> State:
+    """Set the pending elections. A pending preferred-leader election moves leadership as much as a
+    step does: it counts against L (``in_flight.leader_moves``) until it shows or is given up."""
+    delta = len(elections) - len(s.elections)
+    if delta:
+        s = s._replace(in_flight=s.in_flight._replace(leader_moves=s.in_flight.leader_moves + delta))
+    return s._replace(elections=elections)
+
+
 def _end_step(s: State, tp: TopicPartition) -> tuple[State, InFlightStep]:
     f = s.steps[tp]
     return s._replace(steps=s.steps.delete(tp), in_flight=s.in_flight.minus(f.step, f.weight)), f
@@ -270,11 +279,10 @@ def _(s: State, e: ev.TopicObserved) -> State:
 
 @_on(ev.PartitionObserved)
 def _(s: State, e: ev.PartitionObserved) -> State:
-    elections = s.elections
-    want = elections.get(e.tp)
+    want = s.elections.get(e.tp)
     if want is not None and e.state.leader == want.leader:
-        elections = elections.delete(e.tp)
-    return _known(s._replace(observed=s.observed.set(e.tp, e.state), elections=elections), e.tp, e.at)
+        s = _elections(s, s.elections.delete(e.tp))
+    return _known(s._replace(observed=s.observed.set(e.tp, e.state)), e.tp, e.at)
 
 
 # --- requests and partitions -------------------------------------------------------------
@@ -363,7 +371,7 @@ def _(s: State, e: ev.StepCompleted) -> State:
     s, f = _end_step(s, e.tp)
     s = _known(s, e.tp, e.at)
     if e.elect_leader:
-        s = s._replace(elections=s.elections.set(e.tp, Election(f.step.tr[0], 1, e.at)))
+        s = _elections(s, s.elections.set(e.tp, Election(f.step.tr[0], 1, e.at)))
     old = s.partitions[e.tp]
     new = old._replace(status=PENDING, steps_done=old.steps_done + 1, failures=0, retry_at=None)
     return _put(s, e.tp, new, old)
@@ -497,7 +505,7 @@ def _(s: State, e: ev.ActionFailed) -> State:
         if el is None:
             return s
         if e.final:
-            return s._replace(elections=s.elections.delete(e.tp))
+            return _elections(s, s.elections.delete(e.tp))
         el = el._replace(attempt=e.attempt, error=error, retry=True, retry_at=e.retry_at)
         return s._replace(elections=s.elections.set(e.tp, el))
     f = s.steps.get(e.tp)
