@@ -263,3 +263,61 @@ def test_a_pending_preferred_leader_election_holds_its_place_in_l_until_it_shows
     d.tick()
     assert set(d.state.steps.keys()) == {t1}
     assert fold(d.events) == d.state
+
+
+# --- lesser: a plain cancel after --rollback; a rollback to a dead broker ---------------------------------
+
+
+def rolling_back(dead=()):
+    """(0, 1, 2) -> (0, 1, 3) completed (brokers ``dead`` then die)."""
+    core = Core({TP: (0, 1, 2)})
+    core.feed(Submit("r", (PartitionTarget("t", 0, (0, 1, 3)),)))
+    [start] = core.sent(core.feed(Tick(1.0)), StartStep)
+    core.answer(start, OK, 1.0)
+    core.look(2.0, {TP: in_sync((0, 1, 3))})
+    assert core.state.partitions[TP].status == COMPLETED
+    if dead:
+        core.brokers = tuple(b._replace(alive=b.id not in dead) for b in core.brokers)
+        core.look(3.0, {TP: in_sync((0, 1, 3))})
+    return core
+
+
+def test_a_plain_cancel_stops_a_rollback_where_it_stands_and_says_so():
+    from engine.views.verdict import verdict_of
+
+    core = rolling_back()
+    core.feed(Cancel("r", rollback=True, include_completed=True))
+    [back] = core.sent(core.feed(Tick(4.0)), StartStep)
+    assert back.replicas == (0, 1, 2)  # the rollback's step: KRaft runs it as RS (0, 1, 2, 3), AR (2)
+    core.answer(back, OK, 4.0)
+    evs = core.feed(Cancel("r"))  # the operator stops the rollback
+    [cancel] = core.sent(evs, CancelStep)
+    verdict = verdict_of("c", evs)
+    assert "1 rollbacks stopped where they stand" in verdict.summary and "1 copies in flight being aborted" in \
+        verdict.summary, verdict
+    core.answer(cancel, OK, 5.0)
+    evs = core.look(6.0, {TP: in_sync((0, 1, 3))})  # KRaft's revert: RS - AR
+    assert [e.replicas for e in of_type(evs, ev.StepAborted)] == [(0, 1, 3)]
+    [final] = [e for e in of_type(core.events, ev.PartitionCancelled) if e.final]
+    assert final.reason.startswith("cancelled after it had reached its target [0, 1, 3]")
+    assert not of_type(core.events, ev.PartitionReverted)
+    assert fold(core.events) == core.state
+
+
+def test_a_rollback_to_a_dead_broker_says_how_to_get_out_and_a_plain_cancel_does():
+    from engine.views.attention import attention
+    from engine.views.verdict import verdict_of
+
+    core = rolling_back(dead=(2,))
+    evs = core.feed(Cancel("r", rollback=True, include_completed=True))
+    verdict = verdict_of("c", evs)
+    assert any("broker 2 is down" in line and "cancel without --rollback" in line and "new request" in line
+               for line in verdict.details), verdict
+    core.feed(Tick(4.0))
+    reason = core.state.waiting[TP]
+    assert "broker 2 is down" in reason and "cancel without --rollback" in reason
+    assert any("broker 2 is down" in a["title"] for a in attention(core.state, {}))
+    evs = core.feed(Cancel("r"))  # the way out
+    assert [e.reason for e in of_type(evs, ev.PartitionCancelled) if e.final] == [
+        "cancelled after it had reached its target [0, 1, 3]"]
+    assert core.state.requests["r"].status == COMPLETED

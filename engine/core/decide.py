@@ -43,7 +43,7 @@ from typing import Callable
 
 from engine.core import events as ev
 from engine.core import retry
-from engine.core.cancellation import rollback_skip_reason, settle_target, skip_reason
+from engine.core.cancellation import ROLLBACK_STOPPED, rollback_skip_reason, rollback_waits, settle_target, skip_reason
 from engine.core.actions import ApplyThrottles, CancelStep, ElectLeader, RemoveThrottles, StartStep
 from engine.core.outcomes import Ok, Refused
 from engine.core.commands import (
@@ -137,12 +137,17 @@ def plan(s: State, tp: TopicPartition, now: float | None = None) -> PlanResult:
             f"(adding {list(obs.adding)}, removing {list(obs.removing)})"
         )
     lim = s.limits
-    return plan_step(
+    result = plan_step(
         obs.replicas, goal, obs.isr, obs.leader, s.min_insync(tp.topic), lim.max_replicas_per_step, live,
         # a step's copies all come out of one leader and count against the cluster-wide additions:
         # no step may need more than either allows, not even the min.insync catch-up
         max_new=min(lim.max_outgoing_moves_per_broker, lim.max_replica_additions_in_flight),
     )
+    if isinstance(result, Waiting) and entry.rolling_back:
+        why = rollback_waits(goal, live)
+        if why is not None:
+            return Waiting(f"{result.reason}: {why}")
+    return result
 
 
 def timers_pending(s: State) -> bool:
@@ -355,8 +360,9 @@ def _cancel_partition(d: _Decision, rid: str, tp: TopicPartition, rollback: bool
             d.emit(ev.CancelSkipped(rid, tp, f"request '{entry.request_id}' has taken this partition over"))
         return
     status = entry.status
-    if status == REVERTED or (rollback and entry.rolling_back) or (entry.cancelled and not rollback):
-        return
+    if status == REVERTED or (rollback and entry.rolling_back) or (entry.cancelled and not rollback
+                                                                   and not entry.rolling_back):
+        return  # cancelled the same way already
     if status == COMPLETED and not (rollback and include_completed):
         if named:
             d.emit(ev.CancelSkipped(rid, tp, "already completed: a cancel touches only what is in progress "
@@ -367,20 +373,23 @@ def _cancel_partition(d: _Decision, rid: str, tp: TopicPartition, rollback: bool
         if reason is not None:
             d.emit(ev.CancelSkipped(rid, tp, reason))
             return
+    # what this cancel means for the partition, beyond the summary (the verdict shows it)
+    note = rollback_waits(entry.original, s.live_brokers()) if rollback else (
+        ROLLBACK_STOPPED if entry.rolling_back else None)
     f = s.steps.get(tp)
     if status == ABORTING:
-        d.emit(ev.PartitionCancelled(rid, tp, rollback, f.number))
+        d.emit(ev.PartitionCancelled(rid, tp, rollback, f.number, reason=note))
         return
     if status == IN_FLIGHT:
         obs = s.observed.get(tp)
         reason = skip_reason(f.step.cr, obs.isr if obs is not None else frozenset())  # an abort reverts to CR
         if reason is not None:
             d.emit(ev.CancelSkipped(rid, tp, f"cannot abort step {f.number}: {reason}"))
-            d.emit(ev.PartitionCancelled(rid, tp, rollback, None))  # applies once the step completes
+            d.emit(ev.PartitionCancelled(rid, tp, rollback, None, reason=note))  # applies once the step completes
             return
-        d.emit(ev.PartitionCancelled(rid, tp, rollback, f.number))
+        d.emit(ev.PartitionCancelled(rid, tp, rollback, f.number, reason=note))
         return
-    d.emit(ev.PartitionCancelled(rid, tp, rollback, None))
+    d.emit(ev.PartitionCancelled(rid, tp, rollback, None, reason=note))
 
 
 def _limits(d: _Decision, cmd: ChangeLimits) -> None:

@@ -412,7 +412,8 @@ def _(s: State, e: ev.PartitionCancelled) -> State:
     (``engine.core.cancellation.settle_target``) and a final ``PartitionCancelled`` ends it."""
     old = s.partitions[e.tp]
     rolling_back = e.rollback
-    note = e.reason or old.note
+    # where a final cancel leaves it; a cancel that goes on says what it means in its event only
+    note = (e.reason or old.note) if e.final else old.note
     if e.aborting is not None:
         status = ABORTING
         f = s.steps[e.tp]
