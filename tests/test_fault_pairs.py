@@ -321,3 +321,67 @@ def test_a_rollback_to_a_dead_broker_says_how_to_get_out_and_a_plain_cancel_does
     assert [e.reason for e in of_type(evs, ev.PartitionCancelled) if e.final] == [
         "cancelled after it had reached its target [0, 1, 3]"]
     assert core.state.requests["r"].status == COMPLETED
+
+
+# --- the unit fake follows KRaft: a second, different alter is merged, not revert-then-new ---------------
+
+
+def test_the_fake_merges_a_second_alter_as_kraft_does():
+    """(0, 1, 2) -> (0, 1, 3) in progress (RS (0, 1, 3, 2), AR (3), RR (2)), then another target
+    (0, 1, 4): KRaft computes from RS as it stands: RR (2, 3), AR (4), RS (0, 1, 4, 2, 3). A cancel then
+    reverts to RS - AR = (0, 1, 2, 3), not to (0, 1, 2): revert-then-new would have said (0, 1, 2)."""
+    from tests.fake_cluster import FakeCluster
+
+    c = FakeCluster({TP: (0, 1, 2)}, range(5))
+    c.alter_reassignments({TP: (0, 1, 3)})
+    c.alter_reassignments({TP: (0, 1, 4)})
+    p = c.parts[TP]
+    assert (p.replicas, p.adding, p.removing) == ((0, 1, 4, 2, 3), (4,), (2, 3))
+    c.cancel_reassignments([TP])
+    assert c.parts[TP].replicas == (0, 1, 2, 3)
+    # an empty AR keeps the one in progress: back to (0, 1, 2) is RR (3), AR still (3), and Phase B
+    # completes at once (0, 1 and 2 are in sync)
+    c = FakeCluster({TP: (0, 1, 2)}, range(5))
+    c.alter_reassignments({TP: (0, 1, 3)})
+    c.alter_reassignments({TP: (0, 1, 2)})
+    assert c.parts[TP].replicas == (0, 1, 2) and not c.in_progress()
+
+
+def kraft_alters():
+    from hypothesis import strategies as st
+
+    target = st.lists(st.integers(0, 5), min_size=1, max_size=4, unique=True).map(tuple)
+    return st.tuples(target, st.lists(st.one_of(target, st.just(None)), min_size=1, max_size=5))
+
+
+def test_the_fake_and_the_simulated_controller_agree_on_any_sequence_of_alters_and_cancels():
+    """The simulated controller is the product's model of KRaft (engine/sim/controller.py); the unit
+    fake must give the same replicas, AR, RR and ISR for any sequence of alters (None: a cancel) on a
+    partition whose new replicas never catch up."""
+    from hypothesis import given, settings
+
+    from engine.sim import controller
+    from tests.fake_cluster import FakeCluster
+
+    @settings(max_examples=300, deadline=None)
+    @given(kraft_alters())
+    def check(case):
+        start, calls = case
+        sc = S.from_document({
+            "brokers": [{"id": b} for b in range(6)], "throttle": "none", "replica_creation_time": 0,
+            "topics": [{"name": "t", "assignment": [{"partition": 0, "replicas": list(start), "size": 1000,
+                                                     "produce_rate": 0}]}]})
+        sim = controller.initial(sc)
+        fake = FakeCluster({TP: start}, range(6))
+        for target in calls:
+            if target is None:
+                sim, _ = controller.cancel(sim, TP)
+                fake.cancel_reassignments([TP])
+            else:
+                sim, _ = controller.alter(sim, TP, target)
+                fake.alter_reassignments({TP: target})
+            s, f = sim.partitions[TP], fake.parts[TP]
+            assert (s.replicas, s.adding, s.removing, s.isr) == (f.replicas, f.adding, f.removing, f.isr), (
+                start, calls, target)
+
+    check()
