@@ -385,3 +385,20 @@ def test_the_fake_and_the_simulated_controller_agree_on_any_sequence_of_alters_a
                 start, calls, target)
 
     check()
+
+
+def test_a_partition_a_cancel_left_where_it_said_is_no_skipped_cancel_in_status():
+    """The final cancel's reason (where the partition stays) is kept as the partition's note; status
+    listed it as "1 partition not cancelled: cancelled: back at its original replicas [1, 2]"."""
+    from engine.views.attention import attention
+
+    core = Core({TP: (1, 2)})
+    core.feed(Submit("r", (PartitionTarget("t", 0, (2, 3)),)))
+    [start] = core.sent(core.feed(Tick(1.0)), StartStep)
+    core.answer(start, OK, 1.0)
+    [cancel] = core.sent(core.feed(Cancel("r")), CancelStep)
+    core.answer(cancel, OK, 2.0)
+    core.look(3.0, {TP: in_sync((1, 2))})
+    assert [e.reason for e in of_type(core.events, ev.PartitionCancelled) if e.final] == [
+        "cancelled: back at its original replicas [1, 2]"]
+    assert not [a for a in attention(core.state, {}) if a["kind"] == "skipped"]
