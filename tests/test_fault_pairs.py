@@ -11,7 +11,7 @@ from engine.core import events as ev
 from engine.core.actions import CancelStep, StartStep
 from engine.core.commands import ActionOutcome, Cancel, Observation, PartitionTarget, Submit, Tick
 from engine.core.decide import handle
-from engine.core.outcomes import OK, Unavailable
+from engine.core.outcomes import OK, Refused, Unavailable
 from engine.core.partition import Broker, PartitionState, TopicInfo, TopicPartition, in_sync
 from engine.core.state import COMPLETED, EMPTY, fold
 from engine.runtime.executor import actions
@@ -29,15 +29,28 @@ class Lossy:
     def __init__(self, cluster: SimulatedCluster):
         self.cluster = cluster
         self.unanswered = 0
+        self.refused = 0  # the next alters the controller refuses
+        self.lost_elections = 0  # the next elections it accepts without electing
         self.alters: list[dict] = []
         self.cancels: list[list] = []
+        self.elections: list[list] = []
 
     def alter_reassignments(self, targets):
         self.alters.append(dict(targets))
         if self.unanswered:
             self.unanswered -= 1
             return {tp: Unavailable("request timed out") for tp in targets}
+        if self.refused:
+            self.refused -= 1
+            return {tp: Refused("REASSIGNMENT_IN_PROGRESS", "try later") for tp in targets}
         return self.cluster.alter_reassignments(targets)
+
+    def elect_preferred_leaders(self, partitions):
+        self.elections.append(list(partitions))
+        if self.lost_elections:
+            self.lost_elections -= 1
+            return {tp: OK for tp in partitions}
+        return self.cluster.elect_preferred_leaders(partitions)
 
     def cancel_reassignments(self, partitions):
         self.cancels.append(list(partitions))
@@ -57,11 +70,23 @@ def one_partition(replicas=(0, 1, 2), brokers=4, dead=(), size="10 MB", throttle
     })
 
 
-def engine(sc):
+class Clock:
+    """The engine's host clock: the cluster's time plus an offset the test steps."""
+
+    def __init__(self, cluster: SimulatedCluster, offset: float = 0.0):
+        self.cluster, self.offset = cluster, offset
+
+    def __call__(self) -> float:
+        return self.cluster.time + self.offset
+
+
+def engine(sc, offset=0.0):
     cluster = Lossy(SimulatedCluster.from_scenario(sc))
     log = MemoryLog()
-    d = Decider(log, cluster, clock=lambda: cluster.cluster.time)
+    clock = Clock(cluster.cluster, offset)
+    d = Decider(log, cluster, clock=clock)
     d.recover(None)
+    d.host = clock
     return d, cluster, log
 
 
@@ -402,3 +427,131 @@ def test_a_partition_a_cancel_left_where_it_said_is_no_skipped_cancel_in_status(
     assert [e.reason for e in of_type(core.events, ev.PartitionCancelled) if e.final] == [
         "cancelled: back at its original replicas [1, 2]"]
     assert not [a for a in attention(core.state, {}) if a["kind"] == "skipped"]
+
+
+# --- 6. a clock set back, and a failover to a host whose clock lags --------------------------------------
+
+
+def until(d, cluster, done, seconds, step=1.0) -> float | None:
+    """Tick every ``step`` seconds of cluster time until ``done()``: the cluster time it took, or None."""
+    start = cluster.cluster.time
+    for _ in range(int(seconds / step)):
+        d.tick()
+        if done():
+            return cluster.cluster.time - start
+        cluster.cluster.advance(step)
+    return None
+
+
+def test_a_refused_step_is_planned_again_after_its_backoff_although_the_clock_was_set_back():
+    """The issue's story: a refusal at t=10,000, then the host's clock reads 10,000 - 600; the step
+    was planned again after 603 s instead of 1 s."""
+    d, cluster, log = engine(one_partition(), offset=10_000.0)
+    cluster.refused = 1
+    d.decide(Submit("r1", (PartitionTarget("t", 0, (0, 1, 3)),)))
+    d.tick()
+    assert [e.retry_at for e in payloads(log, ev.StepFailed)] == [10_001.0]
+    d.host.offset -= 600.0
+    took = until(d, cluster, lambda: len(cluster.alters) == 2, seconds=30)
+    assert took is not None and took <= 2.0, took
+    [stepped] = payloads(log, ev.ClockSetBack)
+    assert (stepped.seen, stepped.now) == (10_000.0, 9_400.0)
+    assert run(d, cluster, seconds=60)
+
+
+def test_a_refused_step_is_planned_again_after_its_backoff_on_a_standby_whose_clock_lags():
+    """The controller refuses a step at t=10,000 (planned again 1 s later); the engine dies, and a
+    standby whose host clock is 600 s behind takes over from the log (recovery re-asserts steps in
+    flight and elections, not a refused step's backoff): it plans the step again within the backoff."""
+    d, cluster, log = engine(one_partition(), offset=10_000.0)
+    cluster.refused = 1
+    d.decide(Submit("r1", (PartitionTarget("t", 0, (0, 1, 3)),)))
+    d.tick()
+    assert [e.retry_at for e in payloads(log, ev.StepFailed)] == [10_001.0]
+    standby = Decider(log, cluster, clock=Clock(cluster.cluster, 10_000.0 - 600.0))
+    standby.recover(d.executed)
+    took = until(standby, cluster, lambda: len(cluster.alters) == 2, seconds=30)
+    assert took is not None and took <= 2.0, took
+    assert run(standby, cluster, seconds=60)
+
+
+def test_a_lost_election_is_asked_again_after_its_grace_although_the_clock_was_set_back():
+    """(0, 1, 2) -> (3, 1, 2): 3 joins first and leads once elected. The first election is accepted
+    but lost; the clock is then set back 600 s: it is asked again after ELECTION_GRACE (5 s) of
+    cluster time, not 605 s."""
+    from engine.core import retry
+
+    d, cluster, log = engine(one_partition(size="1 MB"), offset=10_000.0)
+    cluster.lost_elections = 1
+    d.decide(Submit("r1", (PartitionTarget("t", 0, (3, 1, 2)),)))
+    took = until(d, cluster, lambda: len(cluster.elections) == 1, seconds=30)
+    assert took is not None and TP in d.state.elections
+    d.host.offset -= 600.0
+    took = until(d, cluster, lambda: len(cluster.elections) == 2, seconds=60)
+    assert took is not None and took <= retry.ELECTION_GRACE + retry.FIRST_BACKOFF + 1.0, took
+    assert run(d, cluster, seconds=60)
+    assert cluster.cluster.state.partitions[TP].leader == 3
+
+
+def test_a_step_reverted_outside_kreassign_fails_after_the_revert_grace_although_the_clock_was_set_back():
+    """A step accepted at t=10,000 is dropped by the controller; the clock reads 600 s less from then
+    on. The time between the answer and the step back is unknown (the look right after the step may
+    be metadata lag), but a look REVERT_GRACE (5 s) after it fails the step, not one 600 s later."""
+    from engine.core.decide import REVERT_GRACE
+
+    core = Core({TP: (1, 2)}, at=9_990.0)
+    core.feed(Submit("r", (PartitionTarget("t", 0, (2, 3)),)))
+    [start] = core.sent(core.feed(Tick(10_000.0)), StartStep)
+    core.answer(start, OK, 10_000.0)
+    first = 10_000.0 - 600
+    assert not of_type(core.look(first, {TP: in_sync((1, 2))}), ev.StepFailed)
+    evs = core.look(first + REVERT_GRACE, {TP: in_sync((1, 2))})
+    assert [e.reason for e in of_type(evs, ev.StepFailed)] == [
+        "step 1 was reverted outside kreassign (cancelled by another tool, or dropped by the controller): "
+        "the partition is back at [1, 2]"]
+    assert [(e.seen, e.now) for e in of_type(core.events, ev.ClockSetBack)] == [(10_000.0, first)]
+    assert fold(core.events) == core.state
+
+
+def test_the_release_bucket_refills_although_the_clock_was_set_back():
+    """A copy released at t=10,000 fills broker 3's bucket (500 ms of the rate); it refills at a quarter
+    of the rate: 2 s later another copy into 3 may go unthrottled, even when those 2 s are read on a
+    clock set back 600 s (before the fix the bucket stayed full for 600 s)."""
+    from engine.core.commands import CatchUpObserved
+
+    t1, rate = TopicPartition("t", 1), 4_000_000
+    core = Core({TP: (1, 2), t1: (2, 1)}, at=9_990.0)
+    from engine.core.commands import ChangeThrottle
+    core.feed(ChangeThrottle(rate))
+    core.feed(Submit("r", (PartitionTarget("t", 0, (1, 3)), PartitionTarget("t", 1, (2, 3)))))
+    for start in core.sent(core.feed(Tick(10_000.0)), StartStep):
+        core.answer(start, OK, 10_000.0)
+    budget = rate * core.state.limits.throttle_release_ms / 1000
+    core.feed(CatchUpObserved({TP: int(budget / 2), t1: 10_000_000}, 10_000.0))  # each has half the rate
+    assert [e.tp for e in of_type(core.events, ev.ThrottleReleased)] == [TP]
+    core.feed(Tick(10_000.0 - 600))
+    core.feed(CatchUpObserved({t1: int(budget)}, 10_000.0 - 600 + 2.0))
+    assert [e.tp for e in of_type(core.events, ev.ThrottleReleased)] == [TP, t1]
+
+
+def test_an_unanswered_alter_and_a_failed_throttle_change_are_retried_after_their_backoff_across_a_set_back():
+    """Both fail at t=10,000 (retry 1 s later); every later input reads the clock 600 s back: the tick
+    1.5 s later sets the throttles again, and the next one, once they are in force, the alter (before
+    the fix: nothing until the clock passed 10,001 again)."""
+    from engine.core.actions import ApplyThrottles
+
+    core = Core({TP: (1, 2)}, at=9_990.0)
+    core.feed(Submit("r", (PartitionTarget("t", 0, (2, 3)),)))
+    evs = core.feed(Tick(10_000.0))
+    [apply] = core.sent(evs, ApplyThrottles)
+    [start] = core.sent(evs, StartStep)
+    core.answer(apply, Unavailable("timed out"), 10_000.0)
+    core.answer(start, Unavailable("timed out"), 10_000.0)
+    assert core.state.steps[TP].retry_at == 10_001.0 and core.state.throttle_retry_at == 10_001.0
+    first = 10_000.0 - 600
+    core.feed(Tick(first))
+    evs = core.feed(Tick(first + 1.5))
+    assert core.sent(evs, ApplyThrottles)
+    core.answer(core.sent(evs, ApplyThrottles)[0], OK, first + 1.5)
+    assert core.sent(core.feed(Tick(first + 1.6)), StartStep) == [start]
+    assert fold(core.events) == core.state

@@ -98,12 +98,22 @@ def decide(state: State, inp: Input) -> list[ev.Event]:
 
 def handle(state: State, inp: Input) -> tuple[State, list[ev.Event]]:
     d = _Decision(state, getattr(inp, "now", None))
+    _clock_set_back(d)
     _HANDLERS[type(inp)](d, inp)
     tick = isinstance(inp, Tick)
     if tick or d.steps_changed:
         _reconcile_throttles(d)
     _complete_requests(d, everything=tick)
     return d.state, d.events
+
+
+def _clock_set_back(d: _Decision) -> None:
+    """An input whose clock reads more than CLOCK_SET_BACK before the newest time the log knows: the
+    clock was set back (or a decider whose clock lags took over). Every timer is re-based first, so
+    none waits for the old clock (docs/algorithm.md, *Timers and the clock*)."""
+    seen = d.state.clock
+    if d.now is not None and seen is not None and set_back(d.now, seen):
+        d.emit(ev.ClockSetBack(seen, d.now))
 
 
 # --- planning one partition ----------------------------------------------------------
@@ -269,7 +279,7 @@ def _check_step(d: _Decision, tp: TopicPartition) -> None:
                   f"the controller): the partition is back at {list(obs.replicas)}")
     else:
         reason = f"replicas changed outside kreassign to {list(obs.replicas)} during step {f.number}"
-    d.emit(ev.StepFailed(f.request_id, tp, f.number, reason))
+    d.emit(ev.StepFailed(f.request_id, tp, f.number, reason, at=d.now))
 
 
 # --- handlers -------------------------------------------------------------------------------
@@ -494,7 +504,7 @@ def _topic_deleted(d: _Decision, topic: str) -> None:
             continue
         f = d.state.steps.get(tp)
         if f is not None:
-            d.emit(ev.StepFailed(entry.request_id, tp, f.number, reason))
+            d.emit(ev.StepFailed(entry.request_id, tp, f.number, reason, at=d.now))
         d.emit(ev.PartitionCancelled(entry.request_id, tp, False, final=True, reason=reason))
 
 
@@ -532,7 +542,7 @@ def _start_outcome(d: _Decision, a: StartStep, result, now) -> None:
     elif isinstance(result, Refused):
         entry = d.state.partitions[a.tp]
         d.emit(ev.StepFailed(a.request_id, a.tp, a.number, f"the cluster refused step {a.number}: {result}",
-                             retry.retry_at(now, entry.failures + 1)))
+                             retry.retry_at(now, entry.failures + 1), now))
     else:  # the cluster could not be asked: the outcome is unknown; the watcher may still see it started
         d.emit(ev.ActionFailed("start_step", "UNAVAILABLE", str(result), f.attempt, retry.retry_at(now, f.attempt),
                                request_id=a.request_id, tp=a.tp, number=a.number, at=now))
@@ -794,7 +804,8 @@ def _retry_steps(d: _Decision) -> None:
         if not f.started and not f.aborting and live is not None and any(b not in live for b in f.step.nr):
             down = [b for b in f.step.nr if b not in live]
             d.emit(ev.StepFailed(f.request_id, tp, f.number,
-                                 f"step {f.number} had not started when broker(s) {down} it copies to went down"))
+                                 f"step {f.number} had not started when broker(s) {down} it copies to went down",
+                                 at=d.now))
             continue
         if not f.retry or not retry.due(f.retry_at, d.now):
             continue

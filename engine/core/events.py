@@ -116,6 +116,7 @@ class StepFailed:
     number: int
     reason: str
     retry_at: float | None = None
+    at: float | None = None  # the shell's clock when it was decided
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,6 +281,17 @@ class TopicAccessDenied:
     reason: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class ClockSetBack:
+    """An input's clock (``now``) read more than ``state.CLOCK_SET_BACK`` seconds before the newest
+    time the log knows (``seen``): the host's clock was set back, or a decider whose clock lags took
+    over. Every timer the state keeps (retries, election and revert graces, the release bucket, the
+    times partitions are known as of) moves back with it, so none waits for the old clock."""
+
+    seen: float
+    now: float
+
+
 # --- throttles, limits, control ------------------------------------------------------
 
 
@@ -347,7 +359,7 @@ Event = (
     | CancelRequested | CancelSkipped | PartitionCancelled | StepAborted | PartitionReverted
     | ThrottlesApplied | ThrottlesRemoved | LimitsChanged | ThrottleRateChanged | Paused | Resumed
     | ActionFailed | ActionRetried | ActionSucceeded | ClusterUnreachable | ThrottlesDrifted | ThrottleReleased
-    | TopicAccessDenied | ActionAnswered
+    | TopicAccessDenied | ActionAnswered | ClockSetBack
 )
 
 EVENT_TYPES: tuple[type, ...] = Event.__args__  # type: ignore[attr-defined]

@@ -151,6 +151,9 @@ class State(NamedTuple):
     live: frozenset | None = None  # ids of live brokers; None: no broker observed yet
     rejections: tuple = ()  # the latest REJECTIONS_KEPT CommandRejected events, oldest first
     rejected: immutables.Map = immutables.Map()  # command -> how many were ever rejected
+    # The newest shell time the log knows (the ``at`` of its events): an input whose clock reads more
+    # than CLOCK_SET_BACK before it re-bases every timer (``ClockSetBack``).
+    clock: float | None = None
 
     def live_brokers(self) -> frozenset[int] | None:
         """Ids of live brokers, or ``None`` if no broker was ever observed."""
@@ -235,8 +238,21 @@ def set_back(at: float, seen: float) -> bool:
     return at < seen - CLOCK_SET_BACK
 
 
+REBASED_BEFORE = 0.001
+"""When the clock was set back, the newest time the log knew is taken as this many seconds before the
+new clock's first reading (the step happened between them): what the state knew predates that input."""
+
+
+def _seen(s: State, at: float | None) -> State:
+    """The log knows the shell's time ``at``: the decision clock is the newest such time."""
+    if at is None or (s.clock is not None and at <= s.clock):
+        return s
+    return s._replace(clock=at)
+
+
 def _known(s: State, tp: TopicPartition | None, at: float | None) -> State:
     """The state knows ``tp`` as of ``at``: the newest time wins, unless the clock was set back."""
+    s = _seen(s, at)
     if tp is None or at is None:
         return s
     seen = s.known_at.get(tp)
@@ -324,7 +340,8 @@ def _(s: State, e: ev.PartitionReady) -> State:
     lane = CONTINUING if (old.steps_planned or old.rolling_back) else FRESH
     ready, slot = s.ready.add(SchedulingKey.of(e.step, e.weight), lane, s.seq, e.tp, old.request_id)
     s = s._replace(ready=ready, seq=s.seq + 1)
-    return _put(s, e.tp, old._replace(status=READY, slot=slot), old)
+    # planned: a backoff it waited for is over (only a waiting partition holds a retry time)
+    return _put(s, e.tp, old._replace(status=READY, slot=slot, retry_at=None), old)
 
 
 @_on(ev.PartitionWaiting)
@@ -359,7 +376,7 @@ def _(s: State, e: ev.StepStarted) -> State:
 
 @_on(ev.StepFailed)
 def _(s: State, e: ev.StepFailed) -> State:
-    s, _f = _end_step(s, e.tp)
+    s, _f = _end_step(_seen(s, e.at), e.tp)
     old = s.partitions[e.tp]
     s = s._replace(waiting=s.waiting.set(e.tp, e.reason))
     new = old._replace(status=WAITING, failures=old.failures + 1, retry_at=e.retry_at)
@@ -458,6 +475,7 @@ def _(s: State, e: ev.ThrottlesRemoved) -> State:
 
 @_on(ev.ThrottleReleased)
 def _(s: State, e: ev.ThrottleReleased) -> State:
+    s = _seen(s, e.at)
     f = s.steps.get(e.tp)
     if f is None or f.number != e.number:
         return s
@@ -494,6 +512,7 @@ def _(s: State, e: ev.ThrottlesDrifted) -> State:
 @_on(ev.ActionFailed)
 def _(s: State, e: ev.ActionFailed) -> State:
     error = f"{e.code}: {e.message}" if e.message else e.code
+    s = _seen(s, e.at)
     if e.action in ("apply_throttles", "remove_throttles"):
         piece = e.throttles or ThrottleSet()
         # A failed apply is not in force; a failed removal still is. Either is retried as a whole
@@ -525,6 +544,7 @@ def _(s: State, e: ev.ActionFailed) -> State:
 
 @_on(ev.ActionRetried)
 def _(s: State, e: ev.ActionRetried) -> State:
+    s = _seen(s, e.at)
     if e.action == "elect_leader":
         el = s.elections.get(e.tp)
         if el is None:
@@ -557,6 +577,36 @@ def _(s: State, e: ev.ActionSucceeded) -> State:
     if f is None:
         return s
     return s._replace(steps=s.steps.set(e.tp, f._replace(error=None, retry=False, retry_at=None)))
+
+
+@_on(ev.ClockSetBack)
+def _(s: State, e: ev.ClockSetBack) -> State:
+    """Every timer moves back by what the clock lost (``seen`` taken as REBASED_BEFORE before ``now``)."""
+    shift = e.seen - e.now + REBASED_BEFORE
+
+    def back(t: float | None) -> float | None:
+        return None if t is None else t - shift
+
+    with s.steps.mutate() as steps:
+        for tp, f in s.steps.items():
+            if f.retry_at is not None or f.started_at is not None:
+                steps[tp] = f._replace(retry_at=back(f.retry_at), started_at=back(f.started_at))
+        steps = steps.finish()
+    with s.partitions.mutate() as partitions:
+        for tp in set(s.waiting.keys()) | set(s.pending.keys()):
+            entry = s.partitions[tp]
+            if entry.retry_at is not None:
+                partitions[tp] = entry._replace(retry_at=back(entry.retry_at))
+        partitions = partitions.finish()
+    elections = immutables.Map({tp: el._replace(since=back(el.since), retry_at=back(el.retry_at))
+                                for tp, el in s.elections.items()})
+    debt = immutables.Map({b: (owed, back(at)) for b, (owed, at) in s.release_debt.items()})
+    with s.known_at.mutate() as known:
+        for tp, at in s.known_at.items():
+            known[tp] = at - shift
+        known = known.finish()
+    return s._replace(steps=steps, partitions=partitions, elections=elections, release_debt=debt, known_at=known,
+                      throttle_retry_at=back(s.throttle_retry_at), clock=e.now)
 
 
 @_on(ev.ClusterUnreachable)
