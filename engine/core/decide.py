@@ -384,14 +384,15 @@ def _cancel_partition(d: _Decision, rid: str, tp: TopicPartition, rollback: bool
             d.emit(ev.CancelSkipped(rid, tp, reason))
             return
     # what this cancel means for the partition, beyond the summary (the verdict shows it)
-    note = rollback_waits(entry.original, s.live_brokers()) if rollback else (
+    obs = s.observed.get(tp)
+    home = obs is not None and not obs.reassignment_in_progress and tuple(obs.replicas) == tuple(entry.original or ())
+    note = (None if home else rollback_waits(entry.original, s.live_brokers())) if rollback else (
         ROLLBACK_STOPPED if entry.rolling_back else None)
     f = s.steps.get(tp)
     if status == ABORTING:
         d.emit(ev.PartitionCancelled(rid, tp, rollback, f.number, reason=note))
         return
     if status == IN_FLIGHT:
-        obs = s.observed.get(tp)
         reason = skip_reason(f.step.cr, obs.isr if obs is not None else frozenset())  # an abort reverts to CR
         if reason is not None:
             d.emit(ev.CancelSkipped(rid, tp, f"cannot abort step {f.number}: {reason}"))

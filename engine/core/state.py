@@ -251,14 +251,15 @@ def _seen(s: State, at: float | None) -> State:
 
 
 def _known(s: State, tp: TopicPartition | None, at: float | None) -> State:
-    """The state knows ``tp`` as of ``at``: the newest time wins, unless the clock was set back."""
-    s = _seen(s, at)
-    if tp is None or at is None:
+    """The state knows ``tp`` as of ``at``: the newest time wins, unless the clock was set back. The
+    log knows the time ``at`` (``_seen``)."""
+    if at is None:
         return s
-    seen = s.known_at.get(tp)
-    if seen is not None and seen >= at and not set_back(at, seen):
-        return s
-    return s._replace(known_at=s.known_at.set(tp, at))
+    clock = at if s.clock is None or at > s.clock else s.clock
+    seen = s.known_at.get(tp) if tp is not None else None
+    if tp is None or (seen is not None and seen >= at and not set_back(at, seen)):
+        return s if clock == s.clock else s._replace(clock=clock)
+    return s._replace(known_at=s.known_at.set(tp, at), clock=clock)
 
 
 def _elections(s: State, elections: immutables.Map) -> State:

@@ -162,6 +162,7 @@ def _cancel(command_id: str, first: ev.CancelRequested, decision: list[ev.Event]
             skipped.append(f"skipped {e.tp}: {e.reason}")
         elif isinstance(e, ev.PartitionReverted):
             reverted += 1
+            said.pop(e.tp, None)  # back at its original replicas: nothing more to say
     which = "the whole request" if first.partitions is None else f"{len(first.partitions)} named partitions"
     mode = ("without rollback" if not first.rollback else "with rollback to the original replicas"
             + (", completed partitions too" if first.include_completed else ""))
