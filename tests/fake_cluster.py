@@ -6,8 +6,11 @@ unforgiving as Kafka's controller (KRaft) where the core must cope:
 * a step goes in progress with RS = TRS + RR (RR = CR - TRS in broker id order, as KRaft's
   ``PartitionReassignmentReplicas`` builds it), and finishes only when the test says
   so (``finish``), possibly with some of TR already out of the ISR again (``finish(lose=...)``);
-* a second alter of a partition in progress replaces the target, as KRaft does; the same target
-  changes nothing;
+* a second, different alter of a partition in progress is merged into it, as KRaft's
+  ``changePartitionReassignment`` does: from RS as it stands, RR = RS - TRS and AR = TRS - RS,
+  RS = TRS + RR, and an empty AR or RR keeps the previous one (``PartitionChangeBuilder`` starts from
+  the partition's own); it completes at once if the ISR allows (Phase B); the same target changes
+  nothing;
 * a cancel reverts to RS - AR with ISR - AR, and is refused (INVALID_REPLICA_ASSIGNMENT) when that
   ISR is empty, as KRaft's ``PartitionReassignmentRevert`` is;
 * the test can make the next calls of an action refused (``refuse``) or unanswered
@@ -64,10 +67,12 @@ class FakeCluster:
         return sorted(self.targets)
 
     def finish(self, tp, lose=()) -> None:
-        """The new replicas of ``tp`` caught up: Kafka completes the reassignment (Phase B). ``lose``:
-        replicas that fall out of the ISR again right after (before any watcher looks)."""
-        tr = self.targets.pop(tp)
-        p = self._finished(self.parts[tp], tr)
+        """The new replicas of ``tp`` caught up: Kafka completes the reassignment (Phase B): RS less RR.
+        ``lose``: replicas that fall out of the ISR again right after (before any watcher looks)."""
+        del self.targets[tp]
+        p = self.parts[tp]
+        tr = tuple(b for b in p.replicas if b not in p.removing)
+        p = self._finished(p, tr)
         if lose:
             isr = frozenset(p.isr - set(lose))
             p = p._replace(isr=isr, leader=p.leader if p.leader in isr else next(b for b in tr if b in isr))
@@ -175,20 +180,27 @@ class FakeCluster:
             return Refused("UNKNOWN_TOPIC_OR_PARTITION", str(tp))
         if any(not self.brokers.get(b) for b in tr) or len(set(tr)) != len(tr):
             return Refused("INVALID_REPLICA_ASSIGNMENT", f"bad target {list(tr)}")
-        if tp in self.targets:
-            if self.targets[tp] == tr:
-                return OK
-            self._revert(tp)  # KRaft replaces the target; modelled as revert + new reassignment
-            p = self.parts[tp]
-        cr = p.replicas
-        if set(tr) <= set(p.isr) and set(tr) <= set(cr):
-            self.parts[tp] = self._finished(p, tr)  # nothing to copy: Kafka completes at once
+        if self.targets.get(tp) == tr:
             return OK
-        # KRaft (PartitionReassignmentReplicas): RS = TRS + RR, AR and RR in broker id order
-        adding = tuple(sorted(b for b in tr if b not in cr))
+        # KRaft (PartitionReassignmentReplicas, from the partition's replicas as they stand: RS while a
+        # reassignment is in progress): RR = RS - TRS and AR = TRS - RS in broker id order, RS = TRS + RR;
+        # an empty AR or RR keeps the one in progress (PartitionChangeBuilder starts from the partition's)
+        cr = p.replicas
         removing = tuple(sorted(b for b in cr if b not in tr))
+        adding = tuple(sorted(b for b in tr if b not in cr))
+        replicas = tr + removing
+        adding, removing = adding or p.adding, removing or p.removing
+        if not adding and not removing:  # no reassignment: a new order at most
+            self.parts[tp] = p._replace(replicas=tr)
+            return OK
+        # Phase B at once if the ISR allows it (maybeCompleteReassignment): nothing is left to copy
+        kept = tuple(b for b in replicas if b not in removing)
+        if kept and set(kept) <= p.isr - set(removing):
+            self.targets.pop(tp, None)
+            self.parts[tp] = self._finished(p, kept)
+            return OK
         self.targets[tp] = tr
-        self.parts[tp] = p._replace(replicas=tr + removing, adding=adding, removing=removing)
+        self.parts[tp] = p._replace(replicas=replicas, adding=adding, removing=removing)
         return OK
 
     def _finished(self, p: PartitionState, tr) -> PartitionState:
@@ -212,6 +224,10 @@ class FakeCluster:
         isr = frozenset(b for b in p.isr if b in reverted)
         leader = p.leader if p.leader in reverted else next(iter(sorted(isr)), None)
         self.parts[tp] = PartitionState(reverted, isr, leader, p.size_bytes)
+
+
+LOOK_AFTER = 0.001
+"""Seconds between the answers to a batch of actions and the look that follows them (``Driver.observe``)."""
 
 
 class Driver:
@@ -241,7 +257,11 @@ class Driver:
         return first
 
     def observe(self) -> None:
-        """What the engine's watcher does: poll only the partitions ``watched`` names."""
+        """What the engine's watcher does: poll only the partitions ``watched`` names. On a clock, the
+        look is taken after the answers to the actions before it, so it is stamped later (LOOK_AFTER
+        seconds): a look stamped the time of an answer is set aside (it may predate the action)."""
+        if self.now is not None:
+            self.now += LOOK_AFTER
         obs = self.cluster.observation(watched(self.state) if self.state.partitions else None)
         self.feed(Observation(obs.brokers, obs.topics, obs.partitions, self.now))
 

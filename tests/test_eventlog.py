@@ -68,6 +68,10 @@ def story() -> Driver:
         for t in c.in_progress()[:1]:
             c.finish(t)
         d.observe()
+    d.now = 10_000.0  # from here on a clock, which is then set back 600 s (ClockSetBack)
+    d.tick()
+    d.now -= 600.0
+    d.tick()
     d.feed(Submit("r3", (PartitionTarget("t", 5, (7, 6, 5)),)))
     d.tick()
     assert d.state.steps and not d.state.throttles.is_empty(), "the story ends with steps and throttles in force"

@@ -39,6 +39,16 @@ Where a cancel leaves a partition:
   unless the cancel says ``include_completed`` (``--include-completed``).
   An incremental rollback never takes a partition offline (each step completes
   only with its whole target in sync), so only rule 1 applies to it.
+* ``cancel`` (no rollback) of a partition being rolled back stops the rollback
+  where it stands, as Kafka's ``--cancel`` stops what is in progress: its step
+  in flight is aborted and the partition settles as after any plain cancel
+  (``ROLLBACK_STOPPED``). A second plain cancel, or a second rollback, changes
+  nothing.
+* A rollback to original replicas on a broker that is down waits for that
+  broker: it goes on when the broker is back; a plain cancel stops it where it
+  stands, and a new request can move the partition elsewhere
+  (``rollback_waits``: the verdict of the cancel and the partition's waiting
+  reason say so).
 """
 
 from __future__ import annotations
@@ -62,6 +72,26 @@ def skip_reason(original: Replicas | None, isr: AbstractSet[int]) -> str | None:
         f"Kafka refuses such a revert (it would need an unclean leader election); the step goes on "
         f"and the cancel applies when it completes"
     )
+
+
+ROLLBACK_STOPPED = ("its rollback stops where it stands (a cancel without --rollback stops what is in progress; "
+                    "cancel with --rollback to roll back again)")
+"""The reason of the ``PartitionCancelled`` of a plain cancel of a partition being rolled back."""
+
+
+def rollback_waits(original: Replicas | None, live: AbstractSet[int] | None) -> str | None:
+    """Why a rollback to ``original`` may wait for ever, or ``None``: original replicas on brokers that
+    are down (``live``: the live brokers, ``None`` if unknown). Kafka copies to a broker only while it is
+    alive, so the rollback waits for them; what else the operator can do is part of the reason."""
+    if original is None or live is None:
+        return None
+    down = [b for b in original if b not in live]
+    if not down:
+        return None
+    which = f"broker {down[0]} is" if len(down) == 1 else f"brokers {down} are"
+    return (f"the rollback returns to the original replicas {list(original)}, and {which} down: it goes on "
+            f"when {'it is' if len(down) == 1 else 'they are'} back; a cancel without --rollback stops it where "
+            f"it stands, or a new request can move the partition elsewhere")
 
 
 def rollback_skip_reason(original: Replicas | None) -> str | None:

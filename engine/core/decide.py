@@ -43,7 +43,7 @@ from typing import Callable
 
 from engine.core import events as ev
 from engine.core import retry
-from engine.core.cancellation import rollback_skip_reason, settle_target, skip_reason
+from engine.core.cancellation import ROLLBACK_STOPPED, rollback_skip_reason, rollback_waits, settle_target, skip_reason
 from engine.core.actions import ApplyThrottles, CancelStep, ElectLeader, RemoveThrottles, StartStep
 from engine.core.outcomes import Ok, Refused
 from engine.core.commands import (
@@ -98,12 +98,22 @@ def decide(state: State, inp: Input) -> list[ev.Event]:
 
 def handle(state: State, inp: Input) -> tuple[State, list[ev.Event]]:
     d = _Decision(state, getattr(inp, "now", None))
+    _clock_set_back(d)
     _HANDLERS[type(inp)](d, inp)
     tick = isinstance(inp, Tick)
     if tick or d.steps_changed:
         _reconcile_throttles(d)
     _complete_requests(d, everything=tick)
     return d.state, d.events
+
+
+def _clock_set_back(d: _Decision) -> None:
+    """An input whose clock reads more than CLOCK_SET_BACK before the newest time the log knows: the
+    clock was set back (or a decider whose clock lags took over). Every timer is re-based first, so
+    none waits for the old clock (docs/algorithm.md, *Timers and the clock*)."""
+    seen = d.state.clock
+    if d.now is not None and seen is not None and set_back(d.now, seen):
+        d.emit(ev.ClockSetBack(seen, d.now))
 
 
 # --- planning one partition ----------------------------------------------------------
@@ -137,12 +147,17 @@ def plan(s: State, tp: TopicPartition, now: float | None = None) -> PlanResult:
             f"(adding {list(obs.adding)}, removing {list(obs.removing)})"
         )
     lim = s.limits
-    return plan_step(
+    result = plan_step(
         obs.replicas, goal, obs.isr, obs.leader, s.min_insync(tp.topic), lim.max_replicas_per_step, live,
         # a step's copies all come out of one leader and count against the cluster-wide additions:
         # no step may need more than either allows, not even the min.insync catch-up
         max_new=min(lim.max_outgoing_moves_per_broker, lim.max_replica_additions_in_flight),
     )
+    if isinstance(result, Waiting) and entry.rolling_back:
+        why = rollback_waits(goal, live)
+        if why is not None:
+            return Waiting(f"{result.reason}: {why}")
+    return result
 
 
 def timers_pending(s: State) -> bool:
@@ -240,12 +255,12 @@ def _check_step(d: _Decision, tp: TopicPartition) -> None:
                     f.attempt, retry.retry_at(d.now, f.attempt), request_id=f.request_id, tp=tp, number=f.number,
                     at=d.now))
             return
-        # Kafka (KRaft) reverts a cancelled reassignment to RS minus AR in RS order: the step's CR
-        # as a set, not necessarily in CR's order. Or the step had already completed when the
-        # cancel reached it.
-        reverted = len(obs.replicas) == len(step.cr) and set(obs.replicas) == set(step.cr)
-        if not busy and (reverted or obs.replicas == step.tr):
-            d.emit(ev.StepAborted(f.request_id, tp, f.number, obs.replicas, d.now))
+        # The cancel was answered and the step's reassignment is not in progress: the abort is over,
+        # wherever the partition stands. Kafka (KRaft) reverts a cancelled reassignment to RS minus AR
+        # in RS order (the step's CR as a set, not necessarily in CR's order); the step may have
+        # completed before the cancel reached it (TR); or another tool moved the partition meanwhile
+        # (anything else, or another tool's reassignment in progress: the partition then waits for it).
+        d.emit(ev.StepAborted(f.request_id, tp, f.number, obs.replicas, d.now))
         return
     if not busy and obs.replicas == step.tr:
         # Kafka finished it (a TR replica may have left the ISR since: Kafka's verdict counts)
@@ -264,7 +279,7 @@ def _check_step(d: _Decision, tp: TopicPartition) -> None:
                   f"the controller): the partition is back at {list(obs.replicas)}")
     else:
         reason = f"replicas changed outside kreassign to {list(obs.replicas)} during step {f.number}"
-    d.emit(ev.StepFailed(f.request_id, tp, f.number, reason))
+    d.emit(ev.StepFailed(f.request_id, tp, f.number, reason, at=d.now))
 
 
 # --- handlers -------------------------------------------------------------------------------
@@ -355,8 +370,9 @@ def _cancel_partition(d: _Decision, rid: str, tp: TopicPartition, rollback: bool
             d.emit(ev.CancelSkipped(rid, tp, f"request '{entry.request_id}' has taken this partition over"))
         return
     status = entry.status
-    if status == REVERTED or (rollback and entry.rolling_back) or (entry.cancelled and not rollback):
-        return
+    if status == REVERTED or (rollback and entry.rolling_back) or (entry.cancelled and not rollback
+                                                                   and not entry.rolling_back):
+        return  # cancelled the same way already
     if status == COMPLETED and not (rollback and include_completed):
         if named:
             d.emit(ev.CancelSkipped(rid, tp, "already completed: a cancel touches only what is in progress "
@@ -367,20 +383,24 @@ def _cancel_partition(d: _Decision, rid: str, tp: TopicPartition, rollback: bool
         if reason is not None:
             d.emit(ev.CancelSkipped(rid, tp, reason))
             return
+    # what this cancel means for the partition, beyond the summary (the verdict shows it)
+    obs = s.observed.get(tp)
+    home = obs is not None and not obs.reassignment_in_progress and tuple(obs.replicas) == tuple(entry.original or ())
+    note = (None if home else rollback_waits(entry.original, s.live_brokers())) if rollback else (
+        ROLLBACK_STOPPED if entry.rolling_back else None)
     f = s.steps.get(tp)
     if status == ABORTING:
-        d.emit(ev.PartitionCancelled(rid, tp, rollback, f.number))
+        d.emit(ev.PartitionCancelled(rid, tp, rollback, f.number, reason=note))
         return
     if status == IN_FLIGHT:
-        obs = s.observed.get(tp)
         reason = skip_reason(f.step.cr, obs.isr if obs is not None else frozenset())  # an abort reverts to CR
         if reason is not None:
             d.emit(ev.CancelSkipped(rid, tp, f"cannot abort step {f.number}: {reason}"))
-            d.emit(ev.PartitionCancelled(rid, tp, rollback, None))  # applies once the step completes
+            d.emit(ev.PartitionCancelled(rid, tp, rollback, None, reason=note))  # applies once the step completes
             return
-        d.emit(ev.PartitionCancelled(rid, tp, rollback, f.number))
+        d.emit(ev.PartitionCancelled(rid, tp, rollback, f.number, reason=note))
         return
-    d.emit(ev.PartitionCancelled(rid, tp, rollback, None))
+    d.emit(ev.PartitionCancelled(rid, tp, rollback, None, reason=note))
 
 
 def _limits(d: _Decision, cmd: ChangeLimits) -> None:
@@ -457,9 +477,10 @@ def _observe(d: _Decision, o: Observation) -> None:
         if tp.topic in o.denied:
             continue  # an adapter that reports it anyway: the partition waits (plan) until the topic can be described
         seen = d.state.known_at.get(tp)
-        if o.now is not None and seen is not None and o.now < seen and not set_back(o.now, seen):
-            # Taken before the newest thing the state knows of it (a look recorded, or the cluster's answer
-            # to an alter or cancel): it may predate that action, so it judges and records nothing.
+        if o.now is not None and seen is not None and o.now <= seen and not set_back(o.now, seen):
+            # Taken before (or at the very time of) the newest thing the state knows of it (a look recorded,
+            # or the cluster's answer to an alter or cancel): it may predate that action, so it judges and
+            # records nothing.
             continue
         ps = o.partitions[tp]
         known = d.state.observed.get(tp)
@@ -484,7 +505,7 @@ def _topic_deleted(d: _Decision, topic: str) -> None:
             continue
         f = d.state.steps.get(tp)
         if f is not None:
-            d.emit(ev.StepFailed(entry.request_id, tp, f.number, reason))
+            d.emit(ev.StepFailed(entry.request_id, tp, f.number, reason, at=d.now))
         d.emit(ev.PartitionCancelled(entry.request_id, tp, False, final=True, reason=reason))
 
 
@@ -522,31 +543,44 @@ def _start_outcome(d: _Decision, a: StartStep, result, now) -> None:
     elif isinstance(result, Refused):
         entry = d.state.partitions[a.tp]
         d.emit(ev.StepFailed(a.request_id, a.tp, a.number, f"the cluster refused step {a.number}: {result}",
-                             retry.retry_at(now, entry.failures + 1)))
+                             retry.retry_at(now, entry.failures + 1), now))
     else:  # the cluster could not be asked: the outcome is unknown; the watcher may still see it started
         d.emit(ev.ActionFailed("start_step", "UNAVAILABLE", str(result), f.attempt, retry.retry_at(now, f.attempt),
                                request_id=a.request_id, tp=a.tp, number=a.number, at=now))
 
 
+def _cancels_step(s: State, a: CancelStep, f) -> bool:
+    """Whether ``a`` is a cancel of the step in flight ``f``. A cancel names the request that cancelled
+    the partition: the step's own, or, for a step inherited from a request it superseded (the step
+    goes on under the new owner), the owner's, which has no step of its own in flight there."""
+    if f.number != a.number or not f.aborting:
+        return False
+    if a.request_id == f.request_id:
+        return True
+    entry = s.partitions.get(a.tp)
+    return entry is not None and entry.request_id == a.request_id
+
+
 def _cancel_outcome(d: _Decision, a: CancelStep, result, now) -> None:
     f = d.state.steps.get(a.tp)
-    if f is None or f.request_id != a.request_id or f.number != a.number or not f.aborting:
+    if f is None or not _cancels_step(d.state, a, f):
         return
+    rid = f.request_id  # the events about the step name its own request
     if isinstance(result, Ok):
         if f.error is not None:
-            d.emit(ev.ActionSucceeded("cancel_step", f.attempt, a.request_id, a.tp, a.number))
+            d.emit(ev.ActionSucceeded("cancel_step", f.attempt, rid, a.tp, a.number))
         # Reverted, or NO_REASSIGNMENT_IN_PROGRESS (Kafka's 85: nothing was in progress, a normal answer).
         # Where the partition stands is what the next look, taken after this answer, shows.
-        d.emit(ev.ActionAnswered("cancel_step", a.request_id, a.tp, a.number, now, result.note))
+        d.emit(ev.ActionAnswered("cancel_step", rid, a.tp, a.number, now, result.note))
         return
     code, message = _unavailable_code(result)
     if isinstance(result, Refused):  # Kafka will not revert it: the step goes on, the cancel applies after
         d.emit(ev.ActionFailed("cancel_step", code, f"the cluster refused to abort step {a.number} ({message}); "
                                f"the step goes on and the cancel applies when it completes", f.attempt,
-                               final=True, request_id=a.request_id, tp=a.tp, number=a.number, at=now))
+                               final=True, request_id=rid, tp=a.tp, number=a.number, at=now))
         return
     d.emit(ev.ActionFailed("cancel_step", code, message, f.attempt, retry.retry_at(now, f.attempt),
-                           request_id=a.request_id, tp=a.tp, number=a.number, at=now))
+                           request_id=rid, tp=a.tp, number=a.number, at=now))
 
 
 def _note(result) -> str:
@@ -771,13 +805,14 @@ def _retry_steps(d: _Decision) -> None:
         if not f.started and not f.aborting and live is not None and any(b not in live for b in f.step.nr):
             down = [b for b in f.step.nr if b not in live]
             d.emit(ev.StepFailed(f.request_id, tp, f.number,
-                                 f"step {f.number} had not started when broker(s) {down} it copies to went down"))
+                                 f"step {f.number} had not started when broker(s) {down} it copies to went down",
+                                 at=d.now))
             continue
         if not f.retry or not retry.due(f.retry_at, d.now):
             continue
         if f.aborting:
             d.emit(ev.ActionRetried("cancel_step", f.attempt + 1, f.request_id, tp, f.number, at=d.now))
-        elif not f.started and (s.throttle_rate is None or f.released or in_force(d.state.throttles, tp, f.step)):
+        elif not f.started and (s.throttle_rate is None or f.released or in_force(d.state.throttles, tp, f.step, live)):
             d.emit(ev.ActionRetried("start_step", f.attempt + 1, f.request_id, tp, f.number, f.step.tr, d.now))
 
 

@@ -116,6 +116,7 @@ class StepFailed:
     number: int
     reason: str
     retry_at: float | None = None
+    at: float | None = None  # the shell's clock when it was decided
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,7 +181,8 @@ class PartitionCancelled:
 @dataclass(frozen=True, slots=True)
 class StepAborted:
     """An observation taken after the cluster answered the cancel shows the step's reassignment over:
-    reverted (KRaft: RS - AR, in RS order) or completed before the cancel reached it."""
+    reverted (KRaft: RS - AR, in RS order), completed before the cancel reached it, or moved
+    elsewhere by another tool (``replicas`` says where)."""
 
     request_id: str
     tp: TopicPartition
@@ -279,6 +281,17 @@ class TopicAccessDenied:
     reason: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class ClockSetBack:
+    """An input's clock (``now``) read more than ``state.CLOCK_SET_BACK`` seconds before the newest
+    time the log knows (``seen``): the host's clock was set back, or a decider whose clock lags took
+    over. Every timer the state keeps (retries, election and revert graces, the release bucket, the
+    times partitions are known as of) moves back with it, so none waits for the old clock."""
+
+    seen: float
+    now: float
+
+
 # --- throttles, limits, control ------------------------------------------------------
 
 
@@ -346,7 +359,7 @@ Event = (
     | CancelRequested | CancelSkipped | PartitionCancelled | StepAborted | PartitionReverted
     | ThrottlesApplied | ThrottlesRemoved | LimitsChanged | ThrottleRateChanged | Paused | Resumed
     | ActionFailed | ActionRetried | ActionSucceeded | ClusterUnreachable | ThrottlesDrifted | ThrottleReleased
-    | TopicAccessDenied | ActionAnswered
+    | TopicAccessDenied | ActionAnswered | ClockSetBack
 )
 
 EVENT_TYPES: tuple[type, ...] = Event.__args__  # type: ignore[attr-defined]

@@ -151,6 +151,9 @@ class State(NamedTuple):
     live: frozenset | None = None  # ids of live brokers; None: no broker observed yet
     rejections: tuple = ()  # the latest REJECTIONS_KEPT CommandRejected events, oldest first
     rejected: immutables.Map = immutables.Map()  # command -> how many were ever rejected
+    # The newest shell time the log knows (the ``at`` of its events): an input whose clock reads more
+    # than CLOCK_SET_BACK before it re-bases every timer (``ClockSetBack``).
+    clock: float | None = None
 
     def live_brokers(self) -> frozenset[int] | None:
         """Ids of live brokers, or ``None`` if no broker was ever observed."""
@@ -235,14 +238,37 @@ def set_back(at: float, seen: float) -> bool:
     return at < seen - CLOCK_SET_BACK
 
 
+REBASED_BEFORE = 0.001
+"""When the clock was set back, the newest time the log knew is taken as this many seconds before the
+new clock's first reading (the step happened between them): what the state knew predates that input."""
+
+
+def _seen(s: State, at: float | None) -> State:
+    """The log knows the shell's time ``at``: the decision clock is the newest such time."""
+    if at is None or (s.clock is not None and at <= s.clock):
+        return s
+    return s._replace(clock=at)
+
+
 def _known(s: State, tp: TopicPartition | None, at: float | None) -> State:
-    """The state knows ``tp`` as of ``at``: the newest time wins, unless the clock was set back."""
-    if tp is None or at is None:
+    """The state knows ``tp`` as of ``at``: the newest time wins, unless the clock was set back. The
+    log knows the time ``at`` (``_seen``)."""
+    if at is None:
         return s
-    seen = s.known_at.get(tp)
-    if seen is not None and seen >= at and not set_back(at, seen):
-        return s
-    return s._replace(known_at=s.known_at.set(tp, at))
+    clock = at if s.clock is None or at > s.clock else s.clock
+    seen = s.known_at.get(tp) if tp is not None else None
+    if tp is None or (seen is not None and seen >= at and not set_back(at, seen)):
+        return s if clock == s.clock else s._replace(clock=clock)
+    return s._replace(known_at=s.known_at.set(tp, at), clock=clock)
+
+
+def _elections(s: State, elections: immutables.Map) -> State:
+    """Set the pending elections. A pending preferred-leader election moves leadership as much as a
+    step does: it counts against L (``in_flight.leader_moves``) until it shows or is given up."""
+    delta = len(elections) - len(s.elections)
+    if delta:
+        s = s._replace(in_flight=s.in_flight._replace(leader_moves=s.in_flight.leader_moves + delta))
+    return s._replace(elections=elections)
 
 
 def _end_step(s: State, tp: TopicPartition) -> tuple[State, InFlightStep]:
@@ -270,11 +296,10 @@ def _(s: State, e: ev.TopicObserved) -> State:
 
 @_on(ev.PartitionObserved)
 def _(s: State, e: ev.PartitionObserved) -> State:
-    elections = s.elections
-    want = elections.get(e.tp)
+    want = s.elections.get(e.tp)
     if want is not None and e.state.leader == want.leader:
-        elections = elections.delete(e.tp)
-    return _known(s._replace(observed=s.observed.set(e.tp, e.state), elections=elections), e.tp, e.at)
+        s = _elections(s, s.elections.delete(e.tp))
+    return _known(s._replace(observed=s.observed.set(e.tp, e.state)), e.tp, e.at)
 
 
 # --- requests and partitions -------------------------------------------------------------
@@ -316,7 +341,8 @@ def _(s: State, e: ev.PartitionReady) -> State:
     lane = CONTINUING if (old.steps_planned or old.rolling_back) else FRESH
     ready, slot = s.ready.add(SchedulingKey.of(e.step, e.weight), lane, s.seq, e.tp, old.request_id)
     s = s._replace(ready=ready, seq=s.seq + 1)
-    return _put(s, e.tp, old._replace(status=READY, slot=slot), old)
+    # planned: a backoff it waited for is over (only a waiting partition holds a retry time)
+    return _put(s, e.tp, old._replace(status=READY, slot=slot, retry_at=None), old)
 
 
 @_on(ev.PartitionWaiting)
@@ -351,7 +377,7 @@ def _(s: State, e: ev.StepStarted) -> State:
 
 @_on(ev.StepFailed)
 def _(s: State, e: ev.StepFailed) -> State:
-    s, _f = _end_step(s, e.tp)
+    s, _f = _end_step(_seen(s, e.at), e.tp)
     old = s.partitions[e.tp]
     s = s._replace(waiting=s.waiting.set(e.tp, e.reason))
     new = old._replace(status=WAITING, failures=old.failures + 1, retry_at=e.retry_at)
@@ -363,7 +389,7 @@ def _(s: State, e: ev.StepCompleted) -> State:
     s, f = _end_step(s, e.tp)
     s = _known(s, e.tp, e.at)
     if e.elect_leader:
-        s = s._replace(elections=s.elections.set(e.tp, Election(f.step.tr[0], 1, e.at)))
+        s = _elections(s, s.elections.set(e.tp, Election(f.step.tr[0], 1, e.at)))
     old = s.partitions[e.tp]
     new = old._replace(status=PENDING, steps_done=old.steps_done + 1, failures=0, retry_at=None)
     return _put(s, e.tp, new, old)
@@ -404,7 +430,8 @@ def _(s: State, e: ev.PartitionCancelled) -> State:
     (``engine.core.cancellation.settle_target``) and a final ``PartitionCancelled`` ends it."""
     old = s.partitions[e.tp]
     rolling_back = e.rollback
-    note = e.reason or old.note
+    # where a final cancel leaves it; a cancel that goes on says what it means in its event only
+    note = (e.reason or old.note) if e.final else old.note
     if e.aborting is not None:
         status = ABORTING
         f = s.steps[e.tp]
@@ -449,6 +476,7 @@ def _(s: State, e: ev.ThrottlesRemoved) -> State:
 
 @_on(ev.ThrottleReleased)
 def _(s: State, e: ev.ThrottleReleased) -> State:
+    s = _seen(s, e.at)
     f = s.steps.get(e.tp)
     if f is None or f.number != e.number:
         return s
@@ -485,6 +513,7 @@ def _(s: State, e: ev.ThrottlesDrifted) -> State:
 @_on(ev.ActionFailed)
 def _(s: State, e: ev.ActionFailed) -> State:
     error = f"{e.code}: {e.message}" if e.message else e.code
+    s = _seen(s, e.at)
     if e.action in ("apply_throttles", "remove_throttles"):
         piece = e.throttles or ThrottleSet()
         # A failed apply is not in force; a failed removal still is. Either is retried as a whole
@@ -497,7 +526,7 @@ def _(s: State, e: ev.ActionFailed) -> State:
         if el is None:
             return s
         if e.final:
-            return s._replace(elections=s.elections.delete(e.tp))
+            return _elections(s, s.elections.delete(e.tp))
         el = el._replace(attempt=e.attempt, error=error, retry=True, retry_at=e.retry_at)
         return s._replace(elections=s.elections.set(e.tp, el))
     f = s.steps.get(e.tp)
@@ -516,6 +545,7 @@ def _(s: State, e: ev.ActionFailed) -> State:
 
 @_on(ev.ActionRetried)
 def _(s: State, e: ev.ActionRetried) -> State:
+    s = _seen(s, e.at)
     if e.action == "elect_leader":
         el = s.elections.get(e.tp)
         if el is None:
@@ -548,6 +578,36 @@ def _(s: State, e: ev.ActionSucceeded) -> State:
     if f is None:
         return s
     return s._replace(steps=s.steps.set(e.tp, f._replace(error=None, retry=False, retry_at=None)))
+
+
+@_on(ev.ClockSetBack)
+def _(s: State, e: ev.ClockSetBack) -> State:
+    """Every timer moves back by what the clock lost (``seen`` taken as REBASED_BEFORE before ``now``)."""
+    shift = e.seen - e.now + REBASED_BEFORE
+
+    def back(t: float | None) -> float | None:
+        return None if t is None else t - shift
+
+    with s.steps.mutate() as steps:
+        for tp, f in s.steps.items():
+            if f.retry_at is not None or f.started_at is not None:
+                steps[tp] = f._replace(retry_at=back(f.retry_at), started_at=back(f.started_at))
+        steps = steps.finish()
+    with s.partitions.mutate() as partitions:
+        for tp in set(s.waiting.keys()) | set(s.pending.keys()):
+            entry = s.partitions[tp]
+            if entry.retry_at is not None:
+                partitions[tp] = entry._replace(retry_at=back(entry.retry_at))
+        partitions = partitions.finish()
+    elections = immutables.Map({tp: el._replace(since=back(el.since), retry_at=back(el.retry_at))
+                                for tp, el in s.elections.items()})
+    debt = immutables.Map({b: (owed, back(at)) for b, (owed, at) in s.release_debt.items()})
+    with s.known_at.mutate() as known:
+        for tp, at in s.known_at.items():
+            known[tp] = at - shift
+        known = known.finish()
+    return s._replace(steps=steps, partitions=partitions, elections=elections, release_debt=debt, known_at=known,
+                      throttle_retry_at=back(s.throttle_retry_at), clock=e.now)
 
 
 @_on(ev.ClusterUnreachable)

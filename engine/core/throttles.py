@@ -202,10 +202,16 @@ def split(delta: ThrottleSet) -> list[ThrottleSet]:
     return pieces
 
 
-def in_force(applied: ThrottleSet, tp: TopicPartition, step: Step) -> bool:
-    """Whether everything ``step`` needs is in force (its entries, and the rates of their brokers)."""
+def in_force(applied: ThrottleSet, tp: TopicPartition, step: Step, live: frozenset[int] | None = None) -> bool:
+    """Whether everything ``step`` needs is in force: its entries, and the rates of their brokers
+    that are alive (``live``; ``None``: all). A rate is set on the broker itself, so a dead broker's
+    rate is never set (it is set when the broker comes back); it serves and receives nothing meanwhile."""
     lead, follow = step_throttles(tp, step)
+
+    def rated(broker: int, brokers: frozenset[int]) -> bool:
+        return broker in brokers or (live is not None and broker not in live)
+
     return (
-        all(e in applied.leader and e.broker in applied.leader_brokers for e in lead)
-        and all(e in applied.follower and e.broker in applied.follower_brokers for e in follow)
+        all(e in applied.leader and rated(e.broker, applied.leader_brokers) for e in lead)
+        and all(e in applied.follower and rated(e.broker, applied.follower_brokers) for e in follow)
     )

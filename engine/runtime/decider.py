@@ -249,7 +249,8 @@ class Decider:
         it every ``fast_interval``) only the steps close to done and the pending elections, so a
         finished step is seen, and the next one started, within a fraction of a poll."""
         now = self.clock()
-        full = self.full_at is None or now - self.full_at >= self.poll_interval - 1e-9
+        # a clock set back (now before the last full look) makes a full look due: none waits for the old clock
+        full = self.full_at is None or not 0 <= now - self.full_at < self.poll_interval - 1e-9
         partitions = watched(self.state) if full else near_done(self.state, now, self.last_catch_up)
         measure = copying(self.state) if full else catch_up_due(self.state, now, self.last_catch_up)
         if not full and not partitions and not measure:
@@ -271,7 +272,7 @@ class Decider:
             if change is not None:
                 out += self.process(change)
         out += self.process(Tick(now))
-        if self.verified_at is None or now - self.verified_at >= self.verify_interval:
+        if self.verified_at is None or not 0 <= now - self.verified_at < self.verify_interval:
             out += self.verify_throttles(now)
         return out
 
@@ -438,7 +439,7 @@ class Decider:
 
 
 _WARN = frozenset({ev.ActionFailed, ev.StepFailed, ev.ClusterUnreachable, ev.ThrottlesDrifted, ev.CancelSkipped,
-                   ev.TopicAccessDenied})
+                   ev.TopicAccessDenied, ev.ClockSetBack})
 """Events that report a failure or a correction: each is also a WARNING line of the engine's log."""
 
 
@@ -453,6 +454,8 @@ def _event_line(envelope: EventEnvelope) -> dict:
         detail = f"{e.action.replace('_', ' ')} of step {e.number} answered: {e.note or 'ok'}"
     elif isinstance(e, ev.StepAborted):
         detail = f"step {e.number} aborted: the partition is at {list(e.replicas)}"
+    elif isinstance(e, ev.ClockSetBack):
+        detail = describe(e)
     return {"at": envelope.recorded_at.isoformat(), "event": type(e).__name__,
             "request": getattr(e, "request_id", None), "partition": str(tp) if tp is not None else None,
             "detail": detail}

@@ -33,7 +33,7 @@ from collections import defaultdict
 from datetime import datetime, timezone
 from typing import Iterable
 
-from engine.core.state import State
+from engine.core.state import CANCELLED, State
 from engine.views.summary import problems
 
 SHOWN_PARTITIONS = 12  # partitions named per entry; the rest are counted
@@ -82,7 +82,8 @@ def attention(state: State, rejected_at: dict | None = None, only: str | None = 
                           + (f" ({_n(n, 'step')} in flight finish{'es' if n == 1 else ''})" if n else "")))
     skipped: dict[str, list] = defaultdict(list)
     for tp, entry in state.partitions.items():
-        if entry.note and (members is None or tp in members):
+        # a cancelled partition's note says where the cancel left it: no skip
+        if entry.note and entry.status != CANCELLED and (members is None or tp in members):
             skipped[entry.note].append(tp)
     for reason, tps in sorted(skipped.items(), key=lambda x: (-len(x[1]), x[0])):
         out.append(_entry("skipped", "warning", f"{_n(len(tps), 'partition')} not cancelled: {reason}",

@@ -126,6 +126,9 @@ def describe(e: ev.Event) -> str:
                 f"{_count(e.unexpected)} left over (removed)")
     if isinstance(e, ev.CancelSkipped):
         return f"{where}: cancel skipped: {e.reason}"
+    if isinstance(e, ev.ClockSetBack):
+        return (f"the clock reads {e.seen - e.now:.0f} s before the newest time in the log (set back, or a "
+                f"standby whose clock lags took over): every retry and grace time moves back with it")
     return type(e).__name__ + (f" {where}" if where else "")
 
 

@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, NamedTuple
 
 from engine.core import events as ev
+from engine.core.cancellation import ROLLBACK_STOPPED
 from engine.core.units import format_rate
 
 if TYPE_CHECKING:  # a type only: the views import nothing but the core
@@ -143,25 +144,31 @@ def _submit(command_id: str, first: ev.RequestAccepted, decision: list[ev.Event]
 
 def _cancel(command_id: str, first: ev.CancelRequested, decision: list[ev.Event], at) -> Verdict:
     rid = first.request_id
-    cancelled = aborting = reverted = 0
+    cancelled = aborting = reverted = stopped = 0
     skipped: list[str] = []
-    stays: list[str] = []
+    said: dict = {}  # partition -> where it stays (a final cancel), what the cancel means for it, or why it waits
     for e in decision[1:]:
         if getattr(e, "request_id", None) != rid:
             continue
         if isinstance(e, ev.PartitionCancelled) and e.superseded_by is None:
             cancelled += 1
             aborting += e.aborting is not None
-            if e.final and e.reason:
-                stays.append(f"{e.tp}: {e.reason}")
+            stopped += e.reason == ROLLBACK_STOPPED
+            if e.reason and e.reason != ROLLBACK_STOPPED:
+                said[e.tp] = f"{e.tp}: {e.reason}"
+        elif isinstance(e, ev.PartitionWaiting):
+            said[e.tp] = f"{e.tp} waits: {e.reason}"  # the plan that follows the cancel says it all
         elif isinstance(e, ev.CancelSkipped):
             skipped.append(f"skipped {e.tp}: {e.reason}")
         elif isinstance(e, ev.PartitionReverted):
             reverted += 1
+            said.pop(e.tp, None)  # back at its original replicas: nothing more to say
     which = "the whole request" if first.partitions is None else f"{len(first.partitions)} named partitions"
     mode = ("without rollback" if not first.rollback else "with rollback to the original replicas"
             + (", completed partitions too" if first.include_completed else ""))
     parts = [f"{cancelled} partitions cancelled"]
+    if stopped:
+        parts.append(f"{stopped} rollbacks stopped where they stand")
     if aborting:
         parts.append(f"{aborting} copies in flight being aborted")
     if reverted:
@@ -172,4 +179,4 @@ def _cancel(command_id: str, first: ev.CancelRequested, decision: list[ev.Event]
         parts = ["nothing left to cancel (every partition had ended or was already cancelled)"]
     return Verdict(command_id, True, "cancel", rid,
                    f"accepted: cancel of request {rid} ({which}, {mode}): {', '.join(parts)}",
-                   tuple(skipped + stays), at)
+                   tuple(skipped + list(said.values())), at)
