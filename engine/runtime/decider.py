@@ -14,10 +14,14 @@ input at a time, in a thread (every call here blocks). For each input:
    decides when it is tried again (``engine.core.retry``), and nothing else waits.
 
 A tick (``tick()``) observes exactly ``watched(state)`` (never the whole
-cluster), feeds the observation (or, if the cluster cannot be observed,
+cluster; it names the ready partitions the tick would start, ``starting``),
+feeds the observation (or, if the cluster cannot be observed,
 ``ObservationFailed``, which the core records once as ``ClusterUnreachable``),
-the adaptive throttle's proposal if any, then a ``Tick`` with the clock, which
-retries what is due. Every ``verify_interval`` seconds it also reads the
+then looks at the partitions that observation made startable (a step it saw
+done freed their capacity), the adaptive throttle's proposal if any, then a
+``Tick`` with the clock and the partitions looked at, which retries what is
+due and starts only steps of partitions it looked at: every step is charged to
+its partition's leader as it is now. Every ``verify_interval`` seconds it also reads the
 throttle configuration back from the cluster (``ThrottlesObserved``): what the
 log says is in force and the cluster lacks is set again, and said.
 
@@ -51,7 +55,7 @@ from engine.views.attention import attention
 from engine.cluster import Cluster
 from engine.core.outcomes import Unavailable
 from engine.core.commands import CatchUpObserved, Input, ObservationFailed, Submit, ThrottlesObserved, Tick
-from engine.core.decide import catch_up_due, copying, handle, near_done, watched
+from engine.core.decide import catch_up_due, copying, handle, near_done, starting, watched
 from engine.log.envelope import EventEnvelope, new_id, now
 from engine.runtime.executor import Executor, actions, recovery_actions
 from engine.core.partition import TopicPartition
@@ -250,7 +254,8 @@ class Decider:
         finished step is seen, and the next one started, within a fraction of a poll."""
         now = self.clock()
         full = self.full_at is None or now - self.full_at >= self.poll_interval - 1e-9
-        partitions = watched(self.state) if full else near_done(self.state, now, self.last_catch_up)
+        partitions = (watched(self.state, now) if full
+                      else near_done(self.state, now, self.last_catch_up) | set(starting(self.state, now)))
         measure = copying(self.state) if full else catch_up_due(self.state, now, self.last_catch_up)
         if not full and not partitions and not measure:
             return []
@@ -265,12 +270,21 @@ class Decider:
         if full:
             self.full_at = now
         out += self.process(dataclasses.replace(obs, now=now))
+        # What this look freed (a step done) may start partitions not looked at yet: they are looked at
+        # before the tick, which starts only what was looked at (a step is charged to its partition's
+        # leader as it is now, never as its queued plan remembers: docs/algorithm.md, section 2).
+        more = set(starting(self.state, now)) - partitions
+        if more:
+            again = self.cluster.observe(sorted(more))
+            if not isinstance(again, Unavailable):
+                out += self.process(dataclasses.replace(again, now=now))
+                partitions |= more
         out += self.measure_catch_up(now, measure)
         if self.adaptive is not None:
             self.adaptive, change = self.adaptive.propose(self.state.throttle_rate)
             if change is not None:
                 out += self.process(change)
-        out += self.process(Tick(now))
+        out += self.process(Tick(now, frozenset(partitions)))
         if self.verified_at is None or now - self.verified_at >= self.verify_interval:
             out += self.verify_throttles(now)
         return out
