@@ -165,12 +165,14 @@ def weight(s: State, tp: TopicPartition, step: Step) -> int:
     return weight_units(obs.size_bytes if obs is not None else None, s.throttle_rate, s.limits.full_move_seconds)
 
 
-def watched(s: State, now: float | None = None) -> set[TopicPartition]:
+def watched(s: State, now: float | None = None, ready: bool = True) -> set[TopicPartition]:
     """The partitions an ISR watcher must poll: those with a step in flight, those
-    waiting (a change may unblock them), those awaiting a leader election, and those
-    the next tick would start (``starting``: a step is charged to its partition's
-    leader as last observed, so it starts from a fresh look)."""
-    return set(s.steps.keys()) | set(s.waiting.keys()) | set(s.elections.keys()) | set(starting(s, now))
+    waiting (a change may unblock them), those awaiting a leader election, and (unless
+    ``ready`` is false: the caller adds ``starting`` itself) those the next tick would
+    start (``starting``: a step is charged to its partition's leader as last observed,
+    so it starts from a fresh look)."""
+    out = set(s.steps.keys()) | set(s.waiting.keys()) | set(s.elections.keys())
+    return out | set(starting(s, now)) if ready else out
 
 
 def starting(s: State, now: float | None = None) -> list[TopicPartition]:

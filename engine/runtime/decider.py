@@ -159,6 +159,7 @@ class Decider:
         self.events = self.duplicates = self.next_offset = 0
         self.last_recorded_at: datetime | None = None
         self.snapshot_used: dict | None = None  # what the last recovery started from
+        self._candidates: tuple = (None, set())  # (state, the partitions its next tick would start)
 
     # --- recovery ------------------------------------------------------------------------
 
@@ -254,8 +255,8 @@ class Decider:
         finished step is seen, and the next one started, within a fraction of a poll."""
         now = self.clock()
         full = self.full_at is None or now - self.full_at >= self.poll_interval - 1e-9
-        partitions = (watched(self.state, now) if full
-                      else near_done(self.state, now, self.last_catch_up) | set(starting(self.state, now)))
+        partitions = (watched(self.state, now, ready=False) if full
+                      else near_done(self.state, now, self.last_catch_up)) | self._starting(now)
         measure = copying(self.state) if full else catch_up_due(self.state, now, self.last_catch_up)
         if not full and not partitions and not measure:
             return []
@@ -273,7 +274,7 @@ class Decider:
         # What this look freed (a step done) may start partitions not looked at yet: they are looked at
         # before the tick, which starts only what was looked at (a step is charged to its partition's
         # leader as it is now, never as its queued plan remembers: docs/algorithm.md, section 2).
-        more = set(starting(self.state, now)) - partitions
+        more = self._starting(now) - partitions
         if more:
             again = self.cluster.observe(sorted(more))
             if not isinstance(again, Unavailable):
@@ -288,6 +289,13 @@ class Decider:
         if self.verified_at is None or now - self.verified_at >= self.verify_interval:
             out += self.verify_throttles(now)
         return out
+
+    def _starting(self, now: float) -> set[TopicPartition]:
+        """``decide.starting`` of the current state: computed once per state (a scheduling pass; an
+        unchanged state, a tick that saw nothing new, has the same answer)."""
+        if self._candidates[0] is not self.state:
+            self._candidates = (self.state, set(starting(self.state, now)))
+        return self._candidates[1]
 
     def measure_catch_up(self, now: float, tps) -> list[EventEnvelope]:
         """How much the copies ``tps`` still miss, for the core's release rule."""
