@@ -364,6 +364,7 @@ class Decider:
     def _track(self, events: list[ev.Event]) -> None:
         t = self.clock()
         s = self.state
+        accepted: list[str] = []
         for e in events:
             kind = type(e)
             self.counts[kind.__name__] += 1
@@ -382,7 +383,15 @@ class Decider:
                 if kind is ev.StepCompleted and meta is not None:
                     self._sample(e.tp, meta, t)
             elif kind is ev.RequestAccepted:
-                self._refresh_sizes()
+                accepted.append(e.request_id)
+            elif kind is ev.RequestCompleted:  # its partitions' sizes are no longer needed
+                r = s.request(e.request_id)
+                for tp in r.members.keys() if r is not None else ():
+                    entry = s.partitions.get(tp)
+                    if entry is None or entry.status in TERMINAL:
+                        self.sizes.pop(tp, None)
+        if accepted:  # the new requests' partitions only, never a look at every partition
+            self._refresh_sizes([tp for rid in accepted for tp in getattr(s.request(rid), "members", {}).keys()])
 
     def _share(self, nr: tuple[int, ...]) -> int:
         """Copies into the busiest broker of ``nr`` now (this step included)."""
@@ -398,16 +407,17 @@ class Decider:
             return
         self.adaptive = self.adaptive.record(Sample(rate, share, float(size), t - t0), self.state.throttle_rate)
 
-    def _refresh_sizes(self) -> None:
+    def _refresh_sizes(self, tps: list[TopicPartition] | None = None) -> None:
         """Sizes of the partitions of unfinished requests, for progress and ETA: the size the log
         recorded for each (a request's partitions are sized when it is submitted), and DescribeLogDirs
         only on those it does not know, never on every partition at each recovery (at 100,000
         partitions that call held a new decider for seconds) nor on the whole cluster (which would
-        need Describe on every topic)."""
+        need Describe on every topic). ``tps``: only these (a request just accepted); the rest stay."""
         s = self.state
-        known: dict[TopicPartition, int] = {}  # finished partitions' sizes are dropped
+        known: dict[TopicPartition, int] = {} if tps is None else dict(self.sizes)  # finished ones dropped
         unknown = []
-        for tp, e in s.partitions.items():
+        entries = s.partitions.items() if tps is None else ((tp, s.partitions[tp]) for tp in tps if tp in s.partitions)
+        for tp, e in entries:
             if e.status in TERMINAL:
                 continue
             obs = s.observed.get(tp)
