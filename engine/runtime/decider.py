@@ -160,6 +160,7 @@ class Decider:
         self.last_recorded_at: datetime | None = None
         self.snapshot_used: dict | None = None  # what the last recovery started from
         self._candidates: tuple = (None, set())  # (state, the partitions its next tick would start)
+        self._after_tick: State | None = None  # the state a tick left (candidates were looked at then)
 
     # --- recovery ------------------------------------------------------------------------
 
@@ -256,7 +257,9 @@ class Decider:
         now = self.clock()
         full = self.full_at is None or now - self.full_at >= self.poll_interval - 1e-9
         partitions = (watched(self.state, now, ready=False) if full
-                      else near_done(self.state, now, self.last_catch_up)) | self._starting(now)
+                      else near_done(self.state, now, self.last_catch_up))
+        if full or self.state is not self._after_tick:  # (unchanged since the last tick: looked at then)
+            partitions |= self._starting(now)
         measure = copying(self.state) if full else catch_up_due(self.state, now, self.last_catch_up)
         if not full and not partitions and not measure:
             return []
@@ -270,11 +273,12 @@ class Decider:
         self.blocked = None
         if full:
             self.full_at = now
+        before = self.state
         out += self.process(dataclasses.replace(obs, now=now))
         # What this look freed (a step done) may start partitions not looked at yet: they are looked at
         # before the tick, which starts only what was looked at (a step is charged to its partition's
         # leader as it is now, never as its queued plan remembers: docs/algorithm.md, section 2).
-        more = self._starting(now) - partitions
+        more = self._starting(now) - partitions if self.state is not before else set()
         if more:
             again = self.cluster.observe(sorted(more))
             if not isinstance(again, Unavailable):
@@ -288,6 +292,7 @@ class Decider:
         out += self.process(Tick(now, frozenset(partitions)))
         if self.verified_at is None or now - self.verified_at >= self.verify_interval:
             out += self.verify_throttles(now)
+        self._after_tick = self.state
         return out
 
     def _starting(self, now: float) -> set[TopicPartition]:
