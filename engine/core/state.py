@@ -486,7 +486,9 @@ def retires(s: State, e: "ev.RequestCompleted") -> str | None:
     """The finished request that ``e`` retires, ``s`` being the state before it (``FINISHED_KEPT``)."""
     r = s.requests.get(e.request_id)
     kept = len(s.finished) + (1 if r is not None and r.finished_pos < 0 else 0)
-    return s.finished.entry(s.finished.head) if kept > FINISHED_KEPT and len(s.finished) else None
+    if kept <= FINISHED_KEPT:
+        return None
+    return s.finished.entry(s.finished.head) if len(s.finished) else e.request_id
 
 
 def retiring(s: State) -> str | None:
