@@ -29,7 +29,9 @@ from engine.core.commands import Tick
 from engine.core.decide import handle, weight
 from engine.core.limits import Limits
 from engine.core.partition import PartitionState, TopicInfo, TopicPartition
-from engine.core.scheduler import WEIGHT_UNITS, FRESH, InFlight, ReadyIndex, SchedulingKey, next_batch, weight_units
+from engine.core.scheduler import (
+    WEIGHT_UNITS, FRESH, InFlight, Ranks, ReadyIndex, SchedulingKey, next_batch, weight_units,
+)
 from engine.core.throttles import DEFAULT_THROTTLE_RATE
 from engine.core.state import EMPTY, READY, PartitionReassignment, Request
 from engine.core.step import Step, gc_paused, plan_all
@@ -68,7 +70,7 @@ def build(n: int, brokers: int, r: int):
     topics = immutables.Map({f"topic-{t}": TopicInfo(n // 1000 + 1, 1) for t in range(1000)})
     state = EMPTY._replace(observed=obs.finish(), partitions=parts.finish(), ready=index, requests=requests,
                            topics=topics, limits=Limits(max_replicas_per_step=r), seq=n,
-                           live=frozenset(range(brokers)))
+                           live=frozenset(range(brokers)), ranks=Ranks().add(0, len(requests)))
     return index, steps, state
 
 

@@ -575,3 +575,44 @@ def test_a_copy_weighs_its_seconds_at_the_throttle_against_the_per_broker_caps()
         s2 = s._replace(observed=s.observed.set(tp(0), obs._replace(size_bytes=size)))
         assert weight(s2, tp(0), step) == w, size
     assert weight(s._replace(throttle_rate=None), tp(0), step) == 8  # unthrottled: whole moves
+
+
+# --- L against the leader as last observed (issue 27, defect 4) ---------------------------------------
+
+
+def test_whether_a_step_moves_leadership_is_judged_against_the_leader_as_last_observed():
+    # t-0's step keeps broker 0 leading: no leader move, planned. Broker 1 takes over t-0's leadership
+    # mid-step: completing it now moves leadership (the preferred leader 0 is elected back), so it
+    # counts in L (1 here), and a reorder of t-1 that moves its leader waits for it.
+    c = FakeCluster({tp(0): (0, 1, 2), tp(1): (4, 5, 6)}, range(8))
+    d = Driver(c)
+    d.feed(ChangeLimits({"max_leader_moves_in_flight": 1}))
+    d.feed(submit("a", {tp(0): (0, 1, 3)}))
+    d.tick()
+    assert tp(0) in d.state.steps and d.state.in_flight.leader_moves == 0
+    c.parts[tp(0)] = c.parts[tp(0)]._replace(leader=1)  # a failover, mid-step
+    d.observe()
+    assert d.state.in_flight.leader_moves == 1
+    d.feed(submit("b", {tp(1): (5, 4, 6)}))
+    d.tick()
+    assert tp(1) not in d.state.steps, "L would hold two leader moves"
+    c.finish(tp(0))
+    d.observe()
+    d.run()
+    assert c.assignment()[tp(1)] == (5, 4, 6) and c.parts[tp(0)].leader == 0
+    check_invariants(d)
+
+
+def test_a_step_whose_partition_now_leads_from_its_target_leader_frees_its_l():
+    c = FakeCluster({tp(0): (0, 1, 2)}, range(8))
+    d = Driver(c)
+    d.feed(submit("a", {tp(0): (1, 0, 3)}))  # moves leadership to 1, copies 3 out of 0
+    d.tick()
+    assert d.state.in_flight.leader_moves == 1 and dict(d.state.in_flight.outgoing) == {0: 8}
+    c.parts[tp(0)] = c.parts[tp(0)]._replace(leader=1)
+    d.observe()
+    assert d.state.in_flight.leader_moves == 0 and dict(d.state.in_flight.outgoing) == {1: 8}
+    c.finish(tp(0))
+    d.observe()
+    assert d.state.in_flight == type(d.state.in_flight)()  # every charge released
+    check_invariants(d)

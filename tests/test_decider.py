@@ -17,7 +17,7 @@ from engine.core.partition import TopicPartition
 from engine.log.replay import fold_log
 from engine.sim import scenario as S
 from engine.sim.cluster import SimulatedCluster
-from engine.core.state import COMPLETED, EMPTY
+from engine.core.state import COMPLETED, EMPTY, READY
 from engine.core.throttles import ThrottleSet, ThrottledReplica
 from engine.views import tables as views
 
@@ -314,3 +314,100 @@ def test_sizes_follow_the_latest_measure_in_the_log_and_forget_finished_partitio
     d._refresh_sizes()
     assert d.sizes[tp] == measured + 12_345
     assert done not in d.sizes
+
+
+# --- caps against the cluster's leaders, reservations (issue 27, defects 4 and 5) --------------------
+
+
+def explicit(assignment, targets, brokers=8, size="200 MB", throttle="20 MB/s", limits=None):
+    """A scenario of explicit partitions (topic t) and targets, on ``brokers`` brokers."""
+    return S.from_document({
+        "seed": 1, "brokers": [{"id": b} for b in range(brokers)],
+        "topics": [{"name": "t", "assignment": [
+            {"partition": p, "replicas": list(r), "size": size, "produce_rate": 0} for p, r in assignment.items()]}],
+        "reassignment": {"kind": "explicit", "targets": [
+            {"topic": "t", "partition": p, "replicas": list(r)} for p, r in targets.items()]},
+        "throttle": throttle, **({"limits": limits} if limits else {}),
+    })
+
+
+def copies_out(cluster: SimulatedCluster) -> dict[int, int]:
+    """Copies each broker serves now, counted on the cluster: a new replica out of the ISR fetches from
+    its partition's leader."""
+    out: dict[int, int] = {}
+    for p in cluster.state.partitions.values():
+        if p.leader is not None:
+            n = sum(1 for b in p.adding if b not in p.isr)
+            if n:
+                out[p.leader] = out.get(p.leader, 0) + n
+    return out
+
+
+def drive(sc, rounds, events=None, limits=None):
+    """A decider on ``sc``'s simulated cluster, one tick a second for ``rounds`` seconds; ``events``:
+    second -> what to do then (``fn(cluster, decider)``). Returns the decider, the cluster and the most
+    copies any one broker served at once."""
+    cluster = SimulatedCluster.from_scenario(sc)
+    d = Decider(MemoryLog(), cluster, clock=lambda: cluster.time)
+    d.recover(None)
+    d.decide(ChangeLimits(limits or dict(sc.limits)))
+    d.decide(ChangeThrottle(sc.throttle))
+    d.decide(Submit("r1", tuple(sc.targets)))
+    most = {}
+    for t in range(rounds):
+        for fn in (events or {}).get(t, ()):
+            fn(cluster, d)
+        d.tick()
+        for b, n in copies_out(cluster).items():
+            most[b] = max(most.get(b, 0), n)
+        cluster.advance(1.0)
+    return d, cluster, most
+
+
+def test_a_step_queued_before_its_leader_moved_is_charged_to_the_leader_it_has_when_it_starts():
+    # t-1 waits for broker 5 (incoming cap 1) while t-0 copies into it; meanwhile t-1's leader moves from
+    # broker 1 to broker 0 (1 fails and returns). When t-0 is done, t-1 and t-2 may start: both copy out
+    # of broker 0, whose outgoing cap is 1. Planned from the look taken when t-1 was queued, t-1 was
+    # charged to broker 1 and broker 0 served two copies at once.
+    sc = explicit({0: (0, 2, 3), 1: (1, 0, 4), 2: (0, 3, 4)}, {0: (0, 2, 5), 1: (1, 0, 5), 2: (0, 3, 6)})
+    limits = {"max_outgoing_moves_per_broker": 1, "max_incoming_moves_per_broker": 1}
+    t1 = TopicPartition("t", 1)
+    seen = []
+    d, cluster, most = drive(sc, 120, {
+        2: [lambda c, _d: c.inject(1, "down")], 4: [lambda c, _d: c.inject(1, "up")],
+        6: [lambda c, dec: seen.append((c.state.partitions[t1].leader, dec.state.partitions[t1].status))],
+    }, limits)
+    assert seen == [(0, READY)]  # queued while its leader moved to broker 0
+    assert max(most.values()) == 1, most
+    assert d.state.requests["r1"].status == COMPLETED
+
+
+def test_a_step_whose_leader_fails_mid_copy_is_charged_to_the_new_leader():
+    # t-0 copies out of broker 0 into 5; broker 0 fails: broker 1 leads t-0 and serves its copy (the step
+    # cannot complete before 0 returns: 0 is in its target). A request then asks t-1 to copy out of
+    # broker 1 (outgoing cap 1): it waits for t-0, instead of broker 1 serving two copies at once.
+    sc = explicit({0: (0, 1, 2), 1: (1, 3, 4)}, {0: (0, 1, 5)})
+    second = Submit("r2", (PartitionTarget("t", 1, (1, 3, 6)),))
+    t0 = TopicPartition("t", 0)
+    seen = []
+    d, cluster, most = drive(sc, 150, {
+        3: [lambda c, _d: c.inject(0, "down")],
+        5: [lambda c, dec: seen.append((c.state.partitions[t0].leader, t0 in dec.state.steps)),
+            lambda _c, dec: dec.decide(second)],
+        40: [lambda c, _d: c.inject(0, "up")],
+    }, {"max_outgoing_moves_per_broker": 1})
+    assert seen == [(1, True)]  # mid-copy, led by broker 1
+    assert max(most.values()) == 1, most
+    assert d.state.requests["r1"].status == COMPLETED and d.state.requests["r2"].status == COMPLETED
+
+
+def test_a_reservation_never_idles_a_source_its_step_cannot_use():
+    # t-0 copies into broker 5 (incoming cap 1) and cannot complete: broker 3, in its target, fails. t-1,
+    # the oldest step waiting, needs broker 5 as well; t-2 copies out of the same broker 0 into broker 6,
+    # which is idle. t-1 must not hold broker 0's capacity it cannot use: t-2 goes on.
+    sc = explicit({0: (1, 2, 3), 1: (0, 2, 4), 2: (0, 2, 4)}, {0: (1, 2, 3, 5), 1: (0, 2, 4, 5), 2: (0, 2, 4, 6)})
+    d, cluster, _most = drive(sc, 60, {3: [lambda c, _d: c.inject(3, "down")]},
+                              {"max_incoming_moves_per_broker": 1})
+    assert cluster.state.partitions[TopicPartition("t", 0)].reassigning  # stuck: broker 3 is down
+    assert d.state.partitions[TopicPartition("t", 2)].status == COMPLETED
+    assert cluster.state.partitions[TopicPartition("t", 2)].replicas == (0, 2, 4, 6)

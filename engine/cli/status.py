@@ -221,7 +221,7 @@ def run(args) -> int:
     follower.poll()
     for note in follower.notes:
         print(f"kreassign status: note: {note}", file=sys.stderr)
-    if args.request and args.request not in follower.state.requests and not args.watch:
+    if args.request and follower.state.request(args.request) is None and not args.watch:
         raise CliError(f"unknown request '{args.request}'")
     if args.format == "json":
         print(json.dumps(document(follower, args.request, args.time_scale)))

@@ -133,5 +133,5 @@ def already_accepted(args, request_id: str, digest: str):
 
     follower = Follower(args)
     follower.poll()
-    known = follower.state.requests.get(request_id)
+    known = follower.state.request(request_id)
     return known if known is not None and known.digest == digest else None

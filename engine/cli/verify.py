@@ -19,7 +19,7 @@ from engine.cli.connection import add_arguments, add_cluster_arguments, open_clu
 from engine.cli.status import Follower
 from engine.core.outcomes import Unavailable
 from engine.core.partition import Replicas, TopicPartition
-from engine.core.state import CANCELLED, COMPLETED, REVERTED
+from engine.core.state import CANCELLED, COMPLETED, FINISHED_KEPT, REVERTED
 
 
 ROLLED_BACK = "original replicas (rolled back)"
@@ -47,12 +47,18 @@ def expectations(args) -> dict[TopicPartition, tuple[Replicas | None, str]]:
     follower = Follower(args)
     follower.poll()
     request = follower.state.requests.get(args.request)
+    if request is None and follower.state.request(args.request) is not None:
+        raise CliError(f"request '{args.request}' ended and was retired: the engine keeps the latest "
+                       f"{FINISHED_KEPT} finished requests whole, and its partitions are in the event log "
+                       f"only; verify its targets with --reassignment-json-file")
     if request is None:
         raise CliError(f"unknown request '{args.request}'")
     out = {}
     for tp in sorted(request.members.keys()):
-        entry = follower.state.partitions[tp]
-        if entry.request_id != args.request:
+        entry = follower.state.partitions.get(tp)
+        if entry is None:
+            out[tp] = (None, "taken over by a later request (since ended)")
+        elif entry.request_id != args.request:
             out[tp] = (None, f"taken over by request {entry.request_id}")
         elif entry.status == REVERTED:
             out[tp] = (entry.original, ROLLED_BACK)

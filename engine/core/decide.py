@@ -54,7 +54,8 @@ from engine.core.limits import resolve_changes
 from engine.core.partition import TopicPartition
 from engine.core.scheduler import WEIGHT_UNITS, Hold, Requeue, Start, next_batch, weight_units
 from engine.core.state import (
-    ABORTING, ACTIVE, CANCELLED, COMPLETED, IN_FLIGHT, REVERTED, TERMINAL, State, apply, release_debt, set_back,
+    ABORTING, CANCELLED, COMPLETED, FINISHED_KEPT, IN_FLIGHT, REVERTED, TERMINAL, Retired, State, apply,
+    release_debt, set_back,
 )
 from engine.core.step import Done, PlanResult, Step, Waiting, plan_step
 from engine.core.throttles import ThrottleSet, in_force, minus, needed, reconcile, union
@@ -179,10 +180,35 @@ def weight(s: State, tp: TopicPartition, step: Step) -> int:
     return weight_units(obs.size_bytes if obs is not None else None, s.throttle_rate, s.limits.full_move_seconds)
 
 
-def watched(s: State) -> set[TopicPartition]:
+def watched(s: State, now: float | None = None, ready: bool = True) -> set[TopicPartition]:
     """The partitions an ISR watcher must poll: those with a step in flight, those
-    waiting (a change may unblock them) and those awaiting a leader election."""
-    return set(s.steps.keys()) | set(s.waiting.keys()) | set(s.elections.keys())
+    waiting (a change may unblock them), those awaiting a leader election, and (unless
+    ``ready`` is false: the caller adds ``starting`` itself) those the next tick would
+    start (``starting``: a step is charged to its partition's leader as last observed,
+    so it starts from a fresh look)."""
+    out = set(s.steps.keys()) | set(s.waiting.keys()) | set(s.elections.keys())
+    return out | set(starting(s, now)) if ready else out
+
+
+def starting(s: State, now: float | None = None) -> list[TopicPartition]:
+    """The ready partitions a tick at ``now`` would start (or re-queue, or hold) if the cluster were as
+    the state last saw it: the shell looks at them just before that tick (``Tick.looked``), so the
+    caps count each step against its partition's leader as it is now. O(batch + lanes), like a tick's
+    own scheduling."""
+    if s.paused or not s.ready.size:
+        return []
+    return [x.tp for x in _batch(s, now, None)]
+
+
+def _batch(s: State, now: float | None, looked: frozenset | None) -> list:
+    """The scheduler's decision on ``s`` (``engine.core.scheduler.next_batch``); ``looked``: only these
+    partitions may start (``None``: any)."""
+    rank = (lambda rid: s.requests[rid].rank) if s.requests else (lambda rid: 0)
+    if looked is None:
+        replan = lambda tp: plan(s, tp, now)  # noqa: E731
+    else:
+        replan = lambda tp: plan(s, tp, now) if tp in looked else None  # noqa: E731
+    return next_batch(s.ready, s.in_flight, s.limits, replan, rank, lambda tp, step: weight(s, tp, step))
 
 
 def _resolve(d: _Decision, tp: TopicPartition, result: PlanResult) -> None:
@@ -288,7 +314,7 @@ def _check_step(d: _Decision, tp: TopicPartition) -> None:
 def _submit(d: _Decision, cmd: Submit) -> None:
     s = d.state
     digest = _digest(cmd)
-    known = s.requests.get(cmd.request_id)
+    known = s.request(cmd.request_id)
     if known is not None:
         if known.digest != digest:
             d.emit(ev.CommandRejected(
@@ -296,6 +322,8 @@ def _submit(d: _Decision, cmd: Submit) -> None:
                 cmd.request_id, cmd.command_id,
             ))
             return
+        if isinstance(known, Retired):
+            return  # re-delivered after it ended and retired: every partition had been queued
         # Re-delivered: queue what a crash may have left unqueued, nothing else.
         missing = [p for p in cmd.partitions if p.tp not in known.members and _owner_seq(s, p.tp) <= known.seq]
         for p in missing:
@@ -339,6 +367,9 @@ def _digest(cmd: Submit) -> str:
 def _cancel(d: _Decision, cmd: Cancel) -> None:
     s = d.state
     r = s.requests.get(cmd.request_id)
+    if r is None and cmd.request_id in s.retired:
+        _cancel_retired(d, cmd)
+        return
     if r is None:
         d.emit(ev.CommandRejected("cancel", (f"unknown request '{cmd.request_id}'",), cmd.request_id, cmd.command_id))
         return
@@ -360,14 +391,37 @@ def _cancel(d: _Decision, cmd: Cancel) -> None:
     _settle(d)
 
 
+def _cancel_retired(d: _Decision, cmd: Cancel) -> None:
+    """A cancel of a request that ended and retired (``engine.core.state.FINISHED_KEPT``): nothing of it
+    is in progress, so a plain cancel changes nothing (as for any finished request); a rollback would
+    need its partitions' original replicas, which only the event log keeps now: rejected, saying so."""
+    rid = cmd.request_id
+    if cmd.include_completed and not cmd.rollback:
+        d.emit(ev.CommandRejected("cancel", ("include_completed only applies to a rollback",), rid, cmd.command_id))
+        return
+    if cmd.rollback:
+        d.emit(ev.CommandRejected("cancel", (
+            f"request '{rid}' ended and was retired (the engine keeps the latest {FINISHED_KEPT} finished "
+            f"requests whole): its partitions' original replicas are in the event log only; to move them "
+            f"back, submit them as a new request",), rid, cmd.command_id))
+        return
+    if cmd.partitions is not None and not cmd.partitions:
+        d.emit(ev.CommandRejected("cancel", ("the list of partitions to cancel is empty",), rid, cmd.command_id))
+        return
+    d.emit(ev.CancelRequested(rid, cmd.partitions, False, cmd.command_id, False))
+    for tp in sorted(set(cmd.partitions or ())):
+        d.emit(ev.CancelSkipped(rid, tp, "its request has ended: a cancel touches only what is in progress"))
+
+
 def _cancel_partition(d: _Decision, rid: str, tp: TopicPartition, rollback: bool, include_completed: bool,
                       named: bool) -> None:
     """KIP-236 for one partition (``engine.core.cancellation`` has the rules and where a cancel leaves it)."""
     s = d.state
-    entry = s.partitions[tp]
-    if entry.request_id != rid:
+    entry = s.partitions.get(tp)
+    if entry is None or entry.request_id != rid:  # (None: the request that took it over has retired)
         if named:
-            d.emit(ev.CancelSkipped(rid, tp, f"request '{entry.request_id}' has taken this partition over"))
+            who = f"request '{entry.request_id}'" if entry is not None else "a later request (since ended)"
+            d.emit(ev.CancelSkipped(rid, tp, f"{who} has taken this partition over"))
         return
     status = entry.status
     if status == REVERTED or (rollback and entry.rolling_back) or (entry.cancelled and not rollback
@@ -760,6 +814,8 @@ def copying(s: State) -> list[TopicPartition]:
 
 
 def _tick(d: _Decision, _t: Tick) -> None:
+    # A step starts only from a look taken just before this tick (``_t.looked``, when the shell says
+    # which partitions it looked at): the caps count it against its partition's leader as it is now.
     # Steps in flight are judged when they are observed (``_observe``), never here: a tick may follow
     # a look at only some partitions, and the last observation of the others may predate their step.
     _retry_steps(d)
@@ -770,9 +826,7 @@ def _tick(d: _Decision, _t: Tick) -> None:
         return
     s = d.state
     starts: list[Start] = []
-    rank = (lambda rid: s.requests[rid].rank) if s.requests else (lambda rid: 0)
-    for decision in next_batch(s.ready, s.in_flight, s.limits, lambda tp: plan(s, tp, d.now), rank,
-                               lambda tp, step: weight(s, tp, step)):
+    for decision in _batch(s, d.now, _t.looked):
         if isinstance(decision, Start):
             if _held_by_throttles(d.state, decision.tp, decision.step):
                 continue  # its throttles failed and their retry is not due: it stays ready
@@ -883,11 +937,13 @@ def _dead_brokers(s: State, *deltas: ThrottleSet) -> ThrottleSet:
 
 
 def _complete_requests(d: _Decision, everything: bool) -> None:
-    s = d.state
-    ids = (k for k, r in s.requests.items() if r.status == ACTIVE) if everything else d.touched
-    for rid in sorted(ids):
+    """A running request whose every partition ended completes: those the decision touched, and at a
+    tick every one the state knows to be due (``State.completable``, an index: a batch cut short by a
+    crash heals at the next tick without a scan of the requests)."""
+    due = d.state.completable
+    for rid in sorted(due.keys() if everything else (t for t in d.touched if t in due)):
         r = d.state.requests.get(rid)
-        if r is None or r.status != ACTIVE or r.open or sum(r.counts.values()) < r.partitions:
+        if r is None or not r.completable:
             continue
         d.emit(ev.RequestCompleted(rid, r.count(COMPLETED), r.count(CANCELLED), r.count(REVERTED)))
 

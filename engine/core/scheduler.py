@@ -21,17 +21,27 @@ interleaved with a decommission already running instead of waiting behind it
 
 No starvation. When the highest-priority step that could start is refused by
 a per-broker cap or by A (it needs two copies out of a broker that has one
-free, say), the capacity it needs is reserved for it for the rest of the
-decision: younger steps may not take it, so it starts as soon as enough is
-free, however many smaller steps keep arriving.
+free, say), the capacity it lacks is reserved for it for the rest of the
+decision: younger steps may not take what is left of it, so it starts as soon
+as enough is free, however many smaller steps keep arriving. A reservation
+never holds capacity the step has room on (its source's, when only its target
+is full): that capacity it could not use before what it lacks frees, which may
+be never (a step into its target stuck on a dead replica), and meanwhile a
+healthy source would idle.
+
+Fresh looks. ``replan`` answers ``None`` for a partition not looked at just
+before this decision: it stays ready and takes nothing, so a step is charged
+to its partition's leader as last observed, never to one its queued plan
+remembers (``engine.core.decide.starting`` names the partitions to look at).
 
 Cost. Ready steps sit in lanes by the broker they copy out of (one lane per
 request, leader-moving class and readiness class, first come first served). A
 decision skips every source whose outgoing cap is full, looks at each other
 lane's head, walks into a lane while it admits steps, and past a blocked step
-looks at most SCAN more of that lane: O(lanes + k log lanes + SCAN x lanes)
-for k steps started, never a scan of the queue, whatever it holds. A decision
-with P already full returns at once.
+looks at most SCAN more of that lane: O(lanes + (k + SCAN x lanes) log lanes)
+for k steps started, never a scan of the queue, whatever it holds. Requests take
+turns through a heap of their lanes' heads, so a pop costs O(log), never a look
+at every request. A decision with P already full returns at once.
 
 Everything here is an immutable value; the ready index lives in the state and
 is changed only by ``engine.core.state.apply``.
@@ -122,6 +132,62 @@ class Chain(NamedTuple):
             yield entry
 
 
+class Ranks(NamedTuple):
+    """A persistent multiset of non-negative ints (the ranks of the requests running) with its least
+    member: a bitmap trie, 5 bits a level (``(mask, children)`` nodes, a child per set bit), so
+    adding, removing and the least member each cost O(log) whatever it holds."""
+
+    root: tuple | None = None
+    size: int = 0
+
+    LEVELS = 8  # keys below 2 ** 40
+
+    def add(self, key: int, delta: int = 1) -> "Ranks":
+        """``delta`` more of ``key`` (negative: fewer; a count never goes below zero)."""
+        if not 0 <= key < 1 << (5 * self.LEVELS):
+            raise ValueError(f"rank {key} out of range")
+        return Ranks(_trie_add(self.root, key, delta, 5 * (self.LEVELS - 1)), self.size + delta)
+
+    def least(self, default: int = 0) -> int:
+        """The least member, or ``default`` when empty."""
+        node, shift, key = self.root, 5 * (self.LEVELS - 1), 0
+        if node is None:
+            return default
+        while True:
+            mask, kids = node
+            i = (mask & -mask).bit_length() - 1
+            key |= i << shift
+            if shift == 0:
+                return key
+            node, shift = kids[0], shift - 5
+
+
+def _trie_add(node: tuple | None, key: int, delta: int, shift: int) -> tuple | None:
+    mask, kids = node if node is not None else (0, ())
+    i = (key >> shift) & 31
+    bit = 1 << i
+    pos = (mask & (bit - 1)).bit_count()
+    if mask & bit:
+        child = kids[pos]
+        new = child + delta if shift == 0 else _trie_add(child, key, delta, shift - 5)
+        if shift == 0 and new < 0:
+            raise ValueError(f"rank {key} removed more often than added")
+        if not new:
+            mask ^= bit
+            kids = kids[:pos] + kids[pos + 1:]
+        else:
+            kids = kids[:pos] + (new,) + kids[pos + 1:]
+    else:
+        if delta < 0:
+            raise ValueError(f"rank {key} removed but absent")
+        if not delta:
+            return node
+        new = delta if shift == 0 else _trie_add(None, key, delta, shift - 5)
+        mask |= bit
+        kids = kids[:pos] + (new,) + kids[pos:]
+    return (mask, kids) if mask else None
+
+
 class Slot(NamedTuple):
     """Where a ready partition sits in the index (kept on the partition)."""
 
@@ -173,30 +239,52 @@ class InFlight(NamedTuple):
     new_replicas: immutables.Map = immutables.Map()  # broker -> new replicas it creates, whatever their size
 
     def plus(self, step: Step, sign: int = 1, weight: int = WEIGHT_UNITS) -> "InFlight":
+        """One step more (``sign`` -1: less), charged against the leader it was planned from."""
+        return self.charge(step.nr, step.source, step.moves_leader, sign, weight)
+
+    def minus(self, step: Step, weight: int = WEIGHT_UNITS) -> "InFlight":
+        return self.plus(step, -1, weight)
+
+    def charge(self, nr: Replicas, source: int | None, moves_leader: bool, sign: int = 1,
+               weight: int = WEIGHT_UNITS) -> "InFlight":
+        """One step more (or less) that copies ``nr`` out of ``source`` and, if ``moves_leader``,
+        moves leadership (``engine.core.state`` charges a step in flight to its partition's leader as
+        last observed: a new leader serves its copies, and decides whether it moves leadership)."""
         incoming, outgoing, new_replicas = self.incoming, self.outgoing, self.new_replicas
-        if step.nr:
+        if nr:
             with incoming.mutate() as m:
-                for b in step.nr:
+                for b in nr:
                     _bump(m, b, sign * weight)
                 incoming = m.finish()
             with new_replicas.mutate() as m:
-                for b in step.nr:
+                for b in nr:
                     _bump(m, b, sign)
                 new_replicas = m.finish()
             with outgoing.mutate() as m:
-                _bump(m, step.source, sign * weight * len(step.nr))
+                _bump(m, source, sign * weight * len(nr))
                 outgoing = m.finish()
         return InFlight(
             self.partitions + sign,
-            self.leader_moves + (sign if step.moves_leader else 0),
-            self.additions + sign * len(step.nr),
+            self.leader_moves + (sign if moves_leader else 0),
+            self.additions + sign * len(nr),
             incoming,
             outgoing,
             new_replicas,
         )
 
-    def minus(self, step: Step, weight: int = WEIGHT_UNITS) -> "InFlight":
-        return self.plus(step, -1, weight)
+    def recharge(self, nr: Replicas, weight: int, old: tuple[int | None, bool],
+                 new: tuple[int | None, bool]) -> "InFlight":
+        """A step in flight moved from (source, moves leader) ``old`` to ``new``: its copies' outgoing
+        charge follows the source, its L charge whether it moves leadership; the rest stays."""
+        if old == new:
+            return self
+        outgoing = self.outgoing
+        if nr and old[0] != new[0]:
+            with outgoing.mutate() as m:
+                _bump(m, old[0], -weight * len(nr))
+                _bump(m, new[0], weight * len(nr))
+                outgoing = m.finish()
+        return self._replace(outgoing=outgoing, leader_moves=self.leader_moves + int(new[1]) - int(old[1]))
 
 
 def _bump(m, key, delta: int) -> None:
@@ -229,6 +317,25 @@ def refusal(c: InFlight, limits: Limits, key: SchedulingKey) -> object | None:
         if c.outgoing.get(key.source, 0) + n * w > limits.max_outgoing_moves_per_broker * WEIGHT_UNITS:
             return ("out", key.source)
     return None
+
+
+def lacking(c: InFlight, limits: Limits, key: SchedulingKey) -> set:
+    """Every per-broker resource (``("in", b)``, ``("out", b)``) and ``A`` a step with ``key`` lacks
+    given the counters ``c``: what keeps it from starting besides P and L."""
+    n = len(key.nr)
+    if not n:
+        return set()
+    out: set = set()
+    if c.additions + n > limits.max_replica_additions_in_flight:
+        out.add(A)
+    w = key.weight
+    cap_in = limits.max_incoming_moves_per_broker * WEIGHT_UNITS
+    for b in key.nr:
+        if c.incoming.get(b, 0) + w > cap_in or c.new_replicas.get(b, 0) >= limits.max_new_replicas_per_broker:
+            out.add(("in", b))
+    if c.outgoing.get(key.source, 0) + n * w > limits.max_outgoing_moves_per_broker * WEIGHT_UNITS:
+        out.add(("out", key.source))
+    return out
 
 
 def admits(c: InFlight, limits: Limits, key: SchedulingKey) -> bool:
@@ -275,7 +382,7 @@ class Hold(NamedTuple):
 
 Decision = Start | Requeue | Hold
 
-Replan = Callable[[TopicPartition], object]  # -> Step | Waiting | Done
+Replan = Callable[[TopicPartition], object]  # -> Step | Waiting | Done, or None: not looked at just now
 Rank = Callable[[str], int]  # request id -> its rank (steps started + where it joined)
 Weigh = Callable[[TopicPartition, Step], int]  # -> the step's weight, in WEIGHT_UNITS
 
@@ -289,16 +396,21 @@ def next_batch(index: ReadyIndex, in_flight: InFlight, limits: Limits, replan: R
                rank: Rank = lambda _rid: 0, weigh: Weigh = lambda _tp, _step: WEIGHT_UNITS) -> list[Decision]:
     """Choose the steps to start now (the module doc has the order and the rules).
 
-    ``replan(tp)`` returns the partition's next step from the latest observation;
-    a partition whose step changed since it was queued is re-queued (or held)
-    instead of started, so a stale plan never runs. ``rank(request_id)`` orders
-    requests (lowest first); it grows by one per step a request starts here.
+    ``replan(tp)`` returns the partition's next step from the latest observation, or ``None`` when
+    the partition was not looked at just now (it stays ready and takes nothing: a step starts only
+    from a fresh look at its partition's leader); a partition whose step changed since it was
+    queued is re-queued (or held) instead of started, so a stale plan never runs.
+    ``rank(request_id)`` orders requests (lowest first); it grows by one per step a request starts
+    here.
     """
     if in_flight.partitions >= limits.max_partitions_in_flight:
         return []
     started: dict[str, int] = {}
     out_cap = limits.max_outgoing_moves_per_broker * WEIGHT_UNITS
-    # one heap per request, ordered by (class, readiness, seq); requests take turns by rank
+    # One heap per request, ordered by (class, readiness, seq), and one over the requests' heads,
+    # ordered by (class, readiness, rank, seq): a pop costs O(log lanes + log requests), never a look
+    # at every request. A request's entry there is refreshed (a new version) whenever its head or its
+    # rank changed; older versions are skipped.
     heaps: dict[str, list] = {}
     for src, lanes in index.sources.items():
         if src is not None and in_flight.outgoing.get(src, 0) >= out_cap:
@@ -306,32 +418,47 @@ def next_batch(index: ReadyIndex, in_flight: InFlight, limits: Limits, replan: R
         for name, chain in lanes.items():
             seq, _tp, _key = chain.entry(chain.head)
             heaps.setdefault(name[0], []).append((name[1], name[2], seq, src, name, chain.head, 0))
-    for h in heaps.values():
+    top: list = []
+    version: dict[str, int] = {}
+
+    def refresh(rid: str) -> None:
+        v = version[rid] = version.get(rid, 0) + 1
+        h = heaps[rid]
+        if h:
+            cls, lane_no, seq = h[0][:3]
+            heapq.heappush(top, (cls, lane_no, rank(rid) + started.get(rid, 0), seq, rid, v))
+
+    for rid, h in heaps.items():
         heapq.heapify(h)
+        refresh(rid)
+    dirty: set = set()
 
     def pop():
-        best = None
-        for rid, h in heaps.items():
-            if h:
-                cls, lane_no, seq = h[0][:3]
-                prio = (cls, lane_no, rank(rid) + started.get(rid, 0), seq, rid)
-                if best is None or prio < best:
-                    best = prio
-        return None if best is None else heapq.heappop(heaps[best[4]])
+        for rid in dirty:
+            refresh(rid)
+        dirty.clear()
+        while top:
+            entry = heapq.heappop(top)
+            rid = entry[4]
+            if entry[5] == version[rid]:
+                dirty.add(rid)  # its head is taken, and its rank may grow: refreshed at the next pop
+                return heapq.heappop(heaps[rid])
+        return None
 
     def push(name: tuple, src, pos: int, skipped: int) -> None:
         chain = index.sources[src][name]
         heapq.heappush(heaps[name[0]], (name[1], name[2], chain.entry(pos)[0], src, name, pos, skipped))
+        dirty.add(name[0])
 
     c = in_flight
     reserved: set = set()
     leaders_full = False
     out: list[Decision] = []
     while c.partitions < limits.max_partitions_in_flight:
-        top = pop()
-        if top is None:
+        top_entry = pop()
+        if top_entry is None:
             break
-        _cls, _lane_no, seq, src, name, pos, skipped = top
+        _cls, _lane_no, seq, src, name, pos, skipped = top_entry
         chain = index.sources[src][name]
         _seq, tp, key = chain.entry(pos)
         if key.moves_leader and leaders_full:
@@ -345,14 +472,18 @@ def next_batch(index: ReadyIndex, in_flight: InFlight, limits: Limits, replan: R
                 leaders_full = True
                 continue
             if why not in ("P", "reserved") and not reserved:
-                # the oldest blocked step keeps its brokers' capacity (and the cluster-wide additions,
-                # if those are what it lacks), so no younger step can take it first
-                reserved = {r for r in resources(key) if r != A or why == A}
+                # The oldest blocked step keeps the capacity it lacks (its brokers', or the cluster-wide
+                # additions) so no younger step takes it first; never capacity it has room on: that it
+                # could not use before what it lacks frees, which may be never (a step into its target
+                # stuck on a dead replica).
+                reserved = lacking(c, limits, key)
             if nxt >= 0 and skipped < SCAN and why != ("out", src):
                 push(name, src, nxt, skipped + 1)
             continue
         result = replan(tp)
-        if isinstance(result, Step):
+        if result is None:
+            pass  # not looked at just now: it stays ready, for a later decision
+        elif isinstance(result, Step):
             new_key = SchedulingKey.of(result, weigh(tp, result))
             if new_key == key and why is None:
                 out.append(Start(tp, result, key.weight))

@@ -7,8 +7,9 @@ tens of thousands of events per second with a million partitions.
 
 ``apply`` never decides anything: each mutator records what its event says.
 Indexes (``ready``, ``pending``, ``waiting``, ``steps``, ``elections``, the
-in-flight counters and per-request counts) are kept here so that ``decide``
-never scans the whole state.
+in-flight counters, per-request counts, the ranks of the running requests and
+the requests due to complete) are kept here so that ``decide`` never scans the
+whole state. Finished requests beyond ``FINISHED_KEPT`` retire from it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import immutables
 from engine.core import events as ev
 from engine.core.limits import DEFAULT_LIMITS, Limits
 from engine.core.partition import Broker, PartitionState, Replicas, TopicInfo, TopicPartition
-from engine.core.scheduler import CONTINUING, FRESH, InFlight, ReadyIndex, SchedulingKey, Slot
+from engine.core.scheduler import CONTINUING, FRESH, Chain, InFlight, Ranks, ReadyIndex, SchedulingKey, Slot
 from engine.core.step import Step
 from engine.core.throttles import DEFAULT_THROTTLE_RATE, ThrottleSet, after_apply, after_remove, minus, union
 
@@ -41,6 +42,14 @@ ACTIVE = "active"
 REJECTIONS_KEPT = 100
 """``State.rejections`` keeps this many latest rejected commands (a flood of bad commands stays bounded)."""
 
+FINISHED_KEPT = 100
+"""The retained-history bound: the state keeps this many latest finished requests whole (their
+partitions, original and target replicas, notes: a ``cancel --rollback --include-completed`` or a
+``verify`` of them works as while they ran). An older finished request *retires*: its partitions
+leave the working state (``partitions``, ``observed``, ``known_at``) and the request leaves
+``requests`` for ``retired``, a compact record of what ``status`` and ``list`` show (id, partitions,
+counts by status). No decision scans either; its history stays in the event log."""
+
 
 class InFlightStep(NamedTuple):
     request_id: str
@@ -58,6 +67,14 @@ class InFlightStep(NamedTuple):
     # Alters and cancels of it logged whose answer has not come back: while any is due, no observation
     # judges the step (the look may predate the action).
     answers_due: int = 0
+    # What it is charged against the caps: the broker its copies come out of (its partition's leader
+    # as last observed: a new leader serves them) and whether completing it moves leadership (TR[0]
+    # is not that leader), counted in L.
+    source: int | None = None
+    moves_leader: bool = False
+
+    def charge(self) -> tuple[int | None, bool]:
+        return self.source, self.moves_leader
 
     def answered(self) -> "InFlightStep":
         """One of its alters or cancels was answered."""
@@ -106,6 +123,7 @@ class Request(NamedTuple):
     members: immutables.Map = immutables.Map()  # every partition it ever queued -> True
     vstart: int = 0  # where it joined the turn-taking between requests (engine.core.scheduler)
     started: int = 0  # steps it has started
+    finished_pos: int = -1  # its place in State.finished while it is finished and kept whole
 
     @property
     def rank(self) -> int:
@@ -118,6 +136,30 @@ class Request(NamedTuple):
     @property
     def open(self) -> int:
         return sum(n for s, n in self.counts.items() if s not in TERMINAL)
+
+    @property
+    def completable(self) -> bool:
+        """Running, with every partition accounted for and ended: a ``RequestCompleted`` is due."""
+        return self.status == ACTIVE and not self.open and sum(self.counts.values()) >= self.partitions
+
+
+class Retired(NamedTuple):
+    """A finished request beyond the ``FINISHED_KEPT`` latest: what ``status`` and ``list`` show of
+    it, and its digest (a re-delivered submit is still recognised). Its partitions are not kept."""
+
+    request_id: str
+    seq: int
+    partitions: int
+    digest: str
+    status: str
+    counts: immutables.Map = immutables.Map()
+
+    members = immutables.Map()  # its partitions are not kept
+    open = 0
+    retired = True
+
+    def count(self, status: str) -> int:
+        return self.counts.get(status, 0)
 
 
 class State(NamedTuple):
@@ -154,6 +196,21 @@ class State(NamedTuple):
     # The newest shell time the log knows (the ``at`` of its events): an input whose clock reads more
     # than CLOCK_SET_BACK before it re-bases every timer (``ClockSetBack``).
     clock: float | None = None
+    ranks: Ranks = Ranks()  # the ranks of the running requests: where a new one joins (the least)
+    completable: immutables.Map = immutables.Map()  # running requests whose every partition ended -> True
+    finished: Chain = Chain()  # ids of the finished requests kept whole, oldest first (FINISHED_KEPT)
+    retired: immutables.Map = immutables.Map()  # id -> Retired: finished requests beyond FINISHED_KEPT
+    retired_partitions: immutables.Map = immutables.Map()  # status -> partitions that left with them
+
+    def request(self, request_id: str) -> "Request | Retired | None":
+        """The request with this id: running, finished and kept whole, or retired."""
+        r = self.requests.get(request_id)
+        return r if r is not None else self.retired.get(request_id)
+
+    def every_request(self) -> list:
+        """Every request ever accepted, kept whole or retired, in the order they were accepted (for the
+        views: ``status``, ``list``, ``replay``; no decision calls it)."""
+        return sorted([*self.requests.values(), *self.retired.values()], key=lambda r: r.seq)
 
     def live_brokers(self) -> frozenset[int] | None:
         """Ids of live brokers, or ``None`` if no broker was ever observed."""
@@ -215,7 +272,11 @@ def _put(s: State, tp: TopicPartition, new: PartitionReassignment, old: Partitio
     ready = s.ready
     if old is not None and old.slot is not None and new.slot != old.slot:
         ready = ready.remove(old.slot)
-    return s._replace(partitions=s.partitions.set(tp, new), requests=requests, pending=pending, waiting=waiting, ready=ready)
+    s = s._replace(partitions=s.partitions.set(tp, new), requests=requests, pending=pending, waiting=waiting,
+                   ready=ready)
+    if old is None or old.request_id == new.request_id:
+        return _touch(s, new.request_id) if old is None or old.status != new.status else s
+    return _touch(s, old.request_id, new.request_id)
 
 
 def _count(requests: immutables.Map, request_id: str, status: str, delta: int) -> immutables.Map:
@@ -226,6 +287,27 @@ def _count(requests: immutables.Map, request_id: str, status: str, delta: int) -
     counts = r.counts.set(status, n) if n else r.counts.delete(status)
     reopened = ACTIVE if (delta > 0 and status not in TERMINAL) else r.status
     return requests.set(request_id, r._replace(counts=counts, status=reopened))
+
+
+def _touch(s: State, *rids: str) -> State:
+    """Keep the indexes of the requests ``rids`` exact after their counts or status changed: a finished
+    request that got a partition back (a rollback of completed partitions) runs again, and the running
+    requests whose every partition ended are known (``completable``) without a scan."""
+    ranks, completable, finished, requests = s.ranks, s.completable, s.finished, s.requests
+    for rid in rids:
+        r = requests.get(rid)
+        if r is None:
+            continue
+        if r.status == ACTIVE and r.finished_pos >= 0:  # reopened
+            finished = finished.delete(r.finished_pos)
+            r = r._replace(finished_pos=-1)
+            requests = requests.set(rid, r)
+            ranks = ranks.add(r.rank)
+        if r.completable:
+            completable = completable.set(rid, True)
+        elif rid in completable:
+            completable = completable.delete(rid)
+    return s._replace(ranks=ranks, completable=completable, finished=finished, requests=requests)
 
 
 CLOCK_SET_BACK = 60.0
@@ -273,7 +355,8 @@ def _elections(s: State, elections: immutables.Map) -> State:
 
 def _end_step(s: State, tp: TopicPartition) -> tuple[State, InFlightStep]:
     f = s.steps[tp]
-    return s._replace(steps=s.steps.delete(tp), in_flight=s.in_flight.minus(f.step, f.weight)), f
+    return s._replace(steps=s.steps.delete(tp),
+                      in_flight=s.in_flight.charge(f.step.nr, f.source, f.moves_leader, -1, f.weight)), f
 
 
 # --- observations ----------------------------------------------------------------------
@@ -299,7 +382,16 @@ def _(s: State, e: ev.PartitionObserved) -> State:
     want = s.elections.get(e.tp)
     if want is not None and e.state.leader == want.leader:
         s = _elections(s, s.elections.delete(e.tp))
-    return _known(s._replace(observed=s.observed.set(e.tp, e.state)), e.tp, e.at)
+    s = s._replace(observed=s.observed.set(e.tp, e.state))
+    f = s.steps.get(e.tp)
+    if f is not None and e.state.leader is not None:
+        # its copies come out of the leader as observed, and whether it moves leadership is judged
+        # against it: the caps count what the cluster does, not what the plan remembers
+        charge = (e.state.leader if f.step.nr else None, f.step.tr[0] != e.state.leader)
+        if charge != f.charge():
+            s = s._replace(steps=s.steps.set(e.tp, f._replace(source=charge[0], moves_leader=charge[1])),
+                           in_flight=s.in_flight.recharge(f.step.nr, f.weight, f.charge(), charge))
+    return _known(s, e.tp, e.at)
 
 
 # --- requests and partitions -------------------------------------------------------------
@@ -308,10 +400,11 @@ def _(s: State, e: ev.PartitionObserved) -> State:
 @_on(ev.RequestAccepted)
 def _(s: State, e: ev.RequestAccepted) -> State:
     # it joins level with the least served request still running, so it neither waits behind the
-    # others' backlog nor overtakes them for long
-    vstart = min((r.rank for r in s.requests.values() if r.status == ACTIVE), default=0)
+    # others' backlog nor overtakes them for long (the ranks of the running requests are indexed)
+    vstart = s.ranks.least(0)
     r = Request(e.request_id, s.seq, e.partitions, e.digest, vstart=vstart)
-    return s._replace(requests=s.requests.set(e.request_id, r), seq=s.seq + 1)
+    s = s._replace(requests=s.requests.set(e.request_id, r), seq=s.seq + 1, ranks=s.ranks.add(vstart))
+    return _touch(s, e.request_id)
 
 
 @_on(ev.CommandRejected)
@@ -355,7 +448,8 @@ def _(s: State, e: ev.PartitionWaiting) -> State:
 @_on(ev.StepPlanned)
 def _(s: State, e: ev.StepPlanned) -> State:
     old = s.partitions[e.tp]
-    f = InFlightStep(e.request_id, e.number, e.step, weight=e.weight, answers_due=1)
+    f = InFlightStep(e.request_id, e.number, e.step, weight=e.weight, answers_due=1, source=e.step.source,
+                     moves_leader=e.step.moves_leader)
     s = s._replace(
         steps=s.steps.set(e.tp, f),
         in_flight=s.in_flight.plus(e.step, 1, e.weight),
@@ -363,7 +457,8 @@ def _(s: State, e: ev.StepPlanned) -> State:
     new = old._replace(status=IN_FLIGHT, slot=None, steps_planned=old.steps_planned + 1)
     r = s.requests.get(e.request_id)
     if r is not None:
-        s = s._replace(requests=s.requests.set(e.request_id, r._replace(started=r.started + 1)))
+        ranks = s.ranks.add(r.rank + 1).add(r.rank, -1) if r.status == ACTIVE else s.ranks
+        s = s._replace(requests=s.requests.set(e.request_id, r._replace(started=r.started + 1)), ranks=ranks)
     return _put(s, e.tp, new, old)
 
 
@@ -404,7 +499,50 @@ def _(s: State, e: ev.PartitionCompleted) -> State:
 @_on(ev.RequestCompleted)
 def _(s: State, e: ev.RequestCompleted) -> State:
     r = s.requests[e.request_id]
-    return s._replace(requests=s.requests.set(e.request_id, r._replace(status=COMPLETED)))
+    ranks = s.ranks.add(r.rank, -1) if r.status == ACTIVE else s.ranks
+    finished, pos = (s.finished, r.finished_pos) if r.finished_pos >= 0 else s.finished.push(e.request_id)
+    s = s._replace(requests=s.requests.set(e.request_id, r._replace(status=COMPLETED, finished_pos=pos)),
+                   ranks=ranks, finished=finished,
+                   completable=s.completable.delete(e.request_id) if e.request_id in s.completable else s.completable)
+    gone = retiring(s)
+    return _retire(s, gone) if gone is not None else s
+
+
+def retires(s: State, e: "ev.RequestCompleted") -> str | None:
+    """The finished request that ``e`` retires, ``s`` being the state before it (``FINISHED_KEPT``)."""
+    r = s.requests.get(e.request_id)
+    kept = len(s.finished) + (1 if r is not None and r.finished_pos < 0 else 0)
+    if kept <= FINISHED_KEPT:
+        return None
+    return s.finished.entry(s.finished.head) if len(s.finished) else e.request_id
+
+
+def retiring(s: State) -> str | None:
+    """The finished request to retire now: the oldest kept whole, once more than FINISHED_KEPT are."""
+    return s.finished.entry(s.finished.head) if len(s.finished) > FINISHED_KEPT else None
+
+
+def _retire(s: State, rid: str) -> State:
+    """``rid`` leaves the working state for a compact record (``FINISHED_KEPT``): its partitions
+    (those it still owns, all ended) with their observations, unless something still watches one."""
+    r = s.requests[rid]
+    partitions, observed, known_at, gone = s.partitions, s.observed, s.known_at, s.retired_partitions
+    watched = (s.steps, s.waiting, s.elections, s.pending)
+    for tp in r.members.keys():
+        entry = partitions.get(tp)
+        if entry is None or entry.request_id != rid:
+            continue  # taken over by a later request: its own now
+        partitions = partitions.delete(tp)
+        gone = gone.set(entry.status, gone.get(entry.status, 0) + 1)
+        if not any(tp in m for m in watched):
+            if tp in observed:
+                observed = observed.delete(tp)
+            if tp in known_at:
+                known_at = known_at.delete(tp)
+    record = Retired(rid, r.seq, r.partitions, r.digest, r.status, r.counts)
+    return s._replace(requests=s.requests.delete(rid), retired=s.retired.set(rid, record),
+                      finished=s.finished.delete(r.finished_pos), partitions=partitions, observed=observed,
+                      known_at=known_at, retired_partitions=gone)
 
 
 # --- cancellation ----------------------------------------------------------------------------
@@ -417,9 +555,9 @@ def _(s: State, e: ev.CancelRequested) -> State:
 
 @_on(ev.CancelSkipped)
 def _(s: State, e: ev.CancelSkipped) -> State:
-    old = s.partitions[e.tp]
-    if old.request_id != e.request_id:
-        return s
+    old = s.partitions.get(e.tp)
+    if old is None or old.request_id != e.request_id:
+        return s  # another request's now, or its request has retired
     return s._replace(partitions=s.partitions.set(e.tp, old._replace(note=e.reason)))
 
 

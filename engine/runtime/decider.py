@@ -14,10 +14,14 @@ input at a time, in a thread (every call here blocks). For each input:
    decides when it is tried again (``engine.core.retry``), and nothing else waits.
 
 A tick (``tick()``) observes exactly ``watched(state)`` (never the whole
-cluster), feeds the observation (or, if the cluster cannot be observed,
+cluster; it names the ready partitions the tick would start, ``starting``),
+feeds the observation (or, if the cluster cannot be observed,
 ``ObservationFailed``, which the core records once as ``ClusterUnreachable``),
-the adaptive throttle's proposal if any, then a ``Tick`` with the clock, which
-retries what is due. Every ``verify_interval`` seconds it also reads the
+then looks at the partitions that observation made startable (a step it saw
+done freed their capacity), the adaptive throttle's proposal if any, then a
+``Tick`` with the clock and the partitions looked at, which retries what is
+due and starts only steps of partitions it looked at: every step is charged to
+its partition's leader as it is now. Every ``verify_interval`` seconds it also reads the
 throttle configuration back from the cluster (``ThrottlesObserved``): what the
 log says is in force and the cluster lacks is set again, and said.
 
@@ -51,7 +55,7 @@ from engine.views.attention import attention
 from engine.cluster import Cluster
 from engine.core.outcomes import Unavailable
 from engine.core.commands import CatchUpObserved, Input, ObservationFailed, Submit, ThrottlesObserved, Tick
-from engine.core.decide import catch_up_due, copying, handle, near_done, watched
+from engine.core.decide import catch_up_due, copying, handle, near_done, starting, watched
 from engine.log.envelope import EventEnvelope, new_id, now
 from engine.runtime.executor import Executor, actions, recovery_actions
 from engine.core.partition import TopicPartition
@@ -155,6 +159,8 @@ class Decider:
         self.events = self.duplicates = self.next_offset = 0
         self.last_recorded_at: datetime | None = None
         self.snapshot_used: dict | None = None  # what the last recovery started from
+        self._candidates: tuple = (None, set())  # (state, the partitions its next tick would start)
+        self._after_tick: State | None = None  # the state a tick left (candidates were looked at then)
 
     # --- recovery ------------------------------------------------------------------------
 
@@ -251,7 +257,10 @@ class Decider:
         now = self.clock()
         # a clock set back (now before the last full look) makes a full look due: none waits for the old clock
         full = self.full_at is None or not 0 <= now - self.full_at < self.poll_interval - 1e-9
-        partitions = watched(self.state) if full else near_done(self.state, now, self.last_catch_up)
+        partitions = (watched(self.state, now, ready=False) if full
+                      else near_done(self.state, now, self.last_catch_up))
+        if full or self.state is not self._after_tick:  # (unchanged since the last tick: looked at then)
+            partitions |= self._starting(now)
         measure = copying(self.state) if full else catch_up_due(self.state, now, self.last_catch_up)
         if not full and not partitions and not measure:
             return []
@@ -265,16 +274,34 @@ class Decider:
         self.blocked = None
         if full:
             self.full_at = now
+        before = self.state
         out += self.process(dataclasses.replace(obs, now=now))
+        # What this look freed (a step done) may start partitions not looked at yet: they are looked at
+        # before the tick, which starts only what was looked at (a step is charged to its partition's
+        # leader as it is now, never as its queued plan remembers: docs/algorithm.md, section 2).
+        more = self._starting(now) - partitions if self.state is not before else set()
+        if more:
+            again = self.cluster.observe(sorted(more))
+            if not isinstance(again, Unavailable):
+                out += self.process(dataclasses.replace(again, now=now))
+                partitions |= more
         out += self.measure_catch_up(now, measure)
         if self.adaptive is not None:
             self.adaptive, change = self.adaptive.propose(self.state.throttle_rate)
             if change is not None:
                 out += self.process(change)
-        out += self.process(Tick(now))
+        out += self.process(Tick(now, frozenset(partitions)))
         if self.verified_at is None or not 0 <= now - self.verified_at < self.verify_interval:
             out += self.verify_throttles(now)
+        self._after_tick = self.state
         return out
+
+    def _starting(self, now: float) -> set[TopicPartition]:
+        """``decide.starting`` of the current state: computed once per state (a scheduling pass; an
+        unchanged state, a tick that saw nothing new, has the same answer)."""
+        if self._candidates[0] is not self.state:
+            self._candidates = (self.state, set(starting(self.state, now)))
+        return self._candidates[1]
 
     def measure_catch_up(self, now: float, tps) -> list[EventEnvelope]:
         """How much the copies ``tps`` still miss, for the core's release rule."""
@@ -343,6 +370,7 @@ class Decider:
     def _track(self, events: list[ev.Event]) -> None:
         t = self.clock()
         s = self.state
+        accepted: list[str] = []
         for e in events:
             kind = type(e)
             self.counts[kind.__name__] += 1
@@ -361,7 +389,15 @@ class Decider:
                 if kind is ev.StepCompleted and meta is not None:
                     self._sample(e.tp, meta, t)
             elif kind is ev.RequestAccepted:
-                self._refresh_sizes()
+                accepted.append(e.request_id)
+            elif kind is ev.RequestCompleted:  # its partitions' sizes are no longer needed
+                r = s.request(e.request_id)
+                for tp in r.members.keys() if r is not None else ():
+                    entry = s.partitions.get(tp)
+                    if entry is None or entry.status in TERMINAL:
+                        self.sizes.pop(tp, None)
+        if accepted:  # the new requests' partitions only, never a look at every partition
+            self._refresh_sizes([tp for rid in accepted for tp in getattr(s.request(rid), "members", {}).keys()])
 
     def _share(self, nr: tuple[int, ...]) -> int:
         """Copies into the busiest broker of ``nr`` now (this step included)."""
@@ -377,16 +413,17 @@ class Decider:
             return
         self.adaptive = self.adaptive.record(Sample(rate, share, float(size), t - t0), self.state.throttle_rate)
 
-    def _refresh_sizes(self) -> None:
+    def _refresh_sizes(self, tps: list[TopicPartition] | None = None) -> None:
         """Sizes of the partitions of unfinished requests, for progress and ETA: the size the log
         recorded for each (a request's partitions are sized when it is submitted), and DescribeLogDirs
         only on those it does not know, never on every partition at each recovery (at 100,000
         partitions that call held a new decider for seconds) nor on the whole cluster (which would
-        need Describe on every topic)."""
+        need Describe on every topic). ``tps``: only these (a request just accepted); the rest stay."""
         s = self.state
-        known: dict[TopicPartition, int] = {}  # finished partitions' sizes are dropped
+        known: dict[TopicPartition, int] = {} if tps is None else dict(self.sizes)  # finished ones dropped
         unknown = []
-        for tp, e in s.partitions.items():
+        entries = s.partitions.items() if tps is None else ((tp, s.partitions[tp]) for tp in tps if tp in s.partitions)
+        for tp, e in entries:
             if e.status in TERMINAL:
                 continue
             obs = s.observed.get(tp)

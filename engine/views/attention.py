@@ -48,7 +48,7 @@ def attention(state: State, rejected_at: dict | None = None, only: str | None = 
     rejected_at = rejected_at or {}
     members = None
     if only is not None:
-        r = state.requests.get(only)
+        r = state.request(only)
         members = set(r.members.keys()) if r is not None else set()
     out: list[dict] = []
     found = problems(state)

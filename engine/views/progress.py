@@ -28,7 +28,7 @@ import immutables
 
 from engine.core import events as ev
 from engine.core.state import (
-    ABORTING, CANCELLED, COMPLETED, IN_FLIGHT, PENDING, READY, REJECTIONS_KEPT, REVERTED, WAITING, State,
+    ABORTING, CANCELLED, COMPLETED, IN_FLIGHT, PENDING, READY, REJECTIONS_KEPT, REVERTED, WAITING, State, retires,
 )
 
 WINDOW = timedelta(minutes=5)
@@ -71,7 +71,7 @@ class RequestProgress(NamedTuple):
 
 
 class Progress(NamedTuple):
-    requests: dict = {}  # request id -> RequestProgress
+    requests: immutables.Map = immutables.Map()  # request id -> RequestProgress (persistent: O(log n) a change)
     rejected_at: dict = {}  # command id -> when the engine rejected it (the state's kept rejections)
 
     def after(self, state: State, event: ev.Event, at: datetime) -> "Progress":
@@ -114,7 +114,11 @@ class Progress(NamedTuple):
             r = _settle(r, event.tp)
         elif kind is ev.RequestCompleted:
             r = r._replace(completed_at=at)
-        return self._replace(requests={**self.requests, rid: r})
+            gone = retires(state, event)
+            if gone is not None and gone in self.requests:  # retired: its rate and ETA need no window now
+                requests = self.requests.set(gone, self.requests[gone]._replace(recent=(), owed=immutables.Map()))
+                return self._replace(requests=requests.set(rid, r))
+        return self._replace(requests=self.requests.set(rid, r))
 
 
 _TRACKED = frozenset({ev.RequestAccepted, ev.PartitionQueued, ev.PartitionCancelled, ev.StepCompleted,
@@ -176,9 +180,8 @@ def report(state: State, progress: Progress, now: datetime, only: str | None = N
     once ended) and the ETA (wall-clock seconds; ``eta_state`` says ``paused``
     while the engine starts no new step, when an ETA would only grow)."""
     requests = []
-    for r in sorted(state.requests.values(), key=lambda r: r.seq):
-        if only is not None and r.request_id != only:
-            continue
+    one = state.request(only) if only is not None else None
+    for r in ([one] if one is not None else []) if only is not None else state.every_request():
         p = progress.requests.get(r.request_id)
         counts = {s: r.count(s) for s in (PENDING, READY, WAITING, IN_FLIGHT, ABORTING, *DONE)}
         eta = p.eta_seconds(now) if p else None
@@ -208,7 +211,7 @@ def report(state: State, progress: Progress, now: datetime, only: str | None = N
         })
     members = None
     if only is not None:
-        r = state.requests.get(only)
+        r = state.request(only)
         members = set(r.members.keys()) if r is not None else set()
     waiting = Counter(reason for tp, reason in state.waiting.items() if members is None or tp in members)
     skipped = sorted(

@@ -20,7 +20,8 @@ from engine.core.state import STATUSES, TERMINAL, State
 
 def summarize(state: State) -> dict:
     by_status = Counter(entry.status for entry in state.partitions.values())
-    requests = sorted(state.requests.values(), key=lambda r: r.seq)
+    by_status.update(dict(state.retired_partitions.items()))  # those that left the state with their request
+    requests = state.every_request()
     throttles = state.throttles
     return {
         "requests": [

@@ -44,7 +44,7 @@ def partition_row(s: State, tp: TopicPartition) -> dict | None:
 
 
 def request_row(s: State, request_id: str) -> dict | None:
-    r = s.requests.get(request_id)
+    r = s.request(request_id)
     if r is None:
         return None
     return {"status": r.status, "partitions": r.partitions, "by_status": dict(sorted(r.counts.items()))}
@@ -80,7 +80,7 @@ def rows(s: State) -> dict[str, dict[str, dict | None]]:
     """table -> key -> row, every row of every table."""
     return {
         "partitions": {str(tp): partition_row(s, tp) for tp in s.partitions.keys()},
-        "requests": {rid: request_row(s, rid) for rid in s.requests.keys()},
+        "requests": {r.request_id: request_row(s, r.request_id) for r in s.every_request()},
         "in_flight": {str(tp): in_flight_row(s, tp) for tp in s.steps.keys()},
         "control": {CONTROL: control_row(s)},
     }

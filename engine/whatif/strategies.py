@@ -146,7 +146,7 @@ def _kreassign(scenario: Scenario, limit: float) -> RunResult:
     while True:
         now = cluster.time
         full = full_at is None or now - full_at >= scenario.poll_interval - 1e-9
-        look = watched(state) if full else near_done(state, now, last_catch_up)
+        look = watched(state, now) if full else near_done(state, now, last_catch_up)
         if full:
             full_at = now
         changed = False
