@@ -92,6 +92,8 @@ def put(state: SimState, tp: TopicPartition, new: SimPartition, behind: float = 
     a replica newly added by a reassignment ``size`` bytes behind.
     """
     old = state.partitions.get(tp)
+    if old is not None:
+        new = new._replace(leader_epoch=old.leader_epoch + (1 if epoch_bumped(old, new) else 0))
     lags = state.lags
     was_out = old.out_of_sync() if old else set()
     now_out = new.out_of_sync()

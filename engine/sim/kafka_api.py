@@ -9,7 +9,7 @@ the HTTP API (faults, clock) and Kafka clients see one cluster.
 | API | key | versions | what it does here |
 | --- | --- | --- | --- |
 | ApiVersions | 18 | 0-4 | this table; an unsupported version is answered at v0 with UNSUPPORTED_VERSION (Kafka's fallback) |
-| Metadata | 3 | 0-13 | live brokers only (a dead broker is fenced: absent), topics with ids, partitions with leader (-1 and LEADER_NOT_AVAILABLE without one), leader epoch, RS, ISR, offline replicas; controller = the lowest live broker |
+| Metadata | 3 | 0-13 | live brokers only (a dead broker is fenced: absent), topics with ids, partitions with leader (-1 and LEADER_NOT_AVAILABLE without one), leader epoch (KRaft's), RS, ISR, offline replicas; controller = the lowest live broker |
 | DescribeCluster | 60 | 0-2 | brokers with racks; fenced (dead) ones only if asked (v2) |
 | DescribeTopicPartitions | 75 | 0 | as Metadata, paged by a cursor and a partition limit, topics in name order |
 | DescribeConfigs | 32 | 1-4 | ``engine.sim.kafka_configs``: topic and broker configs, sources, synonyms, documentation |
@@ -36,6 +36,12 @@ Authorized operations (KIP-430) are the authorizer's; without a security section
 operation is allowed.
 
 Error codes and messages are Kafka's (read from its controller and broker source).
+
+A broker answers Metadata, DescribeTopicPartitions, DescribeCluster and DescribeConfigs from its
+metadata cache (``metadata_state``), which trails the controller by the broker's ``lag`` fault;
+ListPartitionReassignments and every change are the controller's, as in KRaft (a broker forwards them).
+So a client that reads the reassignments in progress and the replicas from a lagging broker gets a
+torn look, as on a real cluster.
 """
 
 from __future__ import annotations
@@ -98,7 +104,6 @@ class Api:
         self.sim = sim  # engine.sim.server.SimServer: its cluster, lock and record of alters
         self.addresses = addresses  # broker id -> (host, port) it is reachable at
         self.cluster_id = "kreassign-sim-" + uuid.uuid5(uuid.NAMESPACE_URL, sim.scenario.name).hex[:8]
-        self._epochs: dict[TopicPartition, tuple[int, tuple]] = {}  # leader epoch, (leader, RS) it was bumped for
         self.topic_overrides: dict[str, dict[str, str]] = {}  # topic configs the simulation keeps but ignores
         self.broker_overrides: dict[str, dict[str, str]] = {}  # broker id ("" = cluster default) -> configs
         self.min_insync_defaulted: set[str] = set()  # topics whose min.insync.replicas override was deleted
@@ -120,15 +125,12 @@ class Api:
         live = self.live(state)
         return live[0] if live else -1
 
-    def leader_epoch(self, tp: TopicPartition, leader: int | None, replicas: tuple) -> int:
-        """KRaft bumps a partition's leader epoch when its leader or replica set changes; the simulation
-        has no epochs, so the front counts the changes it sees (monotonic, which is what clients check)."""
-        epoch, seen = self._epochs.get(tp, (0, None))
-        now = (leader, replicas)
-        if seen is not None and seen != now:
-            epoch += 1
-        self._epochs[tp] = (epoch, now)
-        return epoch
+    def metadata_state(self, node: int) -> SimState:
+        """What broker ``node`` answers from its metadata cache (Metadata, DescribeTopicPartitions,
+        DescribeCluster, DescribeConfigs): the cluster as that broker last applied it, which trails the
+        controller by the broker's ``lag`` fault (``engine.sim.cluster``); the cluster now otherwise."""
+        self.sim.cluster.observe([])  # catch up with the clock (and the scenario's faults)
+        return self.sim.cluster.metadata_view(node)
 
     def partition_fields(self, state: SimState, tp: TopicPartition) -> dict:
         p = state.partitions[tp]
@@ -136,7 +138,7 @@ class Api:
         return dict(
             error_code=ERRORS["LEADER_NOT_AVAILABLE"] if leader is None else 0,
             partition_index=tp.partition, leader_id=-1 if leader is None else leader,
-            leader_epoch=self.leader_epoch(tp, leader, p.replicas),
+            leader_epoch=p.leader_epoch,  # KRaft's (engine.sim.controller)
             replica_nodes=list(p.replicas), isr_nodes=sorted(p.isr),
             offline_replicas=[b for b in p.replicas if not state.alive(b)],
         )
@@ -187,7 +189,7 @@ class Api:
     # -- Metadata, DescribeCluster, DescribeTopicPartitions -------------------------------
 
     def metadata(self, node: int, request, version: int, session):
-        state = self.state
+        state = self.metadata_state(node)
         addresses = self.addresses()
         brokers = [MetadataResponse.MetadataResponseBroker(
             node_id=b, host=addresses[b][0], port=addresses[b][1], rack=state.brokers[b].rack)
@@ -236,7 +238,7 @@ class Api:
                                 authorized_operations=cluster_ops, error_code=0)
 
     def describe_cluster(self, node: int, request, version: int, session):
-        state = self.state
+        state = self.metadata_state(node)
         if version >= 1 and request.endpoint_type != BROKERS_ENDPOINT:
             return DescribeClusterResponse(
                 version=version, error_code=ERRORS["UNSUPPORTED_ENDPOINT_TYPE"],
@@ -262,7 +264,7 @@ class Api:
         """Kafka's DescribeTopicPartitionsRequestHandler: topics in name order (all when none are named),
         from the cursor on, at most ``response_partition_limit`` partitions (capped at 2000), then a cursor.
         Topics named and not authorized for DESCRIBE come last, as TOPIC_AUTHORIZATION_FAILED."""
-        state = self.state
+        state = self.metadata_state(node)
         R = DescribeTopicPartitionsResponse
         names = sorted({t.name for t in request.topics}) if request.topics else sorted(state.topics)
         cursor = request.cursor
@@ -353,7 +355,7 @@ class Api:
         return out
 
     def describe_configs(self, node: int, request, version: int, session):
-        state = self.state
+        state = self.metadata_state(node)
         R = DescribeConfigsResponse
         results = []
         for res in request.resources:
