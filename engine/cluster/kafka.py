@@ -354,9 +354,10 @@ class KafkaCluster:
         brokers = self._brokers()
         if not isinstance(brokers, dict):
             return _unavailable(brokers)
-        # The reassignments are read before the replicas: a step that Kafka completes between the two
-        # reads then looks still in progress (inconclusive: the next look settles it), never as its
-        # whole replica set with nothing in progress, which reads as a change made by another tool.
+        # The reassignments come from the controller, the replicas from a broker's metadata, which lags
+        # it: reading the reassignments first does not order the two. A look may be torn (a step's whole
+        # RS with nothing in progress, seen on Kafka 4.0 0.64 s before the broker showed its TR); the
+        # core judges a contradicting look only once a later one confirms it (decide.METADATA_SETTLE).
         # (KRaft's ListPartitionReassignments leaves out partitions it does not know.)
         asked = None if partitions is None else list(partitions)
         moving = self._reassignments(asked) if asked is None or asked else {}
