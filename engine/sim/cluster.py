@@ -22,7 +22,7 @@ Faults beyond the model's (``inject``, or a scenario's ``faults``):
   metadata of the broker it was sent to. ``seconds`` 0 ends the lag.
 * ``hang``: the broker stops answering (a SIGSTOP, a long pause): the Kafka front
   keeps accepting its connections and reading their requests and answers none;
-  ``BROKER_SESSION_TIMEOUT`` later the controller fences it (it is down in the
+  it neither fetches nor serves fetches (its copies stall); ``BROKER_SESSION_TIMEOUT`` later the controller fences it (it is down in the
   model: out of every ISR, no longer a leader, absent from Metadata), as KRaft
   fences a broker that stops heartbeating. ``resume`` ends it: the requests read
   meanwhile are answered, and a fenced broker registers again (it is up).
@@ -46,7 +46,8 @@ from engine.core.throttles import ThrottleSet
 BROKER_SESSION_TIMEOUT = 9.0
 """Seconds (simulated) after which the controller fences a broker that stopped answering (``hang``):
 KRaft's ``broker.session.timeout.ms`` default."""
-CLUSTER_FAULTS = ("lag", "hang", "resume")  # kept by ``SimulatedCluster`` beside the model's state
+HUNG_NETWORK = 1e-9
+"""The fraction of its network a hung broker keeps (``slow``): it neither fetches nor serves fetches."""
 
 
 def fault(state: SimState, broker: int, action: str, factor: float = 1.0) -> SimState:
@@ -66,7 +67,7 @@ def fault(state: SimState, broker: int, action: str, factor: float = 1.0) -> Sim
 class SimulatedCluster:
     def __init__(self, state: SimState, clock: Callable[[], float] | None = None, faults: Sequence[Fault] = ()):
         self.metadata_lag: dict[int, float] = {}  # broker -> seconds its metadata trails the controller
-        self.hung: dict[int, float] = {}  # broker -> simulated time it stopped answering (``hang``)
+        self.hung: dict[int, tuple[float, float]] = {}  # broker -> (simulated time it stopped answering, its slow factor)
         self._history: list[SimState] = []  # the states a lagging broker may still answer from, oldest first
         self._reads = 0  # metadata reads in process: the broker asked goes round the live ones
         self._state = state
@@ -131,18 +132,25 @@ class SimulatedCluster:
                 self._history = []
         elif action == "hang":
             if broker not in self.hung:
-                self.hung[broker] = self.state.time
+                self.hung[broker] = (self.state.time, self.state.brokers[broker].slow)
+                # a stopped process neither fetches nor serves fetches: its copies stall
+                self.state = controller.set_slow(self.state, broker, HUNG_NETWORK)
                 fence = Fault(self.state.time + BROKER_SESSION_TIMEOUT, broker, "fence")
                 self._faults.insert(bisect.bisect_right([f.at for f in self._faults], fence.at), fence)
         elif action == "fence":  # the session timeout of a broker that stopped answering
             if broker in self.hung and self.state.alive(broker):
                 self.state = controller.broker_down(self.state, broker)
         elif action == "resume":
-            if self.hung.pop(broker, None) is not None and not self.state.alive(broker):
-                self.state = controller.broker_up(self.state, broker)  # it heartbeats again: unfenced
+            hung = self.hung.pop(broker, None)
+            if hung is not None:
+                self.state = controller.set_slow(self.state, broker, hung[1])
+                if not self.state.alive(broker):
+                    self.state = controller.broker_up(self.state, broker)  # it heartbeats again: unfenced
         else:
             if action in ("down", "up"):
-                self.hung.pop(broker, None)  # killed, or restarted: it answers (or refuses) again
+                hung = self.hung.pop(broker, None)  # killed, or restarted: it answers (or refuses) again
+                if hung is not None:
+                    self.state = controller.set_slow(self.state, broker, hung[1])
             self.state = fault(self.state, broker, action, factor)
 
     def is_hung(self, broker: int) -> bool:

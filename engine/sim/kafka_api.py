@@ -9,7 +9,7 @@ the HTTP API (faults, clock) and Kafka clients see one cluster.
 | API | key | versions | what it does here |
 | --- | --- | --- | --- |
 | ApiVersions | 18 | 0-4 | this table; an unsupported version is answered at v0 with UNSUPPORTED_VERSION (Kafka's fallback) |
-| Metadata | 3 | 0-13 | live brokers only (a dead broker is fenced: absent), topics with ids, partitions with leader (-1 and LEADER_NOT_AVAILABLE without one), leader epoch (KRaft's), RS, ISR, offline replicas; controller = the lowest live broker |
+| Metadata | 3 | 0-13 | live brokers only (a dead broker is fenced: absent), topics with ids, partitions with leader (-1 and LEADER_NOT_AVAILABLE without one), leader epoch (KRaft's), RS, ISR, offline replicas; controller = the broker asked (KRaft answers a random live broker) |
 | DescribeCluster | 60 | 0-2 | brokers with racks; fenced (dead) ones only if asked (v2) |
 | DescribeTopicPartitions | 75 | 0 | as Metadata, paged by a cursor and a partition limit, topics in name order |
 | DescribeConfigs | 32 | 1-4 | ``engine.sim.kafka_configs``: topic and broker configs, sources, synonyms, documentation |
@@ -121,9 +121,12 @@ class Api:
     def live(self, state: SimState) -> list[int]:
         return sorted(b.id for b in state.brokers.values() if b.alive)
 
-    def controller_id(self, state: SimState) -> int:
+    def controller_id(self, state: SimState, node: int) -> int:
+        """KRaft brokers answer a random live broker as the controller (``getRandomAliveBrokerId``) and
+        forward controller requests to the active controller: here, the broker asked (one of them, and
+        one the client already reaches), or the lowest live one if it is not live in that view."""
         live = self.live(state)
-        return live[0] if live else -1
+        return node if node in live else (live[0] if live else -1)
 
     def metadata_state(self, node: int) -> SimState:
         """What broker ``node`` answers from its metadata cache (Metadata, DescribeTopicPartitions,
@@ -234,7 +237,7 @@ class Api:
         if 8 <= version <= 10 and request.include_cluster_authorized_operations:
             cluster_ops = self.operations(session, "CLUSTER") if self.allowed(session, "DESCRIBE", "CLUSTER") else set()
         return MetadataResponse(version=version, throttle_time_ms=0, brokers=brokers, cluster_id=self.cluster_id,
-                                controller_id=self.controller_id(state), topics=topics,
+                                controller_id=self.controller_id(state, node), topics=topics,
                                 authorized_operations=cluster_ops, error_code=0)
 
     def describe_cluster(self, node: int, request, version: int, session):
@@ -251,7 +254,7 @@ class Api:
             for b in sorted(state.brokers.values()) if b.alive or fenced]
         return DescribeClusterResponse(
             version=version, throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=BROKERS_ENDPOINT,
-            cluster_id=self.cluster_id, controller_id=self.controller_id(state), brokers=brokers,
+            cluster_id=self.cluster_id, controller_id=self.controller_id(state, node), brokers=brokers,
             authorized_operations=self._cluster_operations(session, request.include_cluster_authorized_operations))
 
     def _cluster_operations(self, session, requested: bool):
