@@ -229,7 +229,7 @@ class KafkaCluster:
 
         if self._brokers_watch is not None:
             return
-        self._brokers_watch = BrokerWatch(self._new_admin, lambda: [b for b, k in self._known.items() if k.alive],
+        self._brokers_watch = BrokerWatch(self._new_admin, lambda: [b for b, k in dict(self._known).items() if k.alive],
                                           deadline, interval, on_change=self._silence)
         self._brokers_watch.start()
 
@@ -262,7 +262,8 @@ class KafkaCluster:
             self._silent = silent
             return
         self._silent = silent
-        answering = [a for b, a in sorted(self._addresses.items()) if b not in silent and self._known.get(b, Broker(b)).alive]
+        known = dict(self._known)
+        answering = [a for b, a in sorted(dict(self._addresses).items()) if b not in silent and known.get(b, Broker(b)).alive]
         if not answering:
             return
         bootstrap = ",".join(answering)
@@ -384,7 +385,8 @@ class KafkaCluster:
         live = {n.id: Broker(n.id, n.rack, True) for n in desc.nodes}
         self._addresses.update({n.id: f"{n.host}:{n.port}" for n in desc.nodes if getattr(n, "host", None)})
         self._known.update(live)
-        return {b: live.get(b) or self._known[b]._replace(alive=False) for b in self._known}
+        known = dict(self._known)  # calls run in threads of their own (engine.runtime.calls): a copy to read
+        return {b: live.get(b) or known[b]._replace(alive=False) for b in known}
 
     def _all_topics(self) -> list[str] | Result:
         try:
