@@ -230,3 +230,32 @@ def test_through_the_kafka_adapter_a_lagging_broker_fails_no_step_and_drifts_no_
         cluster.close()
         front.shutdown()
         sim.shutdown()
+
+
+def test_kreassign_topics_create_waits_for_the_topics_to_reach_a_lagging_brokers_metadata():
+    """``kreassign topics create`` against brokers whose metadata trails the controller by 1.5 s: the
+    layout check right after CreateTopics must not call the topics just created missing."""
+    from engine.kafka.topics import LAYOUT, create
+    from engine.sim import scenario as S
+    from engine.sim.kafka_front import KafkaFront
+    from engine.sim.server import SimServer
+
+    sim = SimServer(S.from_document({"name": "topics", "brokers": {"count": 3},
+                                     "topics": [{"name": "t", "partitions": 1, "replication_factor": 3}]}), speed=1)
+    sim.start()
+    front = KafkaFront(sim)
+    front.start()
+    try:
+        with sim.lock:
+            for b in sim.cluster.state.brokers:
+                sim.cluster.inject(b, "lag", seconds=1.5)
+        t = time.monotonic()
+        outcome = create({"bootstrap.servers": front.bootstrap}, "lag.", replication_factor=3, timeout=20)
+        assert sorted(name for name, _ in outcome) == sorted("lag." + s.suffix for s in LAYOUT)
+        assert {what for _, what in outcome} == {"created"}
+        assert 1.0 < time.monotonic() - t < 20  # it waited for the lagging metadata
+        with sim.lock:
+            assert sim.cluster.state.topics["lag.events"].partitions == 1
+    finally:
+        front.shutdown()
+        sim.shutdown()

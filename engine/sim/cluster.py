@@ -271,6 +271,10 @@ class SimulatedCluster:
         self._sync()
         self.state = controller.set_throttle_rate(self.state, broker, side, rate)
 
+    def create_topic(self, topic: str, assignment: list, min_insync: int) -> None:
+        self._sync()
+        self.state = controller.create_topic(self.state, topic, assignment, min_insync)
+
     def set_min_insync(self, topic: str, value: int) -> None:
         self._sync()
         self.state = controller.set_min_insync(self.state, topic, value)

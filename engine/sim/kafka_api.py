@@ -21,7 +21,7 @@ the HTTP API (faults, clock) and Kafka clients see one cluster.
 | DescribeLogDirs | 35 | 1-5 | the receiving broker's replicas; one out of sync holds its size minus its lag |
 | FindCoordinator | 10 | 0-6 | a group's or transactional id's coordinator: the broker asked (no group ever joins here) |
 | DescribeGroups | 15 | 0-6 | every group is empty: Dead (v0-5) or GROUP_ID_NOT_FOUND (v6), with authorized operations |
-| CreateTopics | 19 | 2-7 | authorization and validate_only; creating a topic is refused with POLICY_VIOLATION (the scenario's topics only) |
+| CreateTopics | 19 | 2-7 | authorization, TOPIC_ALREADY_EXISTS, validate_only; a new topic is created empty (partitions and replication factor or each partition's replicas; -1: the brokers' defaults; placed round robin over the live brokers) |
 | SaslHandshake, SaslAuthenticate | 17, 36 | 0-1, 0-2 | SASL/PLAIN (``engine.sim.kafka_front``) |
 
 Authorization (a scenario's ``security`` section, ``engine.sim.security``): every handler
@@ -68,6 +68,7 @@ from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 from engine.core.outcomes import Refused
 from engine.core.partition import TopicPartition
 from engine.sim import kafka_configs as C
+from engine.sim.controller import placement as controller_placement
 from engine.sim.model import SimState
 from engine.sim.security import CLUSTER_NAME, OPERATION_CODES, SUPPORTED_OPERATIONS
 
@@ -81,7 +82,7 @@ ERRORS = {
     "UNKNOWN_TOPIC_ID": 100, "UNSUPPORTED_ENDPOINT_TYPE": 115,
     "TOPIC_AUTHORIZATION_FAILED": 29, "GROUP_AUTHORIZATION_FAILED": 30, "CLUSTER_AUTHORIZATION_FAILED": 31,
     "TRANSACTIONAL_ID_AUTHORIZATION_FAILED": 53, "UNSUPPORTED_SASL_MECHANISM": 33, "SASL_AUTHENTICATION_FAILED": 58,
-    "TOPIC_ALREADY_EXISTS": 36, "POLICY_VIOLATION": 44, "GROUP_ID_NOT_FOUND": 69, "INVALID_TOPIC_EXCEPTION": 17,
+    "TOPIC_ALREADY_EXISTS": 36, "POLICY_VIOLATION": 44, "INVALID_PARTITIONS": 37, "GROUP_ID_NOT_FOUND": 69, "INVALID_TOPIC_EXCEPTION": 17,
 }
 # Errors.message() of the authorization errors: what Kafka sends when it gives no other message
 DENIED_MESSAGES = {
@@ -756,8 +757,10 @@ class Api:
 
     def create_topics(self, node: int, request, version: int, session):
         """ControllerApis.createTopics: CREATE on the cluster or on each topic (TOPIC_AUTHORIZATION_FAILED),
-        then TOPIC_ALREADY_EXISTS; validate_only succeeds for a new name; a real creation is refused
-        with POLICY_VIOLATION (the simulated cluster has its scenario's topics only)."""
+        then TOPIC_ALREADY_EXISTS; validate_only succeeds for a new name; a real creation makes an empty
+        topic (``_create``): the partition count (-1: ``num.partitions``) and the replication factor
+        (-1: ``default.replication.factor``), or the replicas of each partition, placed round robin over
+        the live brokers; ``min.insync.replicas`` from its configs, the others kept and read back."""
         R = CreateTopicsResponse
         state = self.state
         cluster_create = self.allowed(session, "CREATE", "CLUSTER")
@@ -776,12 +779,41 @@ class Api:
                 if version >= 5:
                     extra.update(num_partitions=t.num_partitions, replication_factor=t.replication_factor)
             else:
-                code, message = "POLICY_VIOLATION", ("the simulated cluster cannot create topics: it has the "
-                                                     "scenario's topics only")
+                code, message = self._create(t)
+                state = self.sim.cluster.state
             if version >= 7 and code == "NONE":
                 extra["topic_id"] = self.topic_id(name)
             results.append(R.CreatableTopicResult(name=name, error_code=ERRORS[code], error_message=message, **extra))
         return R(version=version, throttle_time_ms=0, topics=results)
+
+
+    def _create(self, t) -> tuple[str, str | None]:
+        configs = {c.name: c.value for c in t.configs or []}
+        if t.assignments:
+            assignment = [tuple(a.broker_ids) for a in sorted(t.assignments, key=lambda a: a.partition_index)]
+            if [a.partition_index for a in sorted(t.assignments, key=lambda a: a.partition_index)] != \
+                    list(range(len(assignment))):
+                return "INVALID_REPLICA_ASSIGNMENT", "Partitions must be numbered 0 to N-1."
+            if any(not r or len(set(r)) != len(r) or any(b not in self.state.brokers for b in r) for r in assignment):
+                return "INVALID_REPLICA_ASSIGNMENT", "Replica assignment names an unknown broker or a broker twice."
+        else:
+            partitions = t.num_partitions if t.num_partitions != -1 else int(self.broker_default("num.partitions") or 1)
+            factor = (t.replication_factor if t.replication_factor != -1
+                      else int(self.broker_default("default.replication.factor") or 1))
+            if partitions < 1:
+                return "INVALID_PARTITIONS", "Number of partitions must be larger than 0."
+            assignment = controller_placement(self.state, partitions, factor)
+            if assignment is None:
+                return "INVALID_REPLICATION_FACTOR", (f"Unable to replicate the partition {factor} time(s): The "
+                                                      f"target replication factor of {factor} cannot be reached "
+                                                      f"because only {len(self.live(self.state))} broker(s) are "
+                                                      f"registered.")
+        min_insync = int(configs.pop(C.MIN_INSYNC, None) or self.broker_default(C.MIN_INSYNC) or 1)
+        self.sim.cluster.create_topic(t.name, assignment, min_insync)
+        if configs:
+            self.topic_overrides[t.name] = {k: v for k, v in configs.items() if v is not None}
+        log.info("CreateTopics %s: %d partitions, replicas %s", t.name, len(assignment), assignment)
+        return "NONE", None
 
 
 def _bits(operations: set[int]) -> int:
