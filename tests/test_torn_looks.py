@@ -259,3 +259,27 @@ def test_kreassign_topics_create_waits_for_the_topics_to_reach_a_lagging_brokers
     finally:
         front.shutdown()
         sim.shutdown()
+
+
+def test_a_look_from_before_the_last_step_is_not_planned_from():
+    """The partition completed a step (its TR recorded), then a broker that had not applied it shows the
+    step's RS again: planned from that, the next step would copy the dropped replica back."""
+    c = FakeCluster({TP: (2, 1, 3)}, range(7))
+    d = Driver(c)
+    d.now = 1000.0
+    d.feed(Submit("r", (PartitionTarget("t", 0, (2, 5, 6)),)))
+    d.tick()
+    first = d.state.steps[TP].step
+    assert first.dr  # it drops a replica
+    c.finish(TP)
+    d.now += 0.5
+    d.observe()
+    assert of_type(d.events, ev.StepCompleted)
+    stale = first.tr + first.dr  # the step's RS, as the lagging broker still has it
+    d.now += 0.2
+    look(d, stale, set(stale), first.tr[0])
+    assert d.state.observed[TP].replicas == first.tr  # set aside
+    d.tick()
+    second = [e for e in of_type(d.events, ev.StepPlanned) if e.number == 2]
+    assert second and second[0].step.cr == first.tr, second
+    assert not set(second[0].step.tr) & set(first.dr)  # nothing dropped is copied back

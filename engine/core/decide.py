@@ -479,6 +479,10 @@ def _observe(d: _Decision, o: Observation) -> None:
         known = d.state.observed.get(tp)
         if ps.size_bytes is None and known is not None and known.size_bytes is not None:
             ps = ps._replace(size_bytes=known.size_bytes)  # sizes are measured rarely; keep the last one
+        if known is not None and _came_back(d.state, tp, known, ps) and not _stood(o.now, seen):
+            # Replicas grew back with nothing in progress: no reassignment shows that; a broker's metadata
+            # from before the last change does (planned from, it would copy a dropped replica back).
+            continue
         settled = known == ps and _stood(o.now, seen)
         if known != ps:
             d.emit(ev.PartitionObserved(tp, ps, o.now))
@@ -489,6 +493,16 @@ def _observe(d: _Decision, o: Observation) -> None:
     for topic in gone:
         _topic_deleted(d, topic)
     _settle(d)
+
+
+def _came_back(s: State, tp: TopicPartition, known, ps) -> bool:
+    """Whether ``ps`` shows more replicas than the look recorded before, with nothing in progress in
+    either, and not as the target of the step in flight (an add-only step Kafka completed between two
+    looks)."""
+    if known.reassignment_in_progress or ps.reassignment_in_progress or not set(ps.replicas) > set(known.replicas):
+        return False
+    f = s.steps.get(tp)
+    return f is None or tuple(ps.replicas) != tuple(f.step.tr)
 
 
 def _stood(now: float | None, since: float | None) -> bool:
