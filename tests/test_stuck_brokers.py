@@ -127,3 +127,24 @@ def test_a_call_that_raises_raises_in_the_caller():
         assert "a defect" in str(e)
     else:
         raise AssertionError("the adapter's exception was swallowed")
+
+
+def test_sizes_are_waited_for_while_every_broker_answers_and_given_up_once_one_does_not():
+    class Slow:
+        def __init__(self):
+            self.silent = {}
+
+        def sizes(self, partitions):
+            time.sleep(0.5)
+            return {tp: 1 for tp in partitions}
+
+        def unresponsive(self):
+            return self.silent
+
+    slow = Slow()
+    bounded = Bounded(slow, deadline=0.1, patience=5)
+    assert bounded.sizes([tp(0)]) == {tp(0): 1}  # slow, yet every broker answers: waited for
+    slow.silent = {2: {"seconds": 1.5, "waiting": []}}
+    t = time.monotonic()
+    assert isinstance(bounded.sizes([tp(0)]), Unavailable) and time.monotonic() - t < 0.4
+    assert isinstance(Bounded(Slow(), deadline=0.1, patience=0.2).sizes([tp(0)]), Unavailable)  # patience ends it

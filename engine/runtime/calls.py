@@ -11,6 +11,11 @@ it started, a throttle change is not in force (and the steps that need it wait),
 ``ObservationFailed``. At most ``limit`` calls may be left waiting at once; past it a call fails at once,
 naming the oldest one, so a broker that never answers costs threads no more than that.
 
+Partition sizes (``sizes``, ``snapshot``: DescribeLogDirs of every broker, seconds for 100,000
+partitions) are waited for longer, as long as no broker is named as not answering (``unresponsive``,
+checked every ``deadline``), up to ``patience`` seconds: a slow answer is no hung broker, and a size
+unknown counts a copy as a whole move against the caps.
+
 ``waiting()`` (status, metrics) lists the calls left waiting, with their age; ``unresponsive()`` is the
 adapter's (``engine.cluster.kafka``): the brokers that do not answer and what waits on each.
 """
@@ -30,10 +35,12 @@ log = logging.getLogger("kreassign.calls")
 
 
 class Bounded:
-    def __init__(self, cluster: Any, deadline: float, limit: int = 16, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, cluster: Any, deadline: float, limit: int = 16, clock: Callable[[], float] = time.monotonic,
+                 patience: float = 30.0):
         self.cluster = cluster
         self.deadline = deadline
         self.limit = limit
+        self.patience = patience
         self._clock = clock
         self._waiting: dict[int, tuple[str, float]] = {}  # call -> (what, when it was made), while it runs
         self._late: set[int] = set()  # calls given up on: left to finish in the background
@@ -61,7 +68,8 @@ class Bounded:
 
     # -- one call ------------------------------------------------------------------------------------
 
-    def _call(self, what: str, fn: Callable[[], Any], failed: Callable[[Unavailable], Any]) -> Any:
+    def _call(self, what: str, fn: Callable[[], Any], failed: Callable[[Unavailable], Any],
+              patient: bool = False) -> Any:
         with self._lock:
             late = [(since, w) for call, (w, since) in self._waiting.items() if call in self._late]
             if len(late) >= self.limit:
@@ -91,12 +99,15 @@ class Bounded:
 
         started = self._clock()
         threading.Thread(target=run, name=f"kreassign-call-{what}", daemon=True).start()
-        if not done.wait(self.deadline):
+        answered = done.wait(self.deadline)
+        while not answered and patient and not self.unresponsive() and self._clock() - started < self.patience:
+            answered = done.wait(self.deadline)  # slow, and every broker answers the watch: wait on
+        if not answered:
             with self._lock:
                 if call in self._waiting:  # still running: given up on
                     self._late.add(call)
-                    return failed(Unavailable(f"{what}: no answer within {self.deadline:g} s (left to finish in "
-                                              f"the background){self._why()}"))
+                    return failed(Unavailable(f"{what}: no answer within {round(self._clock() - started, 1):g} s (left to "
+                                              f"finish in the background){self._why()}"))
             done.wait()  # it finished just now
         if "error" in box:
             raise box["error"]
@@ -108,10 +119,10 @@ class Bounded:
         return self._call("observe", lambda: self.cluster.observe(partitions), lambda u: u)
 
     def snapshot(self):
-        return self._call("snapshot", self.cluster.snapshot, lambda u: u)
+        return self._call("snapshot", self.cluster.snapshot, lambda u: u, patient=True)
 
     def sizes(self, partitions: Collection[TopicPartition]):
-        return self._call("sizes", lambda: self.cluster.sizes(partitions), lambda u: u)
+        return self._call("sizes", lambda: self.cluster.sizes(partitions), lambda u: u, patient=True)
 
     def catch_up(self, steps: Mapping):
         return self._call("catch_up", lambda: self.cluster.catch_up(steps), lambda u: u)

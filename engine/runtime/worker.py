@@ -289,7 +289,7 @@ class Engine:
         # from the log (a changelog of them would be read back row by row at every takeover)
         self.executor_table = self.app.Table("executor", partitions=1, key_type=str)
         # every cluster call of the decider under a deadline (engine.runtime.calls); the brokers probed
-        self.cluster = Bounded(s.cluster, s.call_deadline, s.max_waiting_calls)
+        self.cluster = Bounded(s.cluster, s.call_deadline, s.max_waiting_calls, patience=s.timeout)
         watch = getattr(s.cluster, "watch_brokers", None)
         if watch is not None:
             watch(s.broker_deadline)
