@@ -279,8 +279,7 @@ class KafkaCluster:
         self._retired = [(t, c) for t, c in self._retired if now - t < 4 * self.timeout] + [(now, self._admin)]
         self._admin = admin
         if self._kp_rebuildable:
-            with self._kp_lock:
-                old, self._kp = self._kp, None
+            old, self._kp = self._kp, None  # not under the lock: a build under way may hold it for a timeout
             if old is not None:
                 threading.Thread(target=_close_quietly, args=(old,), name="kreassign-kafka-python-close",
                                  daemon=True).start()  # its waiting calls fail now instead of at their timeout
