@@ -100,14 +100,19 @@ def test_a_call_that_does_not_answer_is_left_behind_after_the_deadline_and_says_
     result = bounded.observe([tp(0)])
     assert 0.2 <= time.monotonic() - t < 2
     assert isinstance(result, Unavailable)
-    assert "observe: no answer within 0.2 s" in str(result) and "brokers not answering: 3 (for 4 s)" in str(result)
+    assert str(result) == "observe: no answer within 0.2 s (left to finish in the background); brokers not answering: 3"
+    other = Stuck()
+    again = Bounded(other, deadline=0.05)
+    assert str(again.observe()) == str(again.observe())  # the same cause, the same reason: recorded once
+    other.release.set()
     alters = bounded.alter_reassignments({tp(0): (1, 2, 3), tp(1): (1, 2, 3)})
     assert set(alters) == {tp(0), tp(1)} and all(isinstance(r, Unavailable) for r in alters.values())
     assert [w["call"] for w in bounded.waiting()] == ["observe", "alter_reassignments"]
     t = time.monotonic()
     refused = bounded.observe()  # two left waiting, the limit: not even sent
     assert time.monotonic() - t < 0.2 and isinstance(refused, Unavailable) and stuck.calls == 2
-    assert "2 cluster calls are still unanswered (the oldest, observe" in str(refused)
+    assert str(refused) == ("observe not sent: 2 cluster calls are still unanswered (the oldest: observe); brokers not "
+                            "answering: 3")
     stuck.release.set()
     deadline = time.monotonic() + 5
     while bounded.waiting() and time.monotonic() < deadline:
@@ -148,3 +153,92 @@ def test_sizes_are_waited_for_while_every_broker_answers_and_given_up_once_one_d
     t = time.monotonic()
     assert isinstance(bounded.sizes([tp(0)]), Unavailable) and time.monotonic() - t < 0.4
     assert isinstance(Bounded(Slow(), deadline=0.1, patience=0.2).sizes([tp(0)]), Unavailable)  # patience ends it
+
+
+# --- the Kafka adapter against a broker that does not answer -------------------------------------------
+
+
+def test_the_adapter_names_a_hung_broker_sends_it_nothing_new_and_leaves_the_clients_stuck_on_it():
+    """Both clients bootstrapped from the broker that hangs (librdkafka's controller, kafka-python's
+    controller id): the decider's calls are left behind at the deadline, the watch names the broker, and
+    new clients bootstrapped from the others serve the next calls, alters included."""
+    from engine.cluster.kafka import KafkaCluster
+    from engine.core.commands import Observation
+    from engine.core.outcomes import Ok
+    from engine.core.throttles import ThrottleSet
+    from engine.kafka.client_config import ClientConfig
+    from engine.sim import scenario as S
+    from engine.sim.kafka_front import KafkaFront
+    from engine.sim.server import SimServer
+    from tests.engine_harness import wait_for
+
+    sim = SimServer(S.from_document({
+        "name": "hang", "brokers": [{"id": b} for b in (1, 2, 3, 4, 5)],
+        "topics": [{"name": "t", "min_insync_replicas": 1, "assignment": [{"replicas": [1, 2], "size": "1 MB"}]}]}),
+        speed=1)
+    sim.start()
+    front = KafkaFront(sim)
+    front.start()
+    adapter = KafkaCluster(ClientConfig({"bootstrap.servers": f"127.0.0.1:{front.ports[3]}"}), timeout=30)
+    cluster = Bounded(adapter, deadline=1.0)
+    try:
+        assert isinstance(cluster.observe([tp(0)]), Observation)
+        adapter.watch_brokers(1.0)
+        with sim.lock:
+            sim.cluster.inject(3, "hang")
+        hung = time.monotonic()
+        looks = wait_for(lambda: isinstance(o := cluster.observe([tp(0)]), Observation) and 3 in adapter.unresponsive()
+                         and o, 15, "an observation while broker 3 hangs")
+        print(f"observed again {time.monotonic() - hung:.2f} s after broker 3 hung")
+        assert time.monotonic() - hung < 6 and looks.partitions[tp(0)].replicas == (1, 2)
+        t = time.monotonic()
+        rate = cluster.apply_throttles(ThrottleSet(follower_brokers=frozenset({3}), rate=1_000_000))
+        assert isinstance(rate, Unavailable) and "broker 3 has not answered" in str(rate)
+        assert time.monotonic() - t < 0.5  # nothing was sent to it
+        assert cluster.alter_reassignments({tp(0): (1, 4)}) == {tp(0): Ok()}  # the controller, through a new client
+        with sim.lock:
+            assert sim.cluster.state.partitions[tp(0)].reassigning or sim.cluster.state.partitions[tp(0)].replicas == (1, 4)
+    finally:
+        with sim.lock:
+            sim.cluster.inject(3, "resume")
+        adapter.close()
+        front.shutdown()
+        sim.shutdown()
+
+
+def test_the_watch_names_a_broker_that_stops_answering_and_forgets_it_when_it_answers_again():
+    from engine.cluster.watch import BrokerWatch
+    from engine.sim import scenario as S
+    from engine.sim.kafka_front import KafkaFront
+    from engine.sim.server import SimServer
+    from tests.engine_harness import wait_for
+
+    sim = SimServer(S.from_document({"name": "watch", "brokers": [{"id": b} for b in (1, 2, 3)],
+                                     "topics": [{"name": "t", "partitions": 1, "replication_factor": 3}]}), speed=1)
+    sim.start()
+    front = KafkaFront(sim)
+    front.start()
+    changes = []
+    addresses = {b: f"127.0.0.1:{p}" for b, p in front.ports.items()}
+    watch = BrokerWatch(lambda: addresses, deadline=0.4, interval=0.1, on_change=changes.append)
+    watch.start()
+    try:
+        time.sleep(0.6)  # a few rounds of probes, all answered
+        assert watch.unresponsive() == {} and changes == []
+        with sim.lock:
+            sim.cluster.inject(2, "hang")
+        wait_for(lambda: set(watch.unresponsive()) == {2}, 5, "broker 2 named")
+        assert changes[-1] == frozenset({2}) and 0.4 <= watch.unresponsive()[2] < 3
+        with sim.lock:
+            sim.cluster.inject(2, "resume")
+        wait_for(lambda: watch.unresponsive() == {}, 5, "broker 2 answering again")
+        assert changes[-1] == frozenset()
+        with sim.lock:
+            sim.cluster.inject(3, "down")  # its listener closes; while it is still listed, it does not answer
+        wait_for(lambda: set(watch.unresponsive()) == {3}, 5, "broker 3 named")
+        del addresses[3]  # fenced: no longer listed, no longer named
+        wait_for(lambda: watch.unresponsive() == {}, 5, "broker 3 forgotten once it is not listed")
+    finally:
+        watch.stop()
+        front.shutdown()
+        sim.shutdown()

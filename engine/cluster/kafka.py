@@ -229,9 +229,35 @@ class KafkaCluster:
 
         if self._brokers_watch is not None:
             return
-        self._brokers_watch = BrokerWatch(self._new_admin, lambda: [b for b, k in dict(self._known).items() if k.alive],
-                                          deadline, interval, on_change=self._silence)
+        self._brokers_watch = BrokerWatch(self._live_addresses, deadline, interval, on_change=self._silence,
+                                          connect=self._probe_connection)
         self._brokers_watch.start()
+
+    def _live_addresses(self) -> dict[int, str]:
+        known, addresses = dict(self._known), dict(self._addresses)
+        return {b: addresses[b] for b, k in known.items() if k.alive and b in addresses}
+
+    def _probe_connection(self, address: str, timeout: float):
+        """A connection to one broker for the watch's probe, with TLS where the client settings ask for
+        it (the probe, ApiVersions, needs no authentication)."""
+        import socket
+        import ssl
+
+        host, _, port = address.rpartition(":")
+        sock = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
+        kp = self._config.kafka_python()
+        if str(kp.get("security_protocol", "PLAINTEXT")).upper() not in ("SSL", "SASL_SSL"):
+            return sock
+        context = ssl.create_default_context(cafile=kp.get("ssl_cafile"))
+        if kp.get("ssl_certfile"):
+            context.load_cert_chain(kp["ssl_certfile"], kp.get("ssl_keyfile"), kp.get("ssl_password"))
+        if kp.get("ssl_check_hostname") is False:
+            context.check_hostname = False
+        try:
+            return context.wrap_socket(sock, server_hostname=host.strip("[]"))
+        except BaseException:
+            sock.close()
+            raise
 
     def unresponsive(self) -> dict[int, dict]:
         """Broker -> {"seconds": how long it has not answered, "waiting": [the calls sent to it and not
@@ -283,8 +309,6 @@ class KafkaCluster:
             if old is not None:
                 threading.Thread(target=_close_quietly, args=(old,), name="kreassign-kafka-python-close",
                                  daemon=True).start()  # its waiting calls fail now instead of at their timeout
-        if self._brokers_watch is not None:
-            self._brokers_watch.rebuild(bootstrap)
 
     @contextlib.contextmanager
     def _sent_to(self, broker: int, what: str):

@@ -1,4 +1,4 @@
-"""Which brokers answer: a probe of every live broker, on a thread of its own, through a client of its own.
+"""Which brokers answer: a probe of every live broker, on threads of their own, over connections of their own.
 
 A broker that stops answering (SIGSTOP, a long pause, a hung disk) keeps its connections open, and
 KRaft fences it only after ``broker.session.timeout.ms`` (9 s by default; on Kafka 4.0 leadership had
@@ -7,59 +7,67 @@ moved away within 20 s). Meanwhile every request sent to it waits for the client
 the broker it bootstrapped from) until then. On a real cluster that held kreassign's decider for 31 s
 and then said "cannot observe the cluster: _TIMED_OUT" without naming the broker (issue 27).
 
-``BrokerWatch`` sends each live broker a DescribeConfigs of its own BROKER resource (librdkafka sends
-a BROKER resource to that very broker), one probe at a time per broker, every ``interval`` seconds. A
-broker whose probe has waited ``deadline`` seconds is *unresponsive*, since the probe was sent, until
-a probe of it is answered (any answer counts, a refusal too: the broker answered). ``on_change`` is
-called with the set of unresponsive brokers whenever it changes; the log says when a broker stops and
-starts answering again. ``unresponsive()`` is read by other threads (status, metrics, the adapter).
-
-The probes go through a client of their own (``admin_factory``), so a probe never waits behind the
-adapter's requests nor they behind it; ``rebuild(bootstrap)`` replaces it (the adapter does when a
-broker stops answering: its clients may be the ones stuck on it).
+``BrokerWatch`` sends each live broker an ApiVersions request (the one request every Kafka listener
+answers before authentication) over a connection of its own to the broker's address, every
+``interval`` seconds, one probe at a time per broker; it depends on no client library's metadata, so a
+hung broker a client bootstrapped from does not blind it. A broker none of whose probes since its last
+answer has been answered for ``deadline`` seconds (a probe waiting, or probes that fail: a refused
+connection) is *unresponsive*, since the first of them was sent, until a probe is answered.
+``on_change`` is called with the set of unresponsive brokers whenever it changes; the log says when a
+broker stops and starts answering again. ``unresponsive()`` is read by other threads (status, metrics,
+the adapter). ``connect(address, timeout)`` opens a connection as the cluster's client settings say
+(TLS where they ask for it: ``engine.cluster.kafka``).
 """
 
 from __future__ import annotations
 
+import io
+import itertools
 import logging
+import socket
+import struct
 import threading
 import time
-from typing import Any, Callable, Collection
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Mapping
 
 log = logging.getLogger("kreassign.cluster.watch")
 
 PROBE_TIMEOUT = 30.0
-"""Seconds librdkafka keeps one probe before it gives up on it (a new one is sent then): a broker that
-resumes within it answers that very probe."""
+"""Seconds one probe waits for its answer before its connection is dropped (a new probe reconnects): a
+broker that resumes within it answers that very probe."""
+PROBE_THREADS = 32
+"""Probes in flight at once, at most (one per broker; a hung broker holds one thread)."""
 
 
 class BrokerWatch:
-    def __init__(self, admin_factory: Callable[[str | None], Any], brokers: Callable[[], Collection[int]],
-                 deadline: float, interval: float | None = None,
-                 on_change: Callable[[frozenset], None] | None = None, clock: Callable[[], float] = time.monotonic):
-        """``admin_factory(bootstrap)`` makes a confluent-kafka AdminClient (``None``: the configured
-        bootstrap); ``brokers()`` the ids of the live brokers to probe; ``deadline`` the seconds a
-        probe may wait before its broker is unresponsive; ``interval`` between rounds (default half the
-        deadline)."""
+    def __init__(self, addresses: Callable[[], Mapping[int, str]], deadline: float, interval: float | None = None,
+                 on_change: Callable[[frozenset], None] | None = None,
+                 connect: Callable[[str, float], socket.socket] | None = None,
+                 clock: Callable[[], float] = time.monotonic):
+        """``addresses()``: host:port of each live broker to probe; ``deadline``: the seconds a broker may
+        leave its probes unanswered before it is unresponsive; ``interval`` between rounds (default half
+        the deadline)."""
         self.deadline = deadline
         self.interval = interval if interval is not None else deadline / 2
-        self._factory = admin_factory
-        self._brokers = brokers
+        self._addresses = addresses
         self._on_change = on_change
+        self._connect = connect or _plain
         self._clock = clock
-        self._admin: Any = None
-        self._retired: list = []  # clients replaced by ``rebuild``, kept until ``stop``
-        self._bootstrap: str | None = None
-        self._pending: dict[int, tuple[float, Any]] = {}  # broker -> (sent, future) of its probe in flight
-        self._since: dict[int, float] = {}  # unresponsive broker -> when its oldest unanswered probe was sent
+        self._pending: dict[int, Any] = {}  # broker -> its probe in flight (a future)
+        self._unanswered: dict[int, float] = {}  # broker -> when the first probe since its last answer was sent
+        self._since: dict[int, float] = {}  # unresponsive broker -> since
+        self._sockets: dict[int, socket.socket] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._pool = ThreadPoolExecutor(max_workers=PROBE_THREADS, thread_name_prefix="kreassign-probe")
+        self._ids = itertools.count(1)
 
     # -- what other threads read ------------------------------------------------------------------
 
     def unresponsive(self) -> dict[int, float]:
-        """Broker -> seconds it has not answered a probe, for every unresponsive broker."""
+        """Broker -> seconds it has not answered, for every unresponsive broker."""
         now = self._clock()
         with self._lock:
             return {b: now - since for b, since in self._since.items()}
@@ -75,59 +83,46 @@ class BrokerWatch:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(5)
-
-    def rebuild(self, bootstrap: str | None) -> None:
-        """Probe through a new client bootstrapped from ``bootstrap`` from the next round on. The old
-        one is kept (destroying a librdkafka client waits for its requests, and its probes still count
-        when answered); the brokers that answer are probed afresh through the new one."""
-        with self._lock:
-            self._bootstrap = bootstrap
-            if self._admin is not None:
-                self._retired.append(self._admin)
-            self._admin = None
-            for b in [b for b in self._pending if b not in self._since]:
-                del self._pending[b]
+        for s in list(self._sockets.values()):
+            _close(s)
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             try:
                 self.probe_once()
-            except Exception:  # noqa: BLE001 - the watch must outlive anything a client raises
+            except Exception:  # noqa: BLE001 - the watch must outlive anything a probe raises
                 log.exception("the broker watch failed a round; it goes on")
 
     def probe_once(self) -> None:
         """One round: judge the probes in flight, then probe every live broker without one."""
         now = self._clock()
-        live = set(self._brokers())
+        addresses = dict(self._addresses())
         changed = False
-        for b, (sent, future) in list(self._pending.items()):
-            if future.done():
-                del self._pending[b]
-                if _answered(future):
-                    changed |= self._answered(b, now)
+        for b, future in list(self._pending.items()):
+            if not future.done():
                 continue
-            if now - sent >= self.deadline and b not in self._since:
+            del self._pending[b]
+            if future.exception() is None:
+                self._unanswered.pop(b, None)
+                changed |= self._answered(b, now)
+        for b, sent in list(self._unanswered.items()):
+            if b not in addresses:  # fenced, or gone from the cluster: the observations say it is down
+                self._unanswered.pop(b, None)
+                self._pending.pop(b, None)
+                with self._lock:
+                    changed |= self._since.pop(b, None) is not None
+            elif now - sent >= self.deadline and b not in self._since:
                 with self._lock:
                     self._since[b] = sent
                 changed = True
-                log.warning("broker %d has not answered for %.1f s (a probe sent to it waits): it is named in "
-                            "status; calls that need it wait, the others go on without it", b, now - sent)
-        for b in list(self._since):
-            if b not in live:  # fenced, or gone from the cluster: the observations say it is down
-                with self._lock:
-                    del self._since[b]
-                self._pending.pop(b, None)
-                changed = True
-        admin = self._client()
-        for b in sorted(live - set(self._pending)):
-            try:
-                from confluent_kafka.admin import ConfigResource, ResourceType
-
-                futures = admin.describe_configs([ConfigResource(ResourceType.BROKER, str(b))],
-                                                 request_timeout=PROBE_TIMEOUT)
-                self._pending[b] = (now, next(iter(futures.values())))
-            except Exception as e:  # noqa: BLE001 - could not even be sent: tried again next round
-                log.debug("cannot probe broker %d: %s", b, e)
+                log.warning("broker %d has not answered for %.1f s (the engine's probe): it is named in status; "
+                            "calls that need it wait, the others go on without it", b, now - sent)
+        for b, address in sorted(addresses.items()):
+            if b in self._pending:
+                continue
+            self._unanswered.setdefault(b, now)
+            self._pending[b] = self._pool.submit(self._probe, b, address)
         if changed and self._on_change is not None:
             self._on_change(frozenset(self._since))
 
@@ -139,20 +134,48 @@ class BrokerWatch:
         log.warning("broker %d answers again, after %.1f s", b, now - since)
         return True
 
-    def _client(self) -> Any:
-        with self._lock:
-            if self._admin is None:
-                self._admin = self._factory(self._bootstrap)
-            return self._admin
+    def _probe(self, b: int, address: str) -> None:
+        """ApiVersions v0 to ``b`` over its own connection (opened if needed), until its answer comes."""
+        from kafka.protocol.metadata import ApiVersionsRequest
+
+        sock = self._sockets.get(b)
+        try:
+            if sock is None:
+                sock = self._sockets[b] = self._connect(address, PROBE_TIMEOUT)
+            sock.settimeout(PROBE_TIMEOUT)
+            correlation = next(self._ids) & 0x7FFFFFFF
+            request = ApiVersionsRequest(version=0)
+            request.with_header(correlation_id=correlation, client_id="kreassign-broker-watch")
+            sock.sendall(request.encode(header=True, framed=True))
+            (size,) = struct.unpack(">i", _read(sock, 4))
+            answer = _read(sock, size)
+            (got,) = struct.unpack(">i", answer[:4])
+            if got != correlation:
+                raise ConnectionError(f"broker {b} answered correlation id {got}, not {correlation}")
+        except BaseException:
+            self._sockets.pop(b, None)
+            if sock is not None:
+                _close(sock)
+            raise
 
 
-def _answered(future: Any) -> bool:
-    """Whether a finished probe got an answer from its broker: a result, or an error Kafka sent (a
-    refusal is an answer); not a timeout or a transport failure of the client's own."""
+def _read(sock: socket.socket, n: int) -> bytes:
+    buf = io.BytesIO()
+    while buf.tell() < n:
+        chunk = sock.recv(n - buf.tell())
+        if not chunk:
+            raise ConnectionError("the broker closed the connection")
+        buf.write(chunk)
+    return buf.getvalue()
+
+
+def _plain(address: str, timeout: float) -> socket.socket:
+    host, _, port = address.rpartition(":")
+    return socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
+
+
+def _close(sock: socket.socket) -> None:
     try:
-        future.result(timeout=0)
-        return True
-    except Exception as e:  # noqa: BLE001 - KafkaException
-        err = e.args[0] if getattr(e, "args", None) else None
-        code = err.code() if hasattr(err, "code") else None
-        return code is not None and code >= 0  # librdkafka's own (local) codes are negative
+        sock.close()
+    except OSError:
+        pass

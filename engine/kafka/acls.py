@@ -118,8 +118,7 @@ def engine_needs(prefix: str, scope: TopicScope) -> list[Need]:
              "replication.throttled.rate (IncrementalAlterConfigs on brokers: AlterConfigs); "
              "ListPartitionReassignments, and DescribeLogDirs for sizes and copy progress (Describe, implied by "
              "Alter); the brokers' "
-             "rates read back, and the broker watch's probe of each broker (DescribeConfigs on brokers, implied "
-             "by AlterConfigs)"),
+             "rates read back (DescribeConfigs on brokers, implied by AlterConfigs)"),
     ]
     for r in scope.resources():
         needs.append(Need(

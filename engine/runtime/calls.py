@@ -61,10 +61,12 @@ class Bounded:
         return found() if found is not None else {}
 
     def _why(self) -> str:
+        """The brokers that do not answer, without their ages: a reason that stays the same while the
+        cause does (the core records a new ``ClusterUnreachable`` only when the reason changes)."""
         silent = self.unresponsive()
         if not silent:
             return ""
-        return "; brokers not answering: " + ", ".join(f"{b} (for {v['seconds']:.0f} s)" for b, v in silent.items())
+        return "; brokers not answering: " + ", ".join(str(b) for b in sorted(silent))
 
     # -- one call ------------------------------------------------------------------------------------
 
@@ -75,8 +77,8 @@ class Bounded:
             if len(late) >= self.limit:
                 since, oldest = min(late)
                 return failed(Unavailable(
-                    f"{what} not sent: {len(late)} cluster calls are still unanswered (the oldest, {oldest}, "
-                    f"for {self._clock() - since:.0f} s){self._why()}"))
+                    f"{what} not sent: {len(late)} cluster calls are still unanswered (the oldest: {oldest})"
+                    f"{self._why()}"))
             call = next(self._ids)
             self._waiting[call] = (what, self._clock())
         box: dict[str, Any] = {}
@@ -106,8 +108,9 @@ class Bounded:
             with self._lock:
                 if call in self._waiting:  # still running: given up on
                     self._late.add(call)
-                    return failed(Unavailable(f"{what}: no answer within {round(self._clock() - started, 1):g} s (left to "
-                                              f"finish in the background){self._why()}"))
+                    waited = f"{self.deadline:g} s" if not patient else "the time every broker answered"
+                    return failed(Unavailable(f"{what}: no answer within {waited} (left to finish in the "
+                                              f"background){self._why()}"))
             done.wait()  # it finished just now
         if "error" in box:
             raise box["error"]
