@@ -52,6 +52,7 @@ def story() -> Driver:
         d.observe()
     d.feed(ObservationFailed("connection refused"))
     d.feed(ThrottlesObserved(ThrottleSet(), frozenset({"t"}), frozenset(range(8))))  # someone removed ours
+    d.feed(ThrottlesObserved(ThrottleSet(), frozenset({"t"}), frozenset(range(8))))  # confirmed: set again
     d.feed(Cancel("r1", partitions=(tp(0),)))  # already completed: skipped
     d.feed(Pause())
     d.tick()

@@ -46,6 +46,17 @@ def add_parser(sub) -> None:
                         "Raise it where a commit to kreassign's topics takes more than a small part of it: a "
                         "decider whose renewals outlast the lease gives its decisions up and retries (status: "
                         "last_retry) (default 0.5)")
+    g.add_argument("--call-deadline", type=positive_seconds, default=1.0, metavar="S",
+                   help="seconds the decider waits for one call to the cluster; a call still unanswered is left to "
+                        "finish in the background and its outcome counts as unknown (retried, or seen by the next "
+                        "look), so no broker holds the decider up (default 1, the default poll interval)")
+    g.add_argument("--broker-deadline", type=positive_seconds, default=1.0, metavar="S",
+                   help="seconds a broker may leave the engine's probe unanswered (one every S/2) before status, "
+                        "the log and /metrics name it as not answering; nothing new is sent to it meanwhile "
+                        "(default 1)")
+    g.add_argument("--max-waiting-calls", type=int_at_least(1, "a number of calls"), default=16, metavar="N",
+                   help="cluster calls left to finish in the background at once; past it a call fails at once, "
+                        "naming the oldest (default 16)")
     g.add_argument("--time-scale", type=positive_seconds, metavar="X",
                    help="the cluster's clock runs X times the wall clock (a simulated cluster): /status and the "
                         "status page show rates in cluster time, labelled (default: a sim+http cluster's own "
@@ -88,7 +99,8 @@ def run(args) -> int:
         fast_interval=args.fast_interval, signing_keys=keys,
         adaptive=adaptive, timeout=args.timeout, time_scale=time_scale, verify_interval=args.verify_interval,
         snapshot_every=args.snapshot_every,
-        lease=args.lease,
+        lease=args.lease, call_deadline=args.call_deadline, broker_deadline=args.broker_deadline,
+        max_waiting_calls=args.max_waiting_calls,
     ))
     run_worker(engine, args.log_level)
     return 0

@@ -28,7 +28,9 @@ all returns ``Unavailable`` for each.
 
 The package holds the interface and its adapters: ``kafka`` (Apache Kafka),
 ``remote`` (a ``kreassign sim-cluster`` process), ``connect`` (opens one by the
-name the command line gives). The actions and outcomes they speak are the core's
+name the command line gives), and ``watch`` (which brokers answer: the Kafka
+adapter's probe of every live broker; an adapter that has one also offers
+``watch_brokers(deadline)`` and ``unresponsive()``). The actions and outcomes they speak are the core's
 (``engine.core.actions``, ``engine.core.outcomes``). May import: ``engine.core``,
 ``engine.kafka``, ``engine.sim`` and itself; never the running engine.
 """

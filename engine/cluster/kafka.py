@@ -36,10 +36,19 @@ and goes on with the other topics.
 Brokers: Kafka reports only the brokers that are registered and unfenced. A
 broker seen before, or named in a replica list, that is not among them is
 reported with ``alive=False``.
+
+A broker that stops answering (``watch_brokers``: ``engine.cluster.watch`` probes every live broker)
+is named by ``unresponsive()`` with what waits on it, and nothing new waits on it: a broker's own
+config change or read-back for it is ``Unavailable`` at once ("broker 3 has not answered for 4 s"),
+its DescribeLogDirs is skipped (its sizes stay unknown), and both clients are replaced by new ones
+bootstrapped from the brokers that answer (librdkafka keeps sending an admin client's requests to the
+broker it chose, kafka-python its controller requests to the controller id it was given, until their
+request timeout). The old clients' calls end at their own timeouts.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -168,31 +177,149 @@ class KafkaCluster:
         self.principal = access.principal_of(config)
         self.user = access.user_of(config)
         self.bootstrap = config.bootstrap
+        self._config = config
         self._watch = access.AuthWatch()
         self._kp_auth: str | None = None  # kafka-python's authentication failure, when it could not connect
+        self._bootstrap: str | None = None  # brokers the clients bootstrap from, once rebuilt (None: the configured)
         if admin is None:
-            from confluent_kafka import KafkaException
-            from confluent_kafka.admin import AdminClient
-
-            try:
-                admin = AdminClient(logged(config.confluent(**{"client.id": config.properties.get("client.id", "kreassign"),
-                                                               **self._watch.config()})))
-            except (KafkaException, ValueError, TypeError) as e:
-                raise KafkaClusterError(f"confluent-kafka client settings: {e}") from None
+            admin = self._new_admin(None)
         self._admin = admin
         if kafka_python is None:
             ms = int(timeout * 1000)
 
-            def kafka_python():
+            def kafka_python(bootstrap: str | None = None):
                 from kafka.admin import KafkaAdminClient
 
-                return KafkaAdminClient(**config.kafka_python(
+                settings = config if bootstrap is None else config.with_bootstrap(bootstrap)
+                return KafkaAdminClient(**settings.kafka_python(
                     client_id=config.properties.get("client.id", "kreassign"),
                     request_timeout_ms=ms, bootstrap_timeout_ms=ms,
                 ))
+            self._kp_rebuildable = True
+        else:
+            self._kp_rebuildable = False  # a test's factory: called without arguments
         self._kp_factory = kafka_python
         self._kp: Any = None
+        self._kp_lock = threading.Lock()
         self._known: dict[int, Broker] = {}
+        self._addresses: dict[int, str] = {}  # broker -> host:port, as DescribeCluster gives it
+        self._brokers_watch: Any = None  # engine.cluster.watch.BrokerWatch, once watch_brokers is called
+        self._silent: frozenset = frozenset()  # the unresponsive brokers the clients were last rebuilt for
+        self._retired: list[tuple[float, Any]] = []  # (when, client) replaced while calls may still use them
+        self._targeted: dict[int, dict[int, str]] = {}  # broker -> {call id: what} sent to that broker and unanswered
+        self._calls = 0
+
+    def _new_admin(self, bootstrap: str | None) -> Any:
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import AdminClient
+
+        config = self._config if bootstrap is None else self._config.with_bootstrap(bootstrap)
+        try:
+            return AdminClient(logged(config.confluent(**{"client.id": config.properties.get("client.id", "kreassign"),
+                                                          **self._watch.config()})))
+        except (KafkaException, ValueError, TypeError) as e:
+            raise KafkaClusterError(f"confluent-kafka client settings: {e}") from None
+
+    # -- brokers that do not answer ---------------------------------------------------------------
+
+    def watch_brokers(self, deadline: float, interval: float | None = None) -> None:
+        """Probe every live broker from now on (``engine.cluster.watch``): one that has not answered for
+        ``deadline`` seconds is named by ``unresponsive`` and nothing new waits on it (the module doc)."""
+        from engine.cluster.watch import BrokerWatch
+
+        if self._brokers_watch is not None:
+            return
+        self._brokers_watch = BrokerWatch(self._live_addresses, deadline, interval, on_change=self._silence,
+                                          connect=self._probe_connection)
+        self._brokers_watch.start()
+
+    def _live_addresses(self) -> dict[int, str]:
+        known, addresses = dict(self._known), dict(self._addresses)
+        return {b: addresses[b] for b, k in known.items() if k.alive and b in addresses}
+
+    def _probe_connection(self, address: str, timeout: float):
+        """A connection to one broker for the watch's probe, with TLS where the client settings ask for
+        it (the probe, ApiVersions, needs no authentication)."""
+        import socket
+        import ssl
+
+        host, _, port = address.rpartition(":")
+        sock = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
+        kp = self._config.kafka_python()
+        if str(kp.get("security_protocol", "PLAINTEXT")).upper() not in ("SSL", "SASL_SSL"):
+            return sock
+        context = ssl.create_default_context(cafile=kp.get("ssl_cafile"))
+        if kp.get("ssl_certfile"):
+            context.load_cert_chain(kp["ssl_certfile"], kp.get("ssl_keyfile"), kp.get("ssl_password"))
+        if kp.get("ssl_check_hostname") is False:
+            context.check_hostname = False
+        try:
+            return context.wrap_socket(sock, server_hostname=host.strip("[]"))
+        except BaseException:
+            sock.close()
+            raise
+
+    def unresponsive(self) -> dict[int, dict]:
+        """Broker -> {"seconds": how long it has not answered, "waiting": [the calls sent to it and not
+        answered]}, for every broker that does not answer (empty without ``watch_brokers``)."""
+        watch = self._brokers_watch
+        if watch is None:
+            return {}
+        out = {}
+        for b, seconds in sorted(watch.unresponsive().items()):
+            waiting = sorted(set(self._targeted.get(b, {}).values()))
+            out[b] = {"seconds": round(seconds, 1), "waiting": waiting}
+        return out
+
+    def _silent_now(self) -> dict[int, float]:
+        return {} if self._brokers_watch is None else self._brokers_watch.unresponsive()
+
+    def _not_answering(self, broker: int) -> Unavailable | None:
+        seconds = self._silent_now().get(broker)
+        if seconds is None:
+            return None
+        return Unavailable(f"broker {broker} has not answered for {seconds:.0f} s (nothing more is sent to it "
+                           f"until it answers again)")
+
+    def _silence(self, silent: frozenset) -> None:
+        """The watch's news (its own thread): brokers stopped answering, or answer again. When one more
+        stops, the clients are replaced by new ones bootstrapped from the brokers that answer."""
+        if not silent - self._silent:
+            self._silent = silent
+            return
+        self._silent = silent
+        known = dict(self._known)
+        answering = [a for b, a in sorted(dict(self._addresses).items()) if b not in silent and known.get(b, Broker(b)).alive]
+        if not answering:
+            return
+        bootstrap = ",".join(answering)
+        log.warning("broker(s) %s do not answer: new clients bootstrap from %s (the old ones' calls end at their "
+                    "%g s timeout)", ", ".join(map(str, sorted(silent))), bootstrap, self.timeout)
+        self._bootstrap = bootstrap
+        now = time.monotonic()
+        try:
+            admin = self._new_admin(bootstrap)
+        except KafkaClusterError as e:
+            log.warning("cannot make a new client: %s", e)
+            return
+        self._retired = [(t, c) for t, c in self._retired if now - t < 4 * self.timeout] + [(now, self._admin)]
+        self._admin = admin
+        if self._kp_rebuildable:
+            old, self._kp = self._kp, None  # not under the lock: a build under way may hold it for a timeout
+            if old is not None:
+                threading.Thread(target=_close_quietly, args=(old,), name="kreassign-kafka-python-close",
+                                 daemon=True).start()  # its waiting calls fail now instead of at their timeout
+
+    @contextlib.contextmanager
+    def _sent_to(self, broker: int, what: str):
+        """Record a call sent to ``broker`` until it returns: what waits on it, if it stops answering."""
+        self._calls += 1
+        call = self._calls
+        self._targeted.setdefault(broker, {})[call] = what
+        try:
+            yield
+        finally:
+            self._targeted.get(broker, {}).pop(call, None)
 
     # -- what went wrong ----------------------------------------------------------------
 
@@ -219,13 +346,18 @@ class KafkaCluster:
 
     def _kafka_python(self) -> Any:
         """The kafka-python client, or ``Unavailable`` (built under a deadline: it connects at once)."""
+        with self._kp_lock:  # calls run in threads of their own (engine.runtime.calls): one client for all
+            return self._kafka_python_locked()
+
+    def _kafka_python_locked(self) -> Any:
         if self._kp is not None:
             return self._kp
         box: dict[str, Any] = {}
+        bootstrap = self._bootstrap
 
         def build() -> None:
             try:
-                box["client"] = self._kp_factory()
+                box["client"] = self._kp_factory(bootstrap) if self._kp_rebuildable else self._kp_factory()
             except Exception as e:  # noqa: BLE001 - every failure becomes a result
                 box["error"] = e
 
@@ -274,8 +406,10 @@ class KafkaCluster:
         if err is not None:
             return err
         live = {n.id: Broker(n.id, n.rack, True) for n in desc.nodes}
+        self._addresses.update({n.id: f"{n.host}:{n.port}" for n in desc.nodes if getattr(n, "host", None)})
         self._known.update(live)
-        return {b: live.get(b) or self._known[b]._replace(alive=False) for b in self._known}
+        known = dict(self._known)  # calls run in threads of their own (engine.runtime.calls): a copy to read
+        return {b: live.get(b) or known[b]._replace(alive=False) for b in known}
 
     def _all_topics(self) -> list[str] | Result:
         try:
@@ -354,9 +488,10 @@ class KafkaCluster:
         brokers = self._brokers()
         if not isinstance(brokers, dict):
             return _unavailable(brokers)
-        # The reassignments are read before the replicas: a step that Kafka completes between the two
-        # reads then looks still in progress (inconclusive: the next look settles it), never as its
-        # whole replica set with nothing in progress, which reads as a change made by another tool.
+        # The reassignments come from the controller, the replicas from a broker's metadata, which lags
+        # it: reading the reassignments first does not order the two. A look may be torn (a step's whole
+        # RS with nothing in progress, seen on Kafka 4.0 0.64 s before the broker showed its TR); the
+        # core judges a contradicting look only once a later one confirms it (decide.METADATA_SETTLE).
         # (KRaft's ListPartitionReassignments leaves out partitions it does not know.)
         asked = None if partitions is None else list(partitions)
         moving = self._reassignments(asked) if asked is None or asked else {}
@@ -432,9 +567,13 @@ class KafkaCluster:
             topics.setdefault(tp.topic, []).append(tp.partition)
         out: dict[int, dict[TopicPartition, int]] = {}
         answered = False
+        silent = self._silent_now()
         for b in brokers:
+            if b in silent:
+                continue  # it does not answer: its sizes stay unknown (status names it)
             try:
-                answers = kp.describe_log_dirs(topic_partitions=topics, brokers=[b])
+                with self._sent_to(b, "DescribeLogDirs (partition sizes)"):
+                    answers = kp.describe_log_dirs(topic_partitions=topics, brokers=[b])
             except Exception as e:  # noqa: BLE001 - that broker's sizes stay unknown
                 log.warning("no partition sizes from broker %s (DescribeLogDirs): %s", b, self._kafka_python_error(
                     e, Need(("Describe",), THE_CLUSTER, "DescribeLogDirs")))
@@ -451,7 +590,7 @@ class KafkaCluster:
                                 continue
                             tp = TopicPartition(t["name"], p["partition_index"])
                             mine[tp] = max(mine.get(tp, 0), int(p["partition_size"]))
-        if partitions and not answered:  # kafka-python drops DescribeLogDirs' top-level error code
+        if partitions and not answered and not silent:  # kafka-python drops DescribeLogDirs' top-level error code
             log.warning("no partition sizes: no broker described its log directories (DescribeLogDirs needs %s)",
                         Need(("Describe",), THE_CLUSTER))
         return out
@@ -538,9 +677,16 @@ class KafkaCluster:
                 brokers.append(ConfigResource(ResourceType.BROKER, str(b), incremental_configs=entries))
         # every request is handed to librdkafka before any answer is awaited: they leave together,
         # right after the decider's lease check (``KafkaEventLog.guard``), not each after the
-        # previous one's answer (up to a timeout later)
-        sent = [self._send_alter_configs(call) for call in ([topics] if topics else []) + [[r] for r in brokers]]
+        # previous one's answer (up to a timeout later). A broker that does not answer is not asked.
         results = []
+        asked = []
+        for r in brokers:
+            silent = self._not_answering(int(r.name))
+            if silent is None:
+                asked.append(r)
+            else:
+                results.append(_about(r, Unavailable(f"{silent.message}: its rate is set when it answers")))
+        sent = [self._send_alter_configs(call) for call in ([topics] if topics else []) + [[r] for r in asked]]
         for call in sent:
             for resource, result in self._answers(call).items():
                 if remove and isinstance(result, Refused) and result.code == "UNKNOWN_TOPIC_OR_PARTITION":
@@ -563,9 +709,22 @@ class KafkaCluster:
 
     def _answers(self, sent: tuple[float, dict[Any, Any]]) -> dict[Any, Result]:
         timeout, futures = sent
-        return {resource: future if isinstance(future, Result)
-                else self._wait(future, timeout, _config_need(resource, "AlterConfigs"))[1] or OK
-                for resource, future in futures.items()}
+        out = {}
+        for resource, future in futures.items():
+            if isinstance(future, Result):
+                out[resource] = future
+                continue
+            with self._sent_to_resource(resource, "IncrementalAlterConfigs (its throttle rate)"):
+                out[resource] = self._wait(future, timeout, _config_need(resource, "AlterConfigs"))[1] or OK
+        return out
+
+    def _sent_to_resource(self, resource: Any, what: str):
+        """``_sent_to`` for a BROKER config resource (librdkafka sends it to that broker); nothing for a topic."""
+        from confluent_kafka.admin import ResourceType
+
+        if resource.restype == ResourceType.BROKER and resource.name.isdigit():
+            return self._sent_to(int(resource.name), what)
+        return contextlib.nullcontext()
 
     def _describe_configs(self, resources: list) -> dict[Any, tuple[Any, Result | None]]:
         """Configs of each resource: topics in one call, each broker in its own (librdkafka's limit)."""
@@ -580,14 +739,19 @@ class KafkaCluster:
             except Exception as e:  # noqa: BLE001
                 out.update({r: (None, self._confluent(e, _config_need(r, "DescribeConfigs"))) for r in call})
                 continue
-            out.update({resource: self._wait(future, need=_config_need(resource, "DescribeConfigs"))
-                        for resource, future in futures.items()})
+            for resource, future in futures.items():
+                with self._sent_to_resource(resource, "DescribeConfigs (its throttle rate read back)"):
+                    out[resource] = self._wait(future, need=_config_need(resource, "DescribeConfigs"))
         return out
 
     def throttles(self, topics: Collection[str], brokers: Collection[int]) -> ThrottleSet | Unavailable:
         """Throttle configs in force (describe_configs on the topics and brokers); wildcards left out."""
         from confluent_kafka.admin import ConfigResource, ResourceType
 
+        for b in sorted(set(brokers)):
+            silent = self._not_answering(b)
+            if silent is not None:  # never read as "no rate there": that would be set again as missing
+                return Unavailable(f"BROKER {b}: {silent.message}")
         resources = [ConfigResource(ResourceType.TOPIC, t) for t in sorted(set(topics))]
         resources += [ConfigResource(ResourceType.BROKER, str(b)) for b in sorted(set(brokers))]
         if not resources:
@@ -616,12 +780,21 @@ class KafkaCluster:
                            max(rates) if rates else None)
 
     def close(self) -> None:
+        if self._brokers_watch is not None:
+            self._brokers_watch.stop()
         if self._kp is not None:
             try:
                 self._kp.close()
             except Exception:  # noqa: BLE001
                 pass
             self._kp = None
+
+
+def _close_quietly(client: Any) -> None:
+    try:
+        client.close()
+    except Exception:  # noqa: BLE001 - a client being replaced: nothing to report
+        pass
 
 
 def _config_need(resource: Any, operation: str) -> Need:

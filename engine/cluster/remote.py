@@ -56,8 +56,9 @@ class RemoteCluster:
     def alters(self) -> dict | Unavailable:
         return self._call("GET", "/v1/alters")
 
-    def inject(self, broker: int, action: str, factor: float = 1.0) -> dict | Unavailable:
-        return self._call("POST", "/v1/faults", {"broker": broker, "action": action, "factor": factor})
+    def inject(self, broker: int, action: str, factor: float = 1.0, seconds: float = 0.0) -> dict | Unavailable:
+        return self._call("POST", "/v1/faults", {"broker": broker, "action": action, "factor": factor,
+                                                 "seconds": seconds})
 
     def observe(self, partitions: Collection[TopicPartition] | None = None) -> Observation | Unavailable:
         body = {"partitions": None if partitions is None else wire.tps_document(partitions)}

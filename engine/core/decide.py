@@ -65,6 +65,15 @@ REVERT_GRACE = 5.0
 """Seconds after the cluster accepted a step before "back at CR, nothing in progress" counts as
 reverted (cancelled by another tool, or dropped): the brokers' metadata may lag the controller."""
 
+METADATA_SETTLE = 5.0
+"""Seconds a look that contradicts the log must stand before it counts. A look is torn: what is in
+progress comes from the controller, the replicas (and configs) from a broker's metadata, which lags
+it (measured on Kafka 4.0: a step's whole RS with nothing in progress, 0.64 s before the broker
+showed the step's TR). So a step fails as changed or reverted outside kreassign only when the same
+replicas were recorded at least this long before a look that still shows them, and a throttle
+read-back's difference from the log is corrected only when a read-back this much later still shows
+it (docs/algorithm.md, section 4)."""
+
 
 class _Decision:
     """Events emitted so far, and the state they fold to."""
@@ -253,13 +262,16 @@ def _reconsider(d: _Decision, tp: TopicPartition) -> None:
     _resolve(d, tp, result)
 
 
-def _check_step(d: _Decision, tp: TopicPartition) -> None:
+def _check_step(d: _Decision, tp: TopicPartition, settled: bool = True) -> None:
     """Reconcile a step in flight with what the cluster reported in the observation being decided
     (``_observe`` has already set aside a look older than what the state knows of the partition):
     done, started (its answer was lost), not started (its retry is pending), reverted or changed
     outside kreassign (it fails and the partition is planned again), or aborted. While the answer to
     an alter or a cancel of it has not come back, the look may predate that action: it judges
-    nothing (the answer is on its way: the executor reports every action it carries out)."""
+    nothing (the answer is on its way: the executor reports every action it carries out).
+    ``settled``: the look shows what the state already recorded ``METADATA_SETTLE`` seconds before
+    (or, without a clock, at the look before); only such a look may blame another tool: a look torn by
+    a lagging broker's metadata is never reported as a change that did not happen."""
     f = d.state.steps[tp]
     obs = d.state.observed.get(tp)
     if obs is None:
@@ -298,6 +310,8 @@ def _check_step(d: _Decision, tp: TopicPartition) -> None:
         return
     if busy or not f.started:
         return  # another tool's reassignment in progress (the step waits), or not started yet
+    if not settled:
+        return  # maybe a broker's stale metadata: a later look confirms it, or shows the step as it is
     if set(obs.replicas) == set(step.cr):
         if f.started_at is not None and d.now is not None and d.now - f.started_at < REVERT_GRACE:
             return
@@ -540,15 +554,36 @@ def _observe(d: _Decision, o: Observation) -> None:
         known = d.state.observed.get(tp)
         if ps.size_bytes is None and known is not None and known.size_bytes is not None:
             ps = ps._replace(size_bytes=known.size_bytes)  # sizes are measured rarely; keep the last one
+        if known is not None and _came_back(d.state, tp, known, ps) and not _stood(o.now, seen):
+            # Replicas grew back with nothing in progress: no reassignment shows that; a broker's metadata
+            # from before the last change does (planned from, it would copy a dropped replica back).
+            continue
+        settled = known == ps and _stood(o.now, seen)
         if known != ps:
             d.emit(ev.PartitionObserved(tp, ps, o.now))
         if tp in d.state.steps:
-            _check_step(d, tp)
+            _check_step(d, tp, settled)
         elif tp in d.state.waiting:
             _reconsider(d, tp)
     for topic in gone:
         _topic_deleted(d, topic)
     _settle(d)
+
+
+def _came_back(s: State, tp: TopicPartition, known, ps) -> bool:
+    """Whether ``ps`` shows more replicas than the look recorded before, with nothing in progress in
+    either, and not as the target of the step in flight (an add-only step Kafka completed between two
+    looks)."""
+    if known.reassignment_in_progress or ps.reassignment_in_progress or not set(ps.replicas) > set(known.replicas):
+        return False
+    f = s.steps.get(tp)
+    return f is None or tuple(ps.replicas) != tuple(f.step.tr)
+
+
+def _stood(now: float | None, since: float | None) -> bool:
+    """Whether what was recorded at ``since`` has stood ``METADATA_SETTLE`` seconds by ``now`` (without
+    a clock, or across a clock set back, the look before is the one that confirms)."""
+    return now is None or since is None or set_back(now, since) or now - since >= METADATA_SETTLE
 
 
 def _topic_deleted(d: _Decision, topic: str) -> None:
@@ -686,7 +721,10 @@ _OUTCOMES: dict[type, Callable] = {
 
 
 def _throttles_observed(d: _Decision, o: ThrottlesObserved) -> None:
-    """Compare the throttle configuration read back with what the log says is in force."""
+    """Compare the throttle configuration read back with what the log says is in force. A broker
+    answers configs from its metadata, which may lag the controller: a difference is first recorded
+    (``ThrottlesDiffered``) and corrected (``ThrottlesDrifted``) only where a read-back taken at least
+    ``METADATA_SETTLE`` seconds later still shows it (a piece changed meanwhile is judged afresh)."""
     s = d.state
     force, read = s.throttles, o.throttles
     pending = minus(force, s.throttle_failed)  # pieces being retried are known not to match
@@ -704,10 +742,28 @@ def _throttles_observed(d: _Decision, o: ThrottlesObserved) -> None:
         frozenset(e for e in read.follower if e not in want.follower and e not in force.follower
                   and TopicPartition(e.topic, e.partition) in ours),
     )
+    prior = s.throttles_differed
     if missing.is_empty() and unexpected.is_empty():
+        if prior is not None:
+            d.emit(ev.ThrottlesDiffered(ThrottleSet(), ThrottleSet(), o.now))  # it was the lag
         return
-    d.emit(ev.ThrottlesDrifted(missing, unexpected))
-    _reconcile_throttles(d)
+    if prior is None or not _stood(o.now, prior.at):
+        if prior is None or (missing, unexpected) != (prior.missing, prior.unexpected):
+            d.emit(ev.ThrottlesDiffered(missing, unexpected, o.now))  # too soon to judge: read again later
+        return
+    drift = (_common(missing, prior.missing), _common(unexpected, prior.unexpected))
+    rest = (minus(missing, drift[0]), minus(unexpected, drift[1]))
+    if not (drift[0].is_empty() and drift[1].is_empty()):
+        d.emit(ev.ThrottlesDrifted(*drift))
+        _reconcile_throttles(d)
+    if not (rest[0].is_empty() and rest[1].is_empty()) or d.state.throttles_differed is not None:
+        d.emit(ev.ThrottlesDiffered(*rest, o.now))  # seen now for the first time: judged at a later read-back
+
+
+def _common(a: ThrottleSet, b: ThrottleSet) -> ThrottleSet:
+    """What both ``a`` and ``b`` name (entries and brokers)."""
+    return ThrottleSet(a.leader & b.leader, a.follower & b.follower, a.leader_brokers & b.leader_brokers,
+                       a.follower_brokers & b.follower_brokers, a.rate)
 
 
 # --- throttles released before the ISR join ----------------------------------------------------------

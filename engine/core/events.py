@@ -330,6 +330,19 @@ class ThrottlesDrifted:
 
 
 @dataclass(frozen=True, slots=True)
+class ThrottlesDiffered:
+    """The throttle configuration read back differs from what the log says is in force, and no
+    earlier read-back confirms it yet: a broker answers configs from its metadata, which may lag the
+    controller (a change just made reads back as not made). Nothing is changed; a difference that a
+    read-back taken at least ``decide.METADATA_SETTLE`` seconds later still shows is a
+    ``ThrottlesDrifted``. Both sets empty: the last difference is gone (or was judged)."""
+
+    missing: ThrottleSet
+    unexpected: ThrottleSet
+    at: float | None = None  # the shell's clock of the read-back
+
+
+@dataclass(frozen=True, slots=True)
 class LimitsChanged:
     limits: Limits
     command_id: str = ""
@@ -359,7 +372,7 @@ Event = (
     | CancelRequested | CancelSkipped | PartitionCancelled | StepAborted | PartitionReverted
     | ThrottlesApplied | ThrottlesRemoved | LimitsChanged | ThrottleRateChanged | Paused | Resumed
     | ActionFailed | ActionRetried | ActionSucceeded | ClusterUnreachable | ThrottlesDrifted | ThrottleReleased
-    | TopicAccessDenied | ActionAnswered | ClockSetBack
+    | TopicAccessDenied | ActionAnswered | ClockSetBack | ThrottlesDiffered
 )
 
 EVENT_TYPES: tuple[type, ...] = Event.__args__  # type: ignore[attr-defined]

@@ -179,6 +179,8 @@ class State(NamedTuple):
     throttle_retry_at: float | None = None
     throttle_error: str | None = None
     throttle_attempt: int = 0  # consecutive failed rounds of throttle changes
+    # the last read-back's differences from the log not yet confirmed (a ThrottlesDiffered event), or None
+    throttles_differed: object = None
     cluster_error: str | None = None  # why the cluster cannot be observed now
     release_debt: immutables.Map = immutables.Map()  # broker -> (bytes released into it, when): a bucket
     denied: immutables.Map = immutables.Map()  # topic -> why the engine may not describe it (engine.kafka.access)
@@ -604,12 +606,26 @@ def _(s: State, e: ev.PartitionReverted) -> State:
 
 @_on(ev.ThrottlesApplied)
 def _(s: State, e: ev.ThrottlesApplied) -> State:
-    return s._replace(throttles=after_apply(s.throttles, e.throttles), throttle_failed=minus(s.throttle_failed, e.throttles))
+    return s._replace(throttles=after_apply(s.throttles, e.throttles), throttle_failed=minus(s.throttle_failed, e.throttles),
+                      throttles_differed=_changed(s.throttles_differed, e.throttles))
 
 
 @_on(ev.ThrottlesRemoved)
 def _(s: State, e: ev.ThrottlesRemoved) -> State:
-    return s._replace(throttles=after_remove(s.throttles, e.throttles), throttle_failed=minus(s.throttle_failed, e.throttles))
+    return s._replace(throttles=after_remove(s.throttles, e.throttles), throttle_failed=minus(s.throttle_failed, e.throttles),
+                      throttles_differed=_changed(s.throttles_differed, e.throttles))
+
+
+def _changed(differed, delta: ThrottleSet):
+    """A difference seen before ``delta`` changed the same pieces says nothing of them any more: the
+    next read-back judges them afresh."""
+    if differed is None:
+        return None
+    missing, unexpected = minus(differed.missing, delta), minus(differed.unexpected, delta)
+    if missing.is_empty() and unexpected.is_empty():
+        return None
+    return differed if (missing, unexpected) == (differed.missing, differed.unexpected) else \
+        ev.ThrottlesDiffered(missing, unexpected, differed.at)
 
 
 @_on(ev.ThrottleReleased)
@@ -642,7 +658,13 @@ def release_debt(s: "State", broker: int, now: float | None) -> float:
 
 @_on(ev.ThrottlesDrifted)
 def _(s: State, e: ev.ThrottlesDrifted) -> State:
-    return s._replace(throttles=union(minus(s.throttles, e.missing), e.unexpected))
+    return s._replace(throttles=union(minus(s.throttles, e.missing), e.unexpected), throttles_differed=None)
+
+
+@_on(ev.ThrottlesDiffered)
+def _(s: State, e: ev.ThrottlesDiffered) -> State:
+    empty = e.missing.is_empty() and e.unexpected.is_empty()
+    return s._replace(throttles_differed=None if empty else e)
 
 
 # --- action outcomes ---------------------------------------------------------------------------

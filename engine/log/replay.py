@@ -137,10 +137,11 @@ def replay(
 RECENT = 50
 """Latest events a fold keeps for the status page."""
 QUIET = frozenset({ev.BrokersObserved, ev.TopicObserved, ev.PartitionObserved, ev.ThrottlesApplied,
-                   ev.ThrottlesRemoved, ev.PartitionReady})
+                   ev.ThrottlesRemoved, ev.PartitionReady, ev.ThrottlesDiffered})
 """Events left out of the status page's recent events: every tick can append some (observations,
-a step's throttles set and removed), and they would push everything else out. Throttles in force,
-waits and the latest observations are shown from the state instead."""
+a step's throttles set and removed, a throttle read-back that differs until a later one confirms it),
+and they would push everything else out. Throttles in force, waits and the latest observations are
+shown from the state instead."""
 
 START = Fold(EMPTY, Progress(), (), (), {}, 0, 0, 0, None, None)
 """The fold of no event."""

@@ -1,7 +1,8 @@
 """The running engine: the decider loop around the core, and its Faust worker.
 
 ``decider`` (one input at a time: decide, append, act, observe), ``executor``
-(the actions the log asks for, carried out in log order), ``worker`` (the Faust
+(the actions the log asks for, carried out in log order), ``calls`` (every
+cluster call of the decider under a deadline), ``worker`` (the Faust
 app: router, decider agent, ticks, the status page and ``/status``),
 ``metrics`` (``/metrics``), ``web/`` (the status page).
 

@@ -322,7 +322,9 @@ class Decider:
         s = self.state
         force = s.throttles
         topics = {e.topic for e in force.leader | force.follower} | {tp.topic for tp in s.steps.keys()}
-        brokers = force.leader_brokers | force.follower_brokers
+        # a broker that does not answer is left out (its rates are read back once it answers again):
+        # asked, it would hold the read-back up; left out of what was read, it would read as missing
+        brokers = (force.leader_brokers | force.follower_brokers) - set(self.unresponsive())
         self.verified_at = now
         if not topics and not brokers:
             return []
@@ -462,7 +464,11 @@ class Decider:
         ]
         doc["progress"] = report(s, self.progress, datetime.now(timezone.utc))["requests"]
         doc["recent_events"] = [_event_line(e) for e in reversed(tuple(self.recent))]  # the decider may append meanwhile
-        doc["attention"] = attention(s, self.progress.rejected_at, blocked=self.blocked, now=t)
+        silent = self.unresponsive()
+        doc["brokers_unresponsive"] = [{"broker": b, **info} for b, info in sorted(silent.items())]
+        doc["cluster_calls_waiting"] = calls = self.calls_waiting()
+        silent = {b: {**info, "calls_waiting": calls} for b, info in silent.items()}
+        doc["attention"] = attention(s, self.progress.rejected_at, blocked=self.blocked, now=t, brokers=silent)
         doc["partitions_remaining"] = self.remaining()
         doc["bytes_remaining"] = bytes_remaining(s, self.sizes) if self.sizes else None
         doc["blocked"] = self.blocked
@@ -473,6 +479,16 @@ class Decider:
 
     def remaining(self) -> int:
         return sum(r.open for r in self.state.requests.values())
+
+    def unresponsive(self) -> dict[int, dict]:
+        """The brokers that do not answer, with what waits on each (the cluster adapter's broker watch)."""
+        found = getattr(self.cluster, "unresponsive", None)
+        return found() if found is not None else {}
+
+    def calls_waiting(self) -> list[dict]:
+        """Cluster calls the decider stopped waiting for that have not returned (``engine.runtime.calls``)."""
+        found = getattr(self.cluster, "waiting", None)
+        return found() if found is not None else []
 
 
 _WARN = frozenset({ev.ActionFailed, ev.StepFailed, ev.ClusterUnreachable, ev.ThrottlesDrifted, ev.CancelSkipped,

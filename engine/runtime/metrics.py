@@ -45,6 +45,17 @@ class _Collector:
         yield _gauge("kreassign_recovery_failing", "1 while the decider's recovery fails and is retried (/status "
                      "'blocked' says why: e.g. a grant on kreassign's own topics revoked)",
                      1 if e.active and getattr(e, "recovery_error", None) else 0)
+        cluster = getattr(e, "cluster", None)
+        if cluster is not None:
+            silent = getattr(cluster, "unresponsive", lambda: {})()
+            g = GaugeMetricFamily("kreassign_broker_unresponsive_seconds", "Seconds a broker has not answered the "
+                                  "engine's probe, for each broker that does not answer now (status names what "
+                                  "waits on it)", labels=["broker"])
+            for b, info in sorted(silent.items()):
+                g.add_metric([str(b)], info["seconds"])
+            yield g
+            yield _gauge("kreassign_cluster_calls_waiting", "Cluster calls the decider stopped waiting for (past "
+                         "--call-deadline) that have not returned yet", len(getattr(cluster, "waiting", list)()))
         if not active:
             return
         d = e.decider

@@ -52,6 +52,7 @@ from engine.log.codec import DecodeError, codec_for
 from engine.core.commands import Unverified
 from engine.log.dead_letter import DeadLetter, decode_or_set_aside
 from engine.log import snapshot_store
+from engine.runtime.calls import Bounded
 from engine.runtime.decider import Decider, Deposed, Retry
 from engine.log.envelope import CommandEnvelope, EventEnvelope, now
 from engine.log.eventlog import WRITER_HEADER as WRITER, EventWriter, Fenced, PublishError, decoder_for
@@ -91,6 +92,9 @@ class Settings:
     worker_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
     snapshot_every: int = 10_000  # events between snapshots (0: none but at a clean shutdown)
     lease: float = 0.5  # seconds a decider may act after a commit of its own (fencing, docs/engine.md)
+    call_deadline: float = 1.0  # seconds the decider waits for one cluster call (engine.runtime.calls)
+    max_waiting_calls: int = 16  # cluster calls left to finish in the background at once, at most
+    broker_deadline: float = 1.0  # seconds a broker may leave the watch's probe unanswered (engine.cluster.watch)
 
 
 class KafkaEventLog:
@@ -284,6 +288,11 @@ class Engine:
         # the one Faust table: what the views hold is the decider's state, rebuilt by every recovery
         # from the log (a changelog of them would be read back row by row at every takeover)
         self.executor_table = self.app.Table("executor", partitions=1, key_type=str)
+        # every cluster call of the decider under a deadline (engine.runtime.calls); the brokers probed
+        self.cluster = Bounded(s.cluster, s.call_deadline, s.max_waiting_calls, patience=s.timeout)
+        watch = getattr(s.cluster, "watch_brokers", None)
+        if watch is not None:
+            watch(s.broker_deadline)
         self.event_log: KafkaEventLog | None = None
         self.decider: Decider | None = None
         self.active = False  # this worker owns the decisions partition and has not been deposed
@@ -632,7 +641,7 @@ class Engine:
             return
         elog.warm = warm
         executed = self.executor_table.get(EXECUTED)
-        decider = Decider(elog, self.s.cluster, adaptive=self.s.adaptive,
+        decider = Decider(elog, self.cluster, adaptive=self.s.adaptive,
                           verify_interval=self.s.verify_interval, poll_interval=self.s.poll_interval)
         try:
             recovered = await loop.run_in_executor(self.pool, decider.recover, executed)
@@ -779,7 +788,7 @@ class Engine:
         self.snapshot_pool.shutdown(wait=True)
         if self.event_log is not None:
             self.event_log.close()
-        self.s.cluster.close()
+        self.cluster.close()
         shutil.rmtree(self.datadir, ignore_errors=True)
 
 

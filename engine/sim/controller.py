@@ -92,6 +92,8 @@ def put(state: SimState, tp: TopicPartition, new: SimPartition, behind: float = 
     a replica newly added by a reassignment ``size`` bytes behind.
     """
     old = state.partitions.get(tp)
+    if old is not None:
+        new = new._replace(leader_epoch=old.leader_epoch + (1 if epoch_bumped(old, new) else 0))
     lags = state.lags
     was_out = old.out_of_sync() if old else set()
     now_out = new.out_of_sync()
@@ -399,6 +401,26 @@ def leave_isr(state: SimState, tp: TopicPartition, broker: int, lag: float) -> S
 
 
 # --- faults -----------------------------------------------------------------------------------------
+
+
+def create_topic(state: SimState, topic: str, assignment: list[Replicas], min_insync: int) -> SimState:
+    """A new topic (CreateTopics): each partition empty, its replicas in sync, the first live one leading."""
+    from engine.core.partition import TopicInfo
+
+    state = state._replace(topics=state.topics.set(topic, TopicInfo(len(assignment), min_insync)))
+    for i, replicas in enumerate(assignment):
+        p = SimPartition(tuple(replicas), frozenset(b for b in replicas if state.alive(b)), None, 0, 0.0)
+        state = put(state, TopicPartition(topic, i), p._replace(leader=elect(p, state)))
+    return state
+
+
+def placement(state: SimState, partitions: int, replication_factor: int) -> list[Replicas] | None:
+    """Replicas for a new topic's partitions, round robin over the live brokers in id order (None if
+    there are fewer live brokers than the replication factor)."""
+    live = sorted(b for b in state.brokers if state.alive(b))
+    if replication_factor > len(live) or replication_factor < 1:
+        return None
+    return [tuple(live[(p + k) % len(live)] for k in range(replication_factor)) for p in range(partitions)]
 
 
 def broker_down(state: SimState, broker: int) -> SimState:

@@ -9,7 +9,7 @@ the HTTP API (faults, clock) and Kafka clients see one cluster.
 | API | key | versions | what it does here |
 | --- | --- | --- | --- |
 | ApiVersions | 18 | 0-4 | this table; an unsupported version is answered at v0 with UNSUPPORTED_VERSION (Kafka's fallback) |
-| Metadata | 3 | 0-13 | live brokers only (a dead broker is fenced: absent), topics with ids, partitions with leader (-1 and LEADER_NOT_AVAILABLE without one), leader epoch, RS, ISR, offline replicas; controller = the lowest live broker |
+| Metadata | 3 | 0-13 | live brokers only (a dead broker is fenced: absent), topics with ids, partitions with leader (-1 and LEADER_NOT_AVAILABLE without one), leader epoch (KRaft's), RS, ISR, offline replicas; controller = the broker asked (KRaft answers a random live broker) |
 | DescribeCluster | 60 | 0-2 | brokers with racks; fenced (dead) ones only if asked (v2) |
 | DescribeTopicPartitions | 75 | 0 | as Metadata, paged by a cursor and a partition limit, topics in name order |
 | DescribeConfigs | 32 | 1-4 | ``engine.sim.kafka_configs``: topic and broker configs, sources, synonyms, documentation |
@@ -21,7 +21,7 @@ the HTTP API (faults, clock) and Kafka clients see one cluster.
 | DescribeLogDirs | 35 | 1-5 | the receiving broker's replicas; one out of sync holds its size minus its lag |
 | FindCoordinator | 10 | 0-6 | a group's or transactional id's coordinator: the broker asked (no group ever joins here) |
 | DescribeGroups | 15 | 0-6 | every group is empty: Dead (v0-5) or GROUP_ID_NOT_FOUND (v6), with authorized operations |
-| CreateTopics | 19 | 2-7 | authorization and validate_only; creating a topic is refused with POLICY_VIOLATION (the scenario's topics only) |
+| CreateTopics | 19 | 2-7 | authorization, TOPIC_ALREADY_EXISTS, validate_only; a new topic is created empty (partitions and replication factor or each partition's replicas; -1: the brokers' defaults; placed round robin over the live brokers) |
 | SaslHandshake, SaslAuthenticate | 17, 36 | 0-1, 0-2 | SASL/PLAIN (``engine.sim.kafka_front``) |
 
 Authorization (a scenario's ``security`` section, ``engine.sim.security``): every handler
@@ -36,6 +36,12 @@ Authorized operations (KIP-430) are the authorizer's; without a security section
 operation is allowed.
 
 Error codes and messages are Kafka's (read from its controller and broker source).
+
+A broker answers Metadata, DescribeTopicPartitions, DescribeCluster and DescribeConfigs from its
+metadata cache (``metadata_state``), which trails the controller by the broker's ``lag`` fault;
+ListPartitionReassignments and every change are the controller's, as in KRaft (a broker forwards them).
+So a client that reads the reassignments in progress and the replicas from a lagging broker gets a
+torn look, as on a real cluster.
 """
 
 from __future__ import annotations
@@ -62,6 +68,7 @@ from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 from engine.core.outcomes import Refused
 from engine.core.partition import TopicPartition
 from engine.sim import kafka_configs as C
+from engine.sim.controller import placement as controller_placement
 from engine.sim.model import SimState
 from engine.sim.security import CLUSTER_NAME, OPERATION_CODES, SUPPORTED_OPERATIONS
 
@@ -75,7 +82,7 @@ ERRORS = {
     "UNKNOWN_TOPIC_ID": 100, "UNSUPPORTED_ENDPOINT_TYPE": 115,
     "TOPIC_AUTHORIZATION_FAILED": 29, "GROUP_AUTHORIZATION_FAILED": 30, "CLUSTER_AUTHORIZATION_FAILED": 31,
     "TRANSACTIONAL_ID_AUTHORIZATION_FAILED": 53, "UNSUPPORTED_SASL_MECHANISM": 33, "SASL_AUTHENTICATION_FAILED": 58,
-    "TOPIC_ALREADY_EXISTS": 36, "POLICY_VIOLATION": 44, "GROUP_ID_NOT_FOUND": 69, "INVALID_TOPIC_EXCEPTION": 17,
+    "TOPIC_ALREADY_EXISTS": 36, "POLICY_VIOLATION": 44, "INVALID_PARTITIONS": 37, "GROUP_ID_NOT_FOUND": 69, "INVALID_TOPIC_EXCEPTION": 17,
 }
 # Errors.message() of the authorization errors: what Kafka sends when it gives no other message
 DENIED_MESSAGES = {
@@ -98,7 +105,6 @@ class Api:
         self.sim = sim  # engine.sim.server.SimServer: its cluster, lock and record of alters
         self.addresses = addresses  # broker id -> (host, port) it is reachable at
         self.cluster_id = "kreassign-sim-" + uuid.uuid5(uuid.NAMESPACE_URL, sim.scenario.name).hex[:8]
-        self._epochs: dict[TopicPartition, tuple[int, tuple]] = {}  # leader epoch, (leader, RS) it was bumped for
         self.topic_overrides: dict[str, dict[str, str]] = {}  # topic configs the simulation keeps but ignores
         self.broker_overrides: dict[str, dict[str, str]] = {}  # broker id ("" = cluster default) -> configs
         self.min_insync_defaulted: set[str] = set()  # topics whose min.insync.replicas override was deleted
@@ -116,19 +122,19 @@ class Api:
     def live(self, state: SimState) -> list[int]:
         return sorted(b.id for b in state.brokers.values() if b.alive)
 
-    def controller_id(self, state: SimState) -> int:
+    def controller_id(self, state: SimState, node: int) -> int:
+        """KRaft brokers answer a random live broker as the controller (``getRandomAliveBrokerId``) and
+        forward controller requests to the active controller: here, the broker asked (one of them, and
+        one the client already reaches), or the lowest live one if it is not live in that view."""
         live = self.live(state)
-        return live[0] if live else -1
+        return node if node in live else (live[0] if live else -1)
 
-    def leader_epoch(self, tp: TopicPartition, leader: int | None, replicas: tuple) -> int:
-        """KRaft bumps a partition's leader epoch when its leader or replica set changes; the simulation
-        has no epochs, so the front counts the changes it sees (monotonic, which is what clients check)."""
-        epoch, seen = self._epochs.get(tp, (0, None))
-        now = (leader, replicas)
-        if seen is not None and seen != now:
-            epoch += 1
-        self._epochs[tp] = (epoch, now)
-        return epoch
+    def metadata_state(self, node: int) -> SimState:
+        """What broker ``node`` answers from its metadata cache (Metadata, DescribeTopicPartitions,
+        DescribeCluster, DescribeConfigs): the cluster as that broker last applied it, which trails the
+        controller by the broker's ``lag`` fault (``engine.sim.cluster``); the cluster now otherwise."""
+        self.sim.cluster.observe([])  # catch up with the clock (and the scenario's faults)
+        return self.sim.cluster.metadata_view(node)
 
     def partition_fields(self, state: SimState, tp: TopicPartition) -> dict:
         p = state.partitions[tp]
@@ -136,7 +142,7 @@ class Api:
         return dict(
             error_code=ERRORS["LEADER_NOT_AVAILABLE"] if leader is None else 0,
             partition_index=tp.partition, leader_id=-1 if leader is None else leader,
-            leader_epoch=self.leader_epoch(tp, leader, p.replicas),
+            leader_epoch=p.leader_epoch,  # KRaft's (engine.sim.controller)
             replica_nodes=list(p.replicas), isr_nodes=sorted(p.isr),
             offline_replicas=[b for b in p.replicas if not state.alive(b)],
         )
@@ -187,7 +193,7 @@ class Api:
     # -- Metadata, DescribeCluster, DescribeTopicPartitions -------------------------------
 
     def metadata(self, node: int, request, version: int, session):
-        state = self.state
+        state = self.metadata_state(node)
         addresses = self.addresses()
         brokers = [MetadataResponse.MetadataResponseBroker(
             node_id=b, host=addresses[b][0], port=addresses[b][1], rack=state.brokers[b].rack)
@@ -232,11 +238,11 @@ class Api:
         if 8 <= version <= 10 and request.include_cluster_authorized_operations:
             cluster_ops = self.operations(session, "CLUSTER") if self.allowed(session, "DESCRIBE", "CLUSTER") else set()
         return MetadataResponse(version=version, throttle_time_ms=0, brokers=brokers, cluster_id=self.cluster_id,
-                                controller_id=self.controller_id(state), topics=topics,
+                                controller_id=self.controller_id(state, node), topics=topics,
                                 authorized_operations=cluster_ops, error_code=0)
 
     def describe_cluster(self, node: int, request, version: int, session):
-        state = self.state
+        state = self.metadata_state(node)
         if version >= 1 and request.endpoint_type != BROKERS_ENDPOINT:
             return DescribeClusterResponse(
                 version=version, error_code=ERRORS["UNSUPPORTED_ENDPOINT_TYPE"],
@@ -249,7 +255,7 @@ class Api:
             for b in sorted(state.brokers.values()) if b.alive or fenced]
         return DescribeClusterResponse(
             version=version, throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=BROKERS_ENDPOINT,
-            cluster_id=self.cluster_id, controller_id=self.controller_id(state), brokers=brokers,
+            cluster_id=self.cluster_id, controller_id=self.controller_id(state, node), brokers=brokers,
             authorized_operations=self._cluster_operations(session, request.include_cluster_authorized_operations))
 
     def _cluster_operations(self, session, requested: bool):
@@ -262,7 +268,7 @@ class Api:
         """Kafka's DescribeTopicPartitionsRequestHandler: topics in name order (all when none are named),
         from the cursor on, at most ``response_partition_limit`` partitions (capped at 2000), then a cursor.
         Topics named and not authorized for DESCRIBE come last, as TOPIC_AUTHORIZATION_FAILED."""
-        state = self.state
+        state = self.metadata_state(node)
         R = DescribeTopicPartitionsResponse
         names = sorted({t.name for t in request.topics}) if request.topics else sorted(state.topics)
         cursor = request.cursor
@@ -353,7 +359,7 @@ class Api:
         return out
 
     def describe_configs(self, node: int, request, version: int, session):
-        state = self.state
+        state = self.metadata_state(node)
         R = DescribeConfigsResponse
         results = []
         for res in request.resources:
@@ -751,8 +757,10 @@ class Api:
 
     def create_topics(self, node: int, request, version: int, session):
         """ControllerApis.createTopics: CREATE on the cluster or on each topic (TOPIC_AUTHORIZATION_FAILED),
-        then TOPIC_ALREADY_EXISTS; validate_only succeeds for a new name; a real creation is refused
-        with POLICY_VIOLATION (the simulated cluster has its scenario's topics only)."""
+        then TOPIC_ALREADY_EXISTS; validate_only succeeds for a new name; a real creation makes an empty
+        topic (``_create``): the partition count (-1: ``num.partitions``) and the replication factor
+        (-1: ``default.replication.factor``), or the replicas of each partition, placed round robin over
+        the live brokers; ``min.insync.replicas`` from its configs, the others kept and read back."""
         R = CreateTopicsResponse
         state = self.state
         cluster_create = self.allowed(session, "CREATE", "CLUSTER")
@@ -771,12 +779,41 @@ class Api:
                 if version >= 5:
                     extra.update(num_partitions=t.num_partitions, replication_factor=t.replication_factor)
             else:
-                code, message = "POLICY_VIOLATION", ("the simulated cluster cannot create topics: it has the "
-                                                     "scenario's topics only")
+                code, message = self._create(t)
+                state = self.sim.cluster.state
             if version >= 7 and code == "NONE":
                 extra["topic_id"] = self.topic_id(name)
             results.append(R.CreatableTopicResult(name=name, error_code=ERRORS[code], error_message=message, **extra))
         return R(version=version, throttle_time_ms=0, topics=results)
+
+
+    def _create(self, t) -> tuple[str, str | None]:
+        configs = {c.name: c.value for c in t.configs or []}
+        if t.assignments:
+            assignment = [tuple(a.broker_ids) for a in sorted(t.assignments, key=lambda a: a.partition_index)]
+            if [a.partition_index for a in sorted(t.assignments, key=lambda a: a.partition_index)] != \
+                    list(range(len(assignment))):
+                return "INVALID_REPLICA_ASSIGNMENT", "Partitions must be numbered 0 to N-1."
+            if any(not r or len(set(r)) != len(r) or any(b not in self.state.brokers for b in r) for r in assignment):
+                return "INVALID_REPLICA_ASSIGNMENT", "Replica assignment names an unknown broker or a broker twice."
+        else:
+            partitions = t.num_partitions if t.num_partitions != -1 else int(self.broker_default("num.partitions") or 1)
+            factor = (t.replication_factor if t.replication_factor != -1
+                      else int(self.broker_default("default.replication.factor") or 1))
+            if partitions < 1:
+                return "INVALID_PARTITIONS", "Number of partitions must be larger than 0."
+            assignment = controller_placement(self.state, partitions, factor)
+            if assignment is None:
+                return "INVALID_REPLICATION_FACTOR", (f"Unable to replicate the partition {factor} time(s): The "
+                                                      f"target replication factor of {factor} cannot be reached "
+                                                      f"because only {len(self.live(self.state))} broker(s) are "
+                                                      f"registered.")
+        min_insync = int(configs.pop(C.MIN_INSYNC, None) or self.broker_default(C.MIN_INSYNC) or 1)
+        self.sim.cluster.create_topic(t.name, assignment, min_insync)
+        if configs:
+            self.topic_overrides[t.name] = {k: v for k, v in configs.items() if v is not None}
+        log.info("CreateTopics %s: %d partitions, replicas %s", t.name, len(assignment), assignment)
+        return "NONE", None
 
 
 def _bits(operations: set[int]) -> int:

@@ -14,6 +14,15 @@ connections are closed: clients see a connection refused, as with a dead broker.
 It is also absent from Metadata (KRaft fences it). It listens again when it
 comes back, on the same port.
 
+A broker that hangs (the ``hang`` fault, ``engine.sim.cluster``: a SIGSTOP) keeps
+its listener: connections are accepted and requests read, and none is answered
+until it resumes (then every request read meanwhile is answered, in order); its
+connections stay open. The controller fences it after its session timeout, but
+its listener stays as it is: a stopped process does not close its sockets.
+
+Each broker answers from its own metadata (``engine.sim.kafka_api``), which may lag
+the controller (the ``lag`` fault).
+
 With a scenario's ``security`` section (``engine.sim.security``) the listeners
 authenticate SASL/PLAIN users (SaslHandshake, SaslAuthenticate; anything else
 before authentication closes the connection, as Kafka does; a wrong password is
@@ -56,6 +65,7 @@ API_VERSIONS = 18
 SASL_HANDSHAKE = 17
 SASL_AUTHENTICATE = 36
 FAILED_AUTHENTICATION_DELAY = 0.1  # s: Kafka's connection.failed.authentication.delay.ms default (KIP-306)
+HUNG_POLL = 0.05  # s: how often a request held by a hung broker checks whether it resumed
 SASL_KEYS = {API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE}  # all a client may send before it authenticates
 MECHANISMS = ["PLAIN"]
 _PROTOCOL_MODULES = ("kafka.protocol.admin", "kafka.protocol.metadata", "kafka.protocol.consumer",
@@ -187,9 +197,15 @@ class KafkaFront:
             await server.wait_closed()
 
     def _alive(self) -> dict[int, bool]:
+        """Whether each broker listens: alive, or hung (a stopped process keeps its sockets)."""
         with self.sim.lock:
             self.sim.cluster.observe([])  # catch up with the clock: the scenario's faults happen on time
-            return {b.id: b.alive for b in self.sim.cluster.state.brokers.values()}
+            return {b.id: b.alive or self.sim.cluster.is_hung(b.id) for b in self.sim.cluster.state.brokers.values()}
+
+    def _hung(self, broker: int) -> bool:
+        with self.sim.lock:
+            self.sim.cluster.observe([])
+            return self.sim.cluster.is_hung(broker)
 
     async def _follow_liveness(self) -> None:
         """A broker that goes down stops listening; one that comes back listens again (same port)."""
@@ -223,6 +239,8 @@ class KafkaFront:
                     data = await reader.readexactly(size)
                 except (asyncio.IncompleteReadError, ConnectionError):
                     return
+                while self._hung(broker):  # read, and held: a stopped broker answers nothing
+                    await asyncio.sleep(HUNG_POLL)
                 answer = self.respond(broker, data, session)
                 if answer is None:
                     return

@@ -86,6 +86,7 @@ class SimPartition(NamedTuple):
     produce_rate: float  # bytes/s
     adding: Replicas = ()  # AR
     removing: Replicas = ()  # RR
+    leader_epoch: int = 0  # KRaft's: bumped when the leader changes or the replica set loses a member (controller.put)
 
     @property
     def reassigning(self) -> bool:

@@ -85,7 +85,7 @@ DEFAULT_POLL_INTERVAL = 1.0
 DEFAULT_FAST_INTERVAL = 0.1  # the engine's --fast-interval
 DEFAULT_PROBE_RATE = 200.0  # messages/s of the acks=all probe producer (the measured runs' probe)
 KINDS = ("add-broker", "decommission", "rack-migration", "rebalance", "explicit")
-FAULT_ACTIONS = ("down", "up", "slow")
+FAULT_ACTIONS = ("down", "up", "slow", "lag", "hang", "resume")
 # the kinds whose targets come from the balancer, and its mode for each
 BALANCER_MODES = {"add-broker": "add-brokers", "decommission": "remove-brokers", "rebalance": "cluster-balance"}
 DEFAULT_THRESHOLD_PERCENTAGE = 10.0  # kreassign balance --threshold-percentage
@@ -115,8 +115,9 @@ class PartitionSpec:
 class Fault:
     at: float  # seconds after the reassignment starts
     broker: int
-    action: str  # down | up | slow
+    action: str  # down | up | slow | lag | hang | resume (engine.sim.cluster)
     factor: float = 1.0  # slow: fraction of its network capacity left (1 = normal again)
+    seconds: float = 0.0  # lag: how far the broker's metadata trails the controller (0 = caught up again)
 
 
 @dataclass(frozen=True)
@@ -646,7 +647,7 @@ def _faults(value, by_id) -> tuple[Fault, ...]:
     out = []
     for i, entry in enumerate(_list(value, "faults")):
         where = f"faults[{i}]"
-        e = _mapping(entry, where, {"at", "broker", "action", "factor"})
+        e = _mapping(entry, where, {"at", "broker", "action", "factor", "seconds"})
         action = e.get("action")
         if action not in FAULT_ACTIONS:
             raise ScenarioError(f"{where}.action: expected one of {', '.join(FAULT_ACTIONS)}, got {action!r}")
@@ -656,7 +657,8 @@ def _faults(value, by_id) -> tuple[Fault, ...]:
         factor = e.get("factor", 1.0)
         if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor <= 1:
             raise ScenarioError(f"{where}.factor: expected a number in (0, 1], got {factor!r}")
-        out.append(Fault(_duration(e.get("at", 0), f"{where}.at"), broker, action, float(factor)))
+        seconds = _duration(e.get("seconds", 0), f"{where}.seconds")
+        out.append(Fault(_duration(e.get("at", 0), f"{where}.at"), broker, action, float(factor), seconds))
     return tuple(sorted(out, key=lambda f: f.at))
 
 

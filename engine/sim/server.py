@@ -16,7 +16,7 @@ one lock around the simulated cluster):
 | POST /v1/sizes | {"partitions": [[topic, p], ...]} | {"sizes": [{"topic", "partition", "size"}]} |
 | POST /v1/catch_up | {"steps": [{"topic", "partition", "leader", "adding"}]} | {"remaining": [{"topic", "partition", "remaining"}]} |
 | POST /v1/throttles/apply, /v1/throttles/remove | a throttle set | {"result": ...} |
-| POST /v1/faults | {"broker", "action": down/up/slow, "factor"} | {"time"} |
+| POST /v1/faults | {"broker", "action": down/up/slow/lag/hang/resume, "factor", "seconds"} (``engine.sim.cluster``) | {"time"} |
 | GET /v1/state | | time, reassignments in progress, throttles in force, brokers, partitions under min ISR now and ever, lowest ISR headroom |
 | GET /v1/alters | | every alter received: [{"time", "topic", "partition", "replicas"}] in order |
 | POST /v1/acls | {"add": [kafka-acls.sh command, ...], "remove": [...]} | {"acls": number in force} (a scenario with a ``security`` section only) |
@@ -147,9 +147,10 @@ class SimServer:
         try:
             broker, action = int(body["broker"]), str(body["action"])
             factor = float(body.get("factor", 1.0))
+            seconds = float(body.get("seconds", 0.0))
         except (KeyError, TypeError, ValueError) as e:
-            raise wire.WireError(f"expected {{broker, action, factor}}: {e}") from None
-        self.cluster.inject(broker, action, factor)
+            raise wire.WireError(f"expected {{broker, action, factor, seconds}}: {e}") from None
+        self.cluster.inject(broker, action, factor, seconds)
         return {"time": self.cluster.time}
 
     def _state(self, _body) -> dict:
@@ -166,7 +167,8 @@ class SimServer:
                 "leader_rate": {str(b): r for b, r in t.leader_rate.items()},
                 "follower_rate": {str(b): r for b, r in t.follower_rate.items()},
             },
-            "brokers": [{"id": b.id, "rack": b.rack, "alive": b.alive, "slow": b.slow}
+            "brokers": [{"id": b.id, "rack": b.rack, "alive": b.alive, "slow": b.slow,
+                         "hung": self.cluster.is_hung(b.id), "metadata_lag": self.cluster.metadata_lag.get(b.id, 0.0)}
                         for b in sorted(s.brokers.values())],
             "under_min_isr": sorted(str(tp) for tp in s.stats.under_min),
             "under_min_isr_ever": sorted(str(tp) for tp in s.stats.under_min_partitions),

@@ -9,6 +9,7 @@ the status page show it first, in this order:
 | kind | severity | when |
 | --- | --- | --- |
 | ``blocked`` | error | the engine cannot act on or observe the cluster (the decider says why) |
+| ``broker`` | error | a broker does not answer (the engine's broker watch), or is down while a step in flight needs it: what waits on it, the steps that cannot finish, the queued partitions held behind a limit those steps take (``engine.views.brokers``) |
 | ``cluster``, ``throttles``, ``step``, ``abort``, ``election`` | error | what the cluster refused or could not be asked (``engine.views.summary.problems``): one entry per kind and error, with the partitions, the attempt and when it is tried again |
 | ``waiting`` | warning | partitions that cannot take their next step, one entry per reason (and when a refused step is planned again) |
 | ``paused`` | warning | the engine starts no new step |
@@ -41,10 +42,13 @@ SHOWN_REJECTIONS = 5
 
 
 def attention(state: State, rejected_at: dict | None = None, only: str | None = None,
-              blocked: str | None = None, now: float | None = None) -> list[dict]:
+              blocked: str | None = None, now: float | None = None, brokers: dict | None = None) -> list[dict]:
     """The entries, most urgent first (see the module doc). ``only``: one request's partitions
     (and its rejections); ``blocked``: the decider's reason for holding actions back, if any;
-    ``now``: the engine's clock (epoch seconds), to say how soon a retry comes."""
+    ``now``: the engine's clock (epoch seconds), to say how soon a retry comes; ``brokers``: the
+    brokers that do not answer (broker -> {"seconds", "waiting"}, the engine's broker watch)."""
+    from engine.views.brokers import stuck_brokers
+
     rejected_at = rejected_at or {}
     members = None
     if only is not None:
@@ -54,6 +58,7 @@ def attention(state: State, rejected_at: dict | None = None, only: str | None = 
     found = problems(state)
     if blocked and not any(p["kind"] == "cluster" for p in found):
         out.append(_entry("blocked", "error", f"the engine is held back: {blocked}"))
+    out.extend(stuck_brokers(state, brokers, members))
     out.extend(_refusals(state, found, members, now))
     by_reason: dict[str, list] = defaultdict(list)
     for tp, reason in state.waiting.items():

@@ -1,0 +1,285 @@
+"""Issue 27, defect 8: a look torn by metadata lag. What is in progress comes from the controller
+(ListPartitionReassignments), the replicas and the configs from a broker's metadata, which lags it
+(measured on Kafka 4.0: ``replicas=(2,4,1,3), isr={1,2,3}``, nothing in progress, 0.64 s before the
+broker showed ``(2,4,1)``). Such a look must never fail a healthy step nor correct a throttle that is
+as the log says; a change another tool really made still fails the step once a later look confirms it.
+
+The core on the unforgiving fake cluster (the torn look handed in as the adapter would report it), the
+decider on the simulated cluster whose brokers lag (in process, virtual time), and the decider through
+the real Kafka adapter against the simulated cluster's Kafka front with a lagging broker."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from engine.core import events as ev
+from engine.core.commands import Observation, PartitionTarget, Submit, ThrottlesObserved
+from engine.core.decide import METADATA_SETTLE
+from engine.core.partition import PartitionState, TopicPartition
+from engine.core.state import COMPLETED
+from engine.core.throttles import ThrottleSet
+from tests.fake_cluster import Driver, FakeCluster
+
+TP = TopicPartition("t", 0)
+
+
+def of_type(events, kind):
+    return [e for e in events if isinstance(e, kind)]
+
+
+def started(cr=(2, 1, 3), tr=(2, 4, 1)):
+    """One step in flight on the fake cluster: CR -> TR (the incident's partition: adds 4, drops 3)."""
+    c = FakeCluster({TP: cr}, range(5))
+    d = Driver(c)
+    d.now = 1000.0
+    d.feed(Submit("r", (PartitionTarget("t", 0, tr),)))
+    d.tick()
+    assert d.state.steps[TP].started and c.in_progress() == [TP]
+    return c, d
+
+
+def look(d, replicas, isr, leader, adding=(), removing=()):
+    """One observation of the partition as an adapter reports it (brokers and topics as the fake has them)."""
+    full = d.cluster.observation({TP})
+    d.feed(Observation(full.brokers, full.topics, {TP: PartitionState(tuple(replicas), frozenset(isr), leader,
+                                                                        None, tuple(adding), tuple(removing))}, d.now))
+
+
+def test_a_step_kafka_completed_seen_through_a_lagging_broker_is_not_failed():
+    c, d = started()
+    c.finish(TP)  # the controller completed it: nothing in progress
+    d.now += 0.1
+    look(d, (2, 4, 1, 3), {1, 2, 3}, 2)  # the broker's metadata still has RS and the old ISR: torn
+    assert not of_type(d.events, ev.StepFailed), of_type(d.events, ev.StepFailed)
+    assert TP in d.state.steps
+    d.now += 0.64
+    d.observe()  # the broker caught up
+    assert of_type(d.events, ev.StepCompleted) and not of_type(d.events, ev.StepFailed)
+    assert d.state.partitions[TP].status == COMPLETED and c.assignment()[TP] == (2, 4, 1)
+
+
+def test_the_torn_look_seen_again_within_the_settle_time_still_fails_nothing():
+    c, d = started()
+    c.finish(TP)
+    for dt in (0.1, 1.0, 1.0, 1.0, 1.0):  # four seconds of the same stale metadata
+        d.now += dt
+        look(d, (2, 4, 1, 3), {1, 2, 3}, 2)
+    assert not of_type(d.events, ev.StepFailed)
+    d.now += 1.0
+    d.observe()
+    assert of_type(d.events, ev.StepCompleted) and not of_type(d.events, ev.StepFailed)
+
+
+def test_a_change_another_tool_made_fails_the_step_once_a_later_look_confirms_it():
+    c, d = started()
+    c.targets.clear()  # another tool moved the partition elsewhere, and it completed
+    c.parts[TP] = PartitionState((2, 0, 1), frozenset({0, 1, 2}), 2)
+    d.now += 0.1
+    d.observe()
+    assert not of_type(d.events, ev.StepFailed)  # one look proves nothing yet
+    d.now += METADATA_SETTLE - 0.2
+    d.observe()
+    assert not of_type(d.events, ev.StepFailed)
+    d.now += 0.2
+    d.observe()
+    failed = of_type(d.events, ev.StepFailed)
+    assert len(failed) == 1 and "replicas changed outside kreassign to [2, 0, 1]" in failed[0].reason
+
+
+def test_without_a_clock_the_next_look_confirms_a_change():
+    c, d = started()
+    d.now = None
+    c.targets.clear()
+    c.parts[TP] = PartitionState((2, 0, 1), frozenset({0, 1, 2}), 2)
+    d.observe()
+    assert not of_type(d.events, ev.StepFailed)
+    d.observe()
+    assert len(of_type(d.events, ev.StepFailed)) == 1
+
+
+def test_a_throttle_removal_read_back_before_it_reached_the_broker_is_no_drift():
+    c, d = started()
+    force = d.state.throttles
+    assert not force.is_empty()
+    c.finish(TP)
+    d.now += 0.5
+    d.observe()  # completed: its throttles are removed
+    assert d.state.throttles.is_empty() and c.throttle_set().leader == frozenset()
+    topics, brokers = frozenset({"t"}), frozenset(range(5))
+    d.now += 0.1
+    d.feed(ThrottlesObserved(force, topics, brokers, d.now))  # a broker that has not applied the removal yet
+    assert not of_type(d.events, ev.ThrottlesDrifted)
+    differed = of_type(d.events, ev.ThrottlesDiffered)
+    assert differed and differed[-1].unexpected.leader == force.leader
+    d.now += METADATA_SETTLE
+    d.feed(ThrottlesObserved(ThrottleSet(), topics, brokers, d.now))  # it has now: nothing was wrong
+    assert not of_type(d.events, ev.ThrottlesDrifted) and d.state.throttles_differed is None
+    removals = [t for op, t in c.throttle_calls if op == "remove"]
+    assert len(removals) == 1  # nothing removed twice
+
+
+def test_a_throttle_another_tool_removed_is_set_again_once_a_later_read_back_confirms_it():
+    c, d = started()
+    force = d.state.throttles
+    topics, brokers = frozenset({"t"}), frozenset(range(5))
+    c.throttles = {"leader": set(), "follower": set(), "brokers_l": set(), "brokers_f": set()}
+    d.now += 1
+    d.feed(ThrottlesObserved(c.throttle_set(), topics, brokers, d.now))
+    assert not of_type(d.events, ev.ThrottlesDrifted)
+    d.now += METADATA_SETTLE - 1
+    d.feed(ThrottlesObserved(c.throttle_set(), topics, brokers, d.now))
+    assert not of_type(d.events, ev.ThrottlesDrifted)  # too soon after the first: not judged yet
+    d.now += 1
+    d.feed(ThrottlesObserved(c.throttle_set(), topics, brokers, d.now))
+    drifted = of_type(d.events, ev.ThrottlesDrifted)
+    assert len(drifted) == 1 and drifted[0].missing.follower == force.follower
+    assert c.throttles["follower"] == set(force.follower)  # set again
+
+
+# --- the simulated cluster's brokers lag the controller ----------------------------------------------
+
+
+def lagging_run(decider_cluster, sim_cluster, targets, advance, until=600.0, verify=1.0):
+    from engine.runtime.decider import Decider, MemoryLog
+
+    log = MemoryLog()
+    d = Decider(log, decider_cluster, clock=lambda: sim_cluster.time, verify_interval=verify)
+    d.recover(None)
+    d.decide(Submit("r", tuple(targets)))
+    start = sim_cluster.time
+    while sim_cluster.time - start < until:
+        d.tick()
+        r = d.state.requests.get("r")
+        if r is not None and r.status == COMPLETED:
+            break
+        advance()
+    return d, [e.payload for e in log.records]
+
+
+def torn(payloads, rf):
+    """Looks that show more replicas than the partition has with nothing in progress: a lagging broker's
+    RS beside the controller's answer that nothing is in progress."""
+    return [e for e in payloads if isinstance(e, ev.PartitionObserved) and len(e.state.replicas) > rf
+            and not e.state.reassignment_in_progress]
+
+
+def test_in_process_the_simulated_cluster_serves_torn_looks_and_the_decider_fails_nothing():
+    from engine.sim import scenario as S
+    from engine.sim.cluster import SimulatedCluster
+
+    sc = S.from_document({
+        "seed": 5, "brokers": {"count": 5},
+        "topics": [{"name": "t", "partitions": 6, "replication_factor": 3, "min_insync_replicas": 2,
+                    "size": "20 MB", "produce_rate": "10 kB/s"}],
+        "reassignment": {"kind": "decommission", "brokers": [4]}, "throttle": "20 MB/s",
+    })
+    cluster = SimulatedCluster.from_scenario(sc)
+    for b in cluster.state.brokers:
+        cluster.inject(b, "lag", seconds=3.0)  # every broker's metadata 3 s behind the controller
+    d, payloads = lagging_run(cluster, cluster, sc.targets, lambda: cluster.advance(0.5))
+    assert d.state.requests["r"].status == COMPLETED
+    assert torn(payloads, 3), "the lag produced no torn look"
+    assert not of_type(payloads, ev.StepFailed), of_type(payloads, ev.StepFailed)
+    assert not of_type(payloads, ev.ThrottlesDrifted), of_type(payloads, ev.ThrottlesDrifted)
+    s = cluster.state
+    assert all(s.partitions[t.tp].replicas == t.replicas for t in sc.targets) and s.throttles.is_empty()
+
+
+def test_through_the_kafka_adapter_a_lagging_broker_fails_no_step_and_drifts_no_throttle():
+    """The real adapter (confluent-kafka and kafka-python) against the Kafka front, every broker's
+    metadata 1.5 s behind the controller: the decider runs on the wall clock, the cluster at speed 1."""
+    from engine.cluster.kafka import KafkaCluster
+    from engine.kafka.client_config import ClientConfig
+    from engine.sim import scenario as S
+    from engine.sim.kafka_front import KafkaFront
+    from engine.sim.server import SimServer
+
+    sc = S.from_document({
+        "seed": 7, "brokers": {"count": 4},
+        "topics": [{"name": "t", "partitions": 4, "replication_factor": 3, "min_insync_replicas": 2,
+                    "size": "5 MB"}],
+        "reassignment": {"kind": "decommission", "brokers": [4]}, "throttle": "50 MB/s",
+    })
+    sim = SimServer(sc, speed=1)
+    sim.start()
+    front = KafkaFront(sim)
+    front.start()
+    cluster = KafkaCluster(ClientConfig({"bootstrap.servers": front.bootstrap}), timeout=10)
+    try:
+        with sim.lock:
+            for b in sim.cluster.state.brokers:
+                sim.cluster.inject(b, "lag", seconds=1.5)
+
+        class Wall:
+            time = property(lambda self: time.time())
+
+        def pause():
+            time.sleep(0.2)
+
+        d, payloads = lagging_run(cluster, Wall(), sc.targets, pause, until=120, verify=0.5)
+        assert d.state.requests["r"].status == COMPLETED
+        assert torn(payloads, 3), "the lag produced no torn look"
+        assert not of_type(payloads, ev.StepFailed), of_type(payloads, ev.StepFailed)
+        assert not of_type(payloads, ev.ThrottlesDrifted), of_type(payloads, ev.ThrottlesDrifted)
+        with sim.lock:
+            s = sim.cluster.state
+            assert all(s.partitions[t.tp].replicas == t.replicas for t in sc.targets) and s.throttles.is_empty()
+    finally:
+        cluster.close()
+        front.shutdown()
+        sim.shutdown()
+
+
+def test_kreassign_topics_create_waits_for_the_topics_to_reach_a_lagging_brokers_metadata():
+    """``kreassign topics create`` against brokers whose metadata trails the controller by 1.5 s: the
+    layout check right after CreateTopics must not call the topics just created missing."""
+    from engine.kafka.topics import LAYOUT, create
+    from engine.sim import scenario as S
+    from engine.sim.kafka_front import KafkaFront
+    from engine.sim.server import SimServer
+
+    sim = SimServer(S.from_document({"name": "topics", "brokers": {"count": 3},
+                                     "topics": [{"name": "t", "partitions": 1, "replication_factor": 3}]}), speed=1)
+    sim.start()
+    front = KafkaFront(sim)
+    front.start()
+    try:
+        with sim.lock:
+            for b in sim.cluster.state.brokers:
+                sim.cluster.inject(b, "lag", seconds=1.5)
+        t = time.monotonic()
+        outcome = create({"bootstrap.servers": front.bootstrap}, "lag.", replication_factor=3, timeout=20)
+        assert sorted(name for name, _ in outcome) == sorted("lag." + s.suffix for s in LAYOUT)
+        assert {what for _, what in outcome} == {"created"}
+        assert 1.0 < time.monotonic() - t < 20  # it waited for the lagging metadata
+        with sim.lock:
+            assert sim.cluster.state.topics["lag.events"].partitions == 1
+    finally:
+        front.shutdown()
+        sim.shutdown()
+
+
+def test_a_look_from_before_the_last_step_is_not_planned_from():
+    """The partition completed a step (its TR recorded), then a broker that had not applied it shows the
+    step's RS again: planned from that, the next step would copy the dropped replica back."""
+    c = FakeCluster({TP: (2, 1, 3)}, range(7))
+    d = Driver(c)
+    d.now = 1000.0
+    d.feed(Submit("r", (PartitionTarget("t", 0, (2, 5, 6)),)))
+    d.tick()
+    first = d.state.steps[TP].step
+    assert first.dr  # it drops a replica
+    c.finish(TP)
+    d.now += 0.5
+    d.observe()
+    assert of_type(d.events, ev.StepCompleted)
+    stale = first.tr + first.dr  # the step's RS, as the lagging broker still has it
+    d.now += 0.2
+    look(d, stale, set(stale), first.tr[0])
+    assert d.state.observed[TP].replicas == first.tr  # set aside
+    d.tick()
+    second = [e for e in of_type(d.events, ev.StepPlanned) if e.number == 2]
+    assert second and second[0].step.cr == first.tr, second
+    assert not set(second[0].step.tr) & set(first.dr)  # nothing dropped is copied back
