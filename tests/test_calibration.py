@@ -118,3 +118,12 @@ def test_the_records_are_compared_as_their_harness_saw_them(comparisons):
     first = min(t for t, _tp in linked(c.result.stats.done_log))
     assert min(d for d in done if d > 0) - first < 0.5 + 1e-9
     assert c.result.first_alter == pytest.approx(c.record["first_move_seen_s"] - 0.25, abs=1e-6)
+
+
+def test_docs_show_what_the_comparison_computes(comparisons):
+    from engine.whatif.calibration import markdown
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "simulator.md").read_text(encoding="utf-8")
+    for c in comparisons.values():
+        for line in markdown(c).splitlines():
+            assert line in doc, line
+        assert f"calibration/{c.name}.svg" in doc
