@@ -53,9 +53,8 @@ from engine.core.outcomes import OK, Ok, Refused, Result
 from engine.core.partition import Replicas, TopicPartition
 from engine.sim.model import (
     REPLICA_FETCH_WAIT_MAX, FetchState, Lag, SimBroker, SimPartition, SimState, Stats, Throttles,
-    listed_brokers,
+    listed_brokers, refused_epoch_stall,
 )
-from engine.sim.model import refused_epoch_stall
 from engine.sim.scenario import Scenario
 from engine.core.throttles import ThrottleSet
 
@@ -220,8 +219,8 @@ def one_delta(state: SimState, before: SimState) -> SimState:
     (KRaft's ``MetadataLoader``): ``ReplicaManager.applyLocalFollowersDelta`` creates the log of every new
     local follower first, then adds the fetchers of them all. So each of them is ready when the last of
     those logs is created."""
-    added = [key for key, at in state.ready.items() if before.ready.get(key) != at and key not in before.ready
-             and key[1] not in state.partitions[key[0]].isr]
+    added = [key for key in state.ready.keys()
+             if key not in before.ready and key[1] not in state.partitions[key[0]].isr]
     last: dict[int, float] = {}
     for (_tp, b), at in ((k, state.ready[k]) for k in added):
         last[b] = max(last.get(b, at), at)

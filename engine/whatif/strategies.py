@@ -183,15 +183,16 @@ class _Engine:
 
     # -- what the adapter sends for each call of the Cluster interface -----------------------------
 
-    def observe(self, partitions, read: bool = True):
+    def observe(self, partitions, read: Callable[[], bool] | None = None):
         """DescribeCluster, then for partitions ListPartitionReassignments (the reading), Metadata and the
-        topics' DescribeConfigs. ``read=False``: the requests only (an unchanged cluster, already read)."""
+        topics' DescribeConfigs. ``read`` says at the reading whether to read (False: the requests only,
+        the cluster unchanged since it was last read); None is always."""
         tps = list(partitions)
         a = self.admin()
         self.send(a)
         if tps:
             self.send(a)
-        obs = self.cluster.observe(tps) if read else None
+        obs = self.cluster.observe(tps) if read is None or read() else None
         if tps:
             self.send(a, a)
         return obs
@@ -299,12 +300,17 @@ def _kreassign(scenario: Scenario, limit: float) -> RunResult:
         measure = ((copying(state) if full else catch_up_due(state, now, last_catch_up))
                    if state.throttle_rate else [])
         if full or look or measure:
-            snapshot = (cluster.state.partitions, cluster.state.brokers)
-            fresh = not full or snapshot != seen  # a full look at an unchanged cluster sees nothing new
+            def fresh() -> bool:  # a full look at a cluster unchanged since the last one sees nothing new
+                nonlocal seen
+                snapshot = (cluster.state.partitions, cluster.state.brokers)
+                if full and snapshot == seen:
+                    return False
+                seen = snapshot if full else seen
+                return True
+
             obs = engine.observe(sorted(look), read=fresh)
             if full:
                 full_at = now
-                seen = snapshot
             if obs is not None:
                 feed(dataclasses.replace(obs, now=now))
             tps = [tp for tp in measure if tp in state.steps]
