@@ -5,7 +5,8 @@ from engine.sim import scenario as S
 
 def scenario(partitions, brokers=4, racks=None, network="100 MB/s", throttle="none", **extra):
     """``partitions``: list of (replicas, size, produce_rate) for topic t. Brokers create new replicas
-    instantly unless ``replica_creation_time`` is given: each rule is tested on its own."""
+    instantly unless ``replica_creation_time`` is given, and a used-up follower quota lets its rate
+    through unless ``follower_quota_loss`` is given: each rule is tested on its own."""
     doc = {
         "brokers": [{"id": b, "rack": (racks or {}).get(b), "network_in": network, "network_out": network}
                     for b in range(1, brokers + 1)],
@@ -14,6 +15,7 @@ def scenario(partitions, brokers=4, racks=None, network="100 MB/s", throttle="no
             for i, (r, size, rate) in enumerate(partitions)]}],
         "throttle": throttle,
         "replica_creation_time": 0,
+        "follower_quota_loss": 0,
     }
     doc.update(extra)
     return S.from_document(doc)

@@ -1,94 +1,129 @@
 """The simulator against Kafka 4.0 as measured (docs/simulator.md, "Calibration").
 
-Two measured runs, each a shipped scenario. The Kafka tool's runs (all-at-once)
-varied between runs; the simulator is deterministic and must land within what
-was measured.
+``tests/data/measurements/`` is a copy of the records of ``../shared/measurements/`` (not in CI's
+clone): six reassignments on a real Kafka 4.0.0 cluster with an acks=all probe producer.
+``engine.whatif.calibration`` runs each one's twin on the simulated cluster and sets it beside the
+record as the record's harness saw it. Held to 20 %: the makespan everywhere, the probe's p99 and
+max where the machine was not overloaded (the records' README).
 """
 
 from pathlib import Path
 
 import pytest
 
-from engine.sim import scenario as S
-from engine.sim.bound import lower_bound
-from engine.whatif.strategies import run
+from engine.core.partition import TopicPartition
+from engine.sim.model import linked
+from engine.whatif.calibration import RUNS, TOLERANCE, compare_all, load, scenario
 
-SCENARIOS = Path(__file__).resolve().parent.parent / "ops" / "scenarios"
-
-
-def load(name):
-    return S.load(str(SCENARIOS / f"{name}.yaml"))
-
-
-@pytest.fixture(scope="module")
-def small_cluster():
-    sc = load("add-broker-small-cluster-4mbs")
-    return sc, run(sc, "all-at-once")
+RECORDS = Path(__file__).resolve().parent / "data" / "measurements" / "kafka-4.0-2026-11-26"
+NAMES = sorted(p.stem for p in RECORDS.glob("*.json"))
+# Kafka's tool on the small cluster: which source broker's fetcher wins the follower quota's turns is
+# chance (docs/simulator.md, "Calibration"); the simulator shares them evenly
+TOOL_LOTTERY = "24x16MiB-4MBs-kafka-tool"
 
 
 @pytest.fixture(scope="module")
-def many_small():
-    sc = load("many-small-partitions-new-broker-50mbs")
-    return sc, run(sc, "all-at-once")
+def comparisons():
+    return {c.name: c for c in compare_all(RECORDS)}
 
 
-def test_the_scenarios_are_the_measured_ones():
-    sc = load("add-broker-small-cluster-4mbs")
-    assert len(sc.targets) == 24 - 6 and sc.moved_bytes() == 18 * 16 * 2**20  # 18 replicas to broker 4
-    assert sum(1 for t in sc.targets if t.replicas[0] == 4) == 6
-    assert sc.moved_bytes() / sc.throttle == pytest.approx(75.5, abs=0.05)
-    bound = lower_bound(sc)  # the busiest receiver's bytes / throttle is the measured runs' bound
-    assert bound.bytes_over_throttle == pytest.approx(75.5, abs=0.05) and bound.seconds == pytest.approx(74.5, abs=0.05)
-    sc2 = load("many-small-partitions-new-broker-50mbs")
-    assert sc2.moved_bytes() == 225 * 2**20 and sum(1 for t in sc2.targets if t.replicas[0] == 4) == 75
-    assert sc2.moved_bytes() / sc2.throttle == pytest.approx(4.7, abs=0.05)
+def within(simulated, measured):
+    return abs(simulated - measured) <= TOLERANCE * measured
 
 
-def test_kafkas_tool_on_the_small_cluster_lands_in_the_measured_ranges(small_cluster):
-    sc, r = small_cluster
-    # measured over 10 runs: makespan 0.98-1.17 x (bytes / throttle), probe p99 1.5-18.3 s and max
-    # 3.5-20.8 s, 18 partitions under-replicated at once, every throttle left until --verify
-    assert 0.98 <= r.makespan / (sc.moved_bytes() / sc.throttle) <= 1.17
-    assert 1.5 <= r.probe.p99 <= 18.3
-    assert 3.5 <= r.probe.max <= 20.8
-    assert r.stats.peak_under_replicated == 18
-    assert r.throttles_after == 18 + 3 * 18  # follower side: broker 4 per move; leader side: its 3 old replicas
+def test_every_record_has_its_twin():
+    assert len(NAMES) == 6 and set(NAMES) == set(RUNS)
+    record = load(RECORDS / "24x16MiB-4MBs-kreassign.json")
+    sc = scenario(record, "24x16MiB-4MBs-kreassign")
+    assert len(sc.partitions) == 24 and len(sc.targets) == 18 and sc.throttle == 4_000_000
+    assert sc.partitions[TopicPartition(record["topic"], 5)].size == record["partition_bytes"][5]
+    assert sc.moved_bytes() == record["bytes_moved"] == pytest.approx(302_114_122)
+    assert sc.fast_interval == 0.1 and sc.broker_request_capacity is not None
+    assert scenario(load(RECORDS / "24x16MiB-4MBs-kreassign-fast-interval-1s.json"),
+                    "24x16MiB-4MBs-kreassign-fast-interval-1s").fast_interval == 1.0
 
 
-def test_kafkas_tool_on_many_small_partitions_is_near_the_measured_run(many_small):
-    sc, r = many_small
-    # measured once: 23.4 s (bytes / throttle 4.7 s), probe p50 / p99 / max 10.3 / 24.2 / 25.0 s, 225
-    # partitions under-replicated at once
-    assert r.makespan == pytest.approx(23.4, rel=0.10)
-    assert r.probe.p50 == pytest.approx(10.3, rel=0.25)
-    assert r.probe.p99 == pytest.approx(24.2, rel=0.25)
-    assert r.probe.max == pytest.approx(25.0, rel=0.25)
-    assert r.stats.peak_under_replicated == 225
+@pytest.mark.parametrize("name", NAMES)
+def test_the_makespan_is_reproduced_within_20_percent(comparisons, name):
+    measured, simulated = comparisons[name].figures()["makespan_s"]
+    assert within(simulated, measured), (measured, simulated)
 
 
-@pytest.mark.parametrize("name", ["add-broker-small-cluster-4mbs", "many-small-partitions-new-broker-50mbs"])
-def test_kreassign_releases_every_copy_before_it_joins_the_isr(name):
-    sc = load(name)
-    r = run(sc, "kreassign")
-    assert r.finished and r.at_target and not r.throttles_left and r.throttles_after == 0
-    assert r.stats.throttled_joins == 0  # no replica joined the ISR listed on a saturated broker
+@pytest.mark.parametrize("name", sorted(n for n in NAMES if RUNS[n].latency and n != TOOL_LOTTERY))
+def test_the_probes_p99_and_max_are_reproduced_within_20_percent(comparisons, name):
+    f = comparisons[name].figures()
+    for key in ("p99_ms", "max_ms"):
+        measured, simulated = f[key]
+        assert within(simulated, measured), (key, measured, simulated)
 
 
-def test_on_the_small_cluster_kreassign_does_not_stall_producers_and_keeps_to_the_bound():
-    # the issue's goal: probe p99 under 100 ms, makespan within 5 % of bytes / throttle
-    sc = load("add-broker-small-cluster-4mbs")
-    r = run(sc, "kreassign")
-    assert r.probe.p99 < 0.1 and r.probe.max < 0.1
-    assert r.makespan <= 1.05 * sc.moved_bytes() / sc.throttle
-    assert r.stats.peak_under_replicated <= 2
+@pytest.mark.xfail(strict=True, reason="which fetcher wins the quota's turns is chance; the simulator shares "
+                                       "them evenly, so no wave ends early and its followers wait for no turn")
+def test_kafkas_tool_p99_and_max_on_the_small_cluster(comparisons):
+    f = comparisons[TOOL_LOTTERY].figures()
+    assert within(f["p99_ms"][1], f["p99_ms"][0]) and within(f["max_ms"][1], f["max_ms"][0])
 
 
-def test_on_many_small_partitions_kreassign_does_not_stall_producers_and_keeps_all_at_onces_time(many_small):
-    # broker 4 creates the 225 new replicas' logs one at a time (0.1 s each): the makespan is bound by
-    # that, not by bytes; two new replicas at a time keep it busy, and no finished move's epoch change
-    # waits behind more than the one log being created (its leader fences broker 4 meanwhile)
-    sc, all_at_once = many_small
-    r = run(sc, "kreassign")
-    assert r.probe.p99 < 0.1 and r.probe.max < 0.1
-    assert r.stats.peak_under_replicated <= 2
-    assert r.makespan <= 1.2 * all_at_once.makespan
+@pytest.mark.parametrize("name", NAMES)
+def test_as_many_partitions_are_under_replicated_at_once_as_measured(comparisons, name):
+    measured, simulated = comparisons[name].figures()["peak_urp"]
+    assert simulated == measured
+
+
+def test_every_completion_holds_acks_all_writes_up_about_a_second(comparisons):
+    # With the engine looking once a second the measured spikes (~1 s) line up with the completions:
+    # each completion bumps the leader epoch and a follower that applied it first is refused
+    c = comparisons["24x16MiB-4MBs-kreassign-fast-interval-1s"]
+    per_second = c.result.probe.per_second
+    for t in (x for x in c.result.done_times().values()):
+        assert max(per_second[int(t)], per_second[min(int(t) + 1, len(per_second) - 1)]) >= 1.0, t
+    assert sum(1 for v in per_second if v >= 1.0) <= 3 * len(c.result.done_times())
+
+
+def test_looking_every_tenth_of_a_second_costs_the_probe_what_was_measured(comparisons):
+    default, slow = comparisons["24x16MiB-4MBs-kreassign"], comparisons["24x16MiB-4MBs-kreassign-fast-interval-1s"]
+    measured = default.figures()["p99_ms"][0] / slow.figures()["p99_ms"][0]  # 2.15
+    simulated = default.figures()["p99_ms"][1] / slow.figures()["p99_ms"][1]
+    assert within(simulated, measured), (measured, simulated)
+    # the engine's own requests: broker 1 gets every look (the adapter's requests not addressed to a
+    # broker), the others a DescribeLogDirs when a copy of theirs is measured; at 0.1 s broker 1 gets
+    # more than it absorbs for seconds on end, at 1 s never
+    mean = {r.broker: r.mean for r in default.result.request_rates()}
+    assert mean[1] > 2 * {r.broker: r.mean for r in slow.result.request_rates()}[1]
+    assert mean[1] > 3 * max(mean[b] for b in (2, 3, 4))
+    assert max(d for _t, d in default.result.delays[1]) > 1.0
+    assert max((d for points in slow.result.delays.values() for _t, d in points), default=0) < 0.05
+
+
+def test_the_loaded_runs_have_the_measured_shape(comparisons):
+    tool, engine = comparisons["300x1MiB-50MBs-kafka-tool-loaded"], comparisons["300x1MiB-50MBs-kreassign-loaded"]
+    # Kafka's tool: all 225 at once; broker 4 creates their logs one at a time, so the first completes
+    # only after a while and the last about all the creations later
+    assert tool.result.stats.peak_under_replicated == 225
+    done = sorted(x for x in tool.done if x > 0)
+    assert done[-1] - tool.result.first_alter == pytest.approx(225 * tool.scenario.replica_creation_time, rel=0.2)
+    # kreassign: at most 2 moves at a time, completions in pairs, one pair every cycle of the engine
+    assert engine.result.stats.peak_under_replicated == 2
+    done = sorted(x for x in engine.done if x > 0)
+    assert len(done) == 225
+    cycle = (done[-1] - done[0]) / (len(done) / 2)
+    measured = sorted(x for x in engine.record["partition_done_s"] if x > 0.1)
+    assert within(cycle, (measured[-1] - measured[0]) / (len(measured) / 2))
+
+
+def test_the_records_are_compared_as_their_harness_saw_them(comparisons):
+    c = comparisons["24x16MiB-4MBs-kreassign"]
+    done = c.done
+    assert all(d == pytest.approx(round(d * 2) / 2) for d in done)  # its 0.5 s reads
+    first = min(t for t, _tp in linked(c.result.stats.done_log))
+    assert min(d for d in done if d > 0) - first < 0.5 + 1e-9
+    assert c.result.first_alter == pytest.approx(c.record["first_move_seen_s"] - 0.25, abs=1e-6)
+
+
+def test_docs_show_what_the_comparison_computes(comparisons):
+    from engine.whatif.calibration import markdown
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "simulator.md").read_text(encoding="utf-8")
+    for c in comparisons.values():
+        for line in markdown(c).splitlines():
+            assert line in doc, line
+        assert f"calibration/{c.name}.svg" in doc

@@ -93,12 +93,41 @@ def test_a_throttled_follower_in_the_isr_after_completion_stalls_acks_all_while_
     assert start == pytest.approx(20.0, abs=0.01) and end == pytest.approx(21.0, abs=0.01)
 
 
-def test_an_unlisted_follower_does_not_stall():
+def test_an_unlisted_follower_stalls_only_for_its_refused_fetch_at_the_new_epoch():
+    # T0 completes at 0.2 s (10 MB, sharing broker 3's 100 MB/s with T1): Phase B drops broker 2, a new
+    # leader epoch. Every broker applies it at once (no queue): follower 3 fetches at the new epoch no
+    # later than its leader knows it, is refused UNKNOWN_LEADER_EPOCH and leaves T0 out of its fetches for
+    # replica.fetch.backoff.ms, then takes it up with its next request, half a replica.fetch.wait.max.ms
+    # later on average. Unlisted, it then fetches at once: 1.25 s, not until T1's copy is done.
     c = cluster([((1, 2), 10 * MB, 0), ((2, 1), 200 * MB, 0)])
     c.apply_throttles(follower_throttle([(1, 3)], 10 * MB))  # only T1 is throttled
     c.alter_reassignments({T[0]: (1, 3), T[1]: (2, 3)})
-    run_until(c, 25)
-    assert T[0] not in blocked(c)
+    done = run_until(c, 25, step=0.01)
+    assert done[T[0]] == pytest.approx(0.2, abs=0.011)
+    (start, end), = blocked(c)[T[0]]
+    assert start == pytest.approx(0.2, abs=1e-6) and end - start == pytest.approx(1.0 + 0.5 / 2)
+
+
+def test_an_operator_shortens_the_stall_with_replica_fetch_backoff_ms():
+    c = cluster([((1, 2), 10 * MB, 0)], replica_fetch_backoff="100ms")
+    c.alter_reassignments({T[0]: (1, 3)})
+    run_until(c, 5, step=0.01)
+    (start, end), = blocked(c)[T[0]]
+    assert end - start == pytest.approx(0.1 + 0.5 / 2)
+
+
+def test_a_follower_whose_broker_applies_the_epoch_change_after_its_leader_is_only_fenced_meanwhile():
+    # Broker 3 is still creating the log of T1 (1 s) when T0 completes at 0.2 s (2 moves from broker 2
+    # into it, created first): its T0 follower applies the change after leader 1 has. Its old-epoch fetch
+    # is refused FENCED_LEADER_EPOCH, it drops T0 until its broker applies the change, then fetches at once.
+    c = cluster([((1, 2), 20 * MB, 0), ((1, 2), 0, 0)], replica_creation_time="1s")
+    c.alter_reassignments({T[0]: (1, 3)})
+    c.advance(0.5)
+    c.alter_reassignments({T[1]: (1, 2, 3)})  # broker 3 creates its log from 1.0 s (T0's first) to 2.0 s
+    done = run_until(c, 5, step=0.01)
+    assert done[T[0]] == pytest.approx(1.2, abs=0.011)  # its log ready at 1.0 s, 20 MB at 100 MB/s
+    (start, end), = blocked(c)[T[0]]
+    assert start == pytest.approx(1.2, abs=1e-6) and end == pytest.approx(2.0, abs=1e-6)
 
 
 def test_removing_the_throttle_entry_ends_the_stall_at_the_fetchers_next_request():
@@ -117,7 +146,10 @@ def test_releasing_the_follower_throttle_before_the_replica_joins_the_isr_avoids
     c.remove_throttles(follower_throttle([(0, 3)], 10 * MB)._replace(follower_brokers=frozenset()))
     done = run_until(c, 25)
     assert done[T[0]] < 1.0  # unthrottled, its last bytes come at network speed
-    assert T[0] not in blocked(c)  # its fetcher knows it is in sync at the new epoch
+    # its follower is refused at the new epoch (1.25 s), then fetched at once: it does not wait for a
+    # turn at the quota T1 uses up until 20 s
+    (start, end), = blocked(c)[T[0]]
+    assert end - start == pytest.approx(1.25)
     assert c.state.stats.throttled_joins == 1  # T1's alone: it joined listed, its own copy using the quota up
 
 
@@ -142,11 +174,12 @@ def test_the_epoch_is_bumped_only_when_the_replica_set_loses_a_member_or_the_lea
     c2.alter_reassignments({T[0]: (1, 2, 3)})  # a reorder: same set, same leader, no bump
     run_until(c2, 1)
     assert T[0] not in blocked(c2)
-    c2.elect_preferred_leaders([T[0]])  # leader 3 -> 1: a bump; follower 3 is not listed, 2 neither
+    c2.elect_preferred_leaders([T[0]])  # leader 3 -> 1: a bump; followers 2 and 3 are refused at first
     c2.apply_throttles(follower_throttle([(0, 2)], 10 * MB))
-    c2.elect_preferred_leaders([T[0]])  # no change: no bump
-    run_until(c2, 2)
-    assert T[0] not in blocked(c2)
+    c2.elect_preferred_leaders([T[0]])  # no change: no bump (the stall is not extended)
+    run_until(c2, 3)
+    (start, end), = blocked(c2)[T[0]]
+    assert start == pytest.approx(1.0) and end == pytest.approx(2.25)
 
 
 def test_a_follower_that_fetches_nothing_for_replica_lag_time_max_leaves_the_isr_and_writes_resume():
@@ -234,10 +267,20 @@ def test_a_broker_creates_new_replicas_one_at_a_time_and_an_epoch_change_waits_i
     c.advance(0.5)
     c.elect_preferred_leaders([T[4]])  # leader 2: broker 3 follows at a new epoch once it applied it
     done = run_until(c, 6, step=0.01)
-    for i in range(4):  # each copies for 0.1 s once its log exists
-        assert done[T[i]] == pytest.approx(i + 1 + 0.1, abs=0.02)
+    # one request, one delta: broker 3 creates the four logs one after the other, then fetches them all
+    # (ReplicaManager.applyLocalFollowersDelta), 10 MB each sharing its 100 MB/s: 0.4 s
+    for i in range(4):
+        assert done[T[i]] == pytest.approx(4 + 0.4, abs=0.02)
     (start, end), = blocked(c)[T[4]]
     assert start == pytest.approx(0.5, abs=1e-6) and end == pytest.approx(4.0, abs=1e-6)
+
+
+def test_replicas_added_by_separate_requests_start_fetching_as_their_own_log_is_created():
+    c = cluster([((1, 2), 10 * MB, 0)] * 2, replica_creation_time="1s")
+    c.alter_reassignments({T[0]: (1, 2, 3)})
+    c.alter_reassignments({T[1]: (1, 2, 3)})
+    done = run_until(c, 4, step=0.01)
+    assert done[T[0]] == pytest.approx(1.1, abs=0.02) and done[T[1]] == pytest.approx(2.1, abs=0.02)
 
 
 def test_the_default_replica_creation_time_is_the_calibrated_one():
@@ -298,3 +341,73 @@ def test_sim_cluster_state_names_the_partitions_that_cannot_complete_acks_all_wr
         assert state["under_replicated"] == 1  # t-1: RS 2, 1, 3 with 3 not yet in sync
     finally:
         server.httpd.server_close()
+
+
+# --- how fetchers share a used-up follower quota ------------------------------------------------------
+
+
+def test_a_fetcher_that_also_fetches_in_sync_partitions_takes_a_used_up_quota_first():
+    # Broker 3 follows T2 (led by broker 1, in sync) and copies T0 from broker 1 and T1 from broker 2 under
+    # a 10 MB/s follower quota. Refused, broker 3's fetcher from broker 2 backs off replica.fetch.backoff.ms;
+    # its fetcher from broker 1 asks again with every return of T2's fetch: it gets the quota whenever it
+    # opens (Kafka's rule fetch by fetch, benchmarks.quota), so T0 is copied first, then T1.
+    c = cluster([((1, 2), 50 * MB, 0), ((2, 1), 50 * MB, 0), ((1, 3), 0, 1000)])
+    c.apply_throttles(follower_throttle([(0, 3), (1, 3)], 10 * MB))
+    c.alter_reassignments({T[0]: (1, 3), T[1]: (2, 3)})
+    done = run_until(c, 20, step=0.01)
+    burst = 10 / 90  # the quota's first sample window (10 MB) passes at broker 3's 100 MB/s, both copies at 50
+    assert done[T[0]] == pytest.approx(burst + (50 - 50 * burst) / 10, abs=0.02)  # 4.56 s
+    assert done[T[1]] == pytest.approx(burst + (100 - 100 * burst) / 10, abs=0.02)  # 9.0 s
+
+
+def test_fetchers_that_all_back_off_share_a_used_up_quota():
+    c = cluster([((1, 2), 50 * MB, 0), ((2, 1), 50 * MB, 0)])
+    c.apply_throttles(follower_throttle([(0, 3), (1, 3)], 10 * MB))
+    c.alter_reassignments({T[0]: (1, 3), T[1]: (2, 3)})
+    done = run_until(c, 20, step=0.01)
+    assert done[T[0]] == pytest.approx(done[T[1]], abs=0.011)
+    assert done[T[0]] == pytest.approx(10 / 90 + (100 - 100 * 10 / 90) / 10, abs=0.02)  # 5 MB/s each after the burst
+
+
+def test_a_used_up_follower_quota_loses_some_of_its_rate_to_fetchers_backing_off():
+    c = cluster([((1,), 100 * MB, 0)], follower_quota_loss=0.08)
+    c.apply_throttles(follower_throttle([(0, 2)], 10 * MB))
+    c.alter_reassignments({T[0]: (2,)})
+    # the first sample window (10 MB) at once, as Kafka's quota lets it; then 10 / 1.08 MB/s
+    burst = 10 / 90
+    assert run_until(c, 20, step=0.01)[T[0]] == pytest.approx(burst + (100 - 100 * burst) * 1.08 / 10, abs=0.02)
+
+
+# --- what the engine's requests cost a broker ----------------------------------------------------------
+
+
+def test_a_broker_falls_behind_while_it_gets_more_requests_than_it_absorbs_and_catches_up_after():
+    from engine.sim.load import delay
+    fast = [i / 20 for i in range(40)]  # 20 requests/s for 2 s to a broker that absorbs 10
+    points = delay(fast, 10.0)
+    # counted over the last second the rate passes 10/s at 0.5 s: it falls behind by (rate - 10) / 10 s
+    # per s, 1 s per s at 20/s, and catches up as the rate falls back below 10/s and to 0 (1 s per s)
+    assert points[0] == (pytest.approx(0.5, abs=0.03), 0)
+    peak_at, peak = max(points, key=lambda p: p[1])
+    assert peak == pytest.approx(0.25 + 1.0 + 0.25, abs=0.06) and peak_at == pytest.approx(2.45, abs=0.06)
+    assert points[-1][1] == 0 and points[-1][0] == pytest.approx(2.95 + 1.25, abs=0.06)
+    assert delay([i / 5 for i in range(20)], 10.0) == []  # 5 requests/s: absorbed
+    assert delay(fast, None) == []  # requests cost nothing
+
+
+def test_a_busy_broker_delays_the_writes_it_leads_and_the_later_ones_on_the_connection():
+    from engine.sim.load import windows
+    # A led by broker 1, B by broker 2; broker 1 falls 1 s behind from 1 s to 2 s and catches up by 3 s: a
+    # write sent at t is answered at t + its delay, A's message at 2.0 s at 3.0 s
+    busy = {1: windows([(1.0, 0.0), (2.0, 1.0), (3.0, 0.0)])}
+    r = probe([A, B], 2, 10, [], [(0, A, 1), (0, B, 2)], busy)
+    assert r.max == pytest.approx(1.0, abs=0.06)
+    assert r.per_second[2] == pytest.approx(0.95, abs=0.06) and r.per_second[0] == 0 and r.per_second[5] == 0
+    alone = probe([A, B], 2, 10, [], [(0, A, 2), (0, B, 2)], busy)  # broker 1 leads nothing
+    assert alone.max == 0
+
+
+def test_the_probe_reports_the_most_latency_of_each_second():
+    r = probe([A, B], 2, 6, [(A, 1.2, 3.0)], [(0, A, 1), (0, B, 1)])
+    # A's message at 2.0 s waits until 3.0 s, B's at 2.5 s behind it; nothing else waits
+    assert r.per_second == pytest.approx((0, 0, 1.0, 0, 0, 0))

@@ -242,7 +242,11 @@ class SimulatedCluster:
         return out
 
     def alter_reassignments(self, targets: Mapping[TopicPartition, Replicas]) -> dict[TopicPartition, Result]:
-        return self._each(controller.alter, targets.items())
+        self._sync()
+        before = self.state
+        out = self._each(controller.alter, targets.items())
+        self.state = controller.one_delta(self.state, before)
+        return out
 
     def cancel_reassignments(self, partitions: Collection[TopicPartition]) -> dict[TopicPartition, Result]:
         return self._each(controller.cancel, [(tp,) for tp in partitions])

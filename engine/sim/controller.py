@@ -26,11 +26,19 @@ Every function is pure: ``(state, ...) -> state`` or ``(state, result)``.
   revert), not when replicas are only added or the ISR changes. On a bump
   every follower restarts its fetcher at the new epoch
   (``ReplicaManager.applyLocalFollowersDelta``), which its broker does only
-  once it has applied every earlier metadata change; until then the leader
-  refuses its fetches (FENCED_LEADER_EPOCH) and, if it is in the ISR, cannot
-  complete acks=all writes (``SimState.fetch``, ``engine.sim.physics``).
+  once it has applied every earlier metadata change. A follower that does so
+  no later than its leader's broker fetches at an epoch the leader does not
+  know yet: refused UNKNOWN_LEADER_EPOCH, its fetcher leaves the partition out
+  for replica.fetch.backoff.ms (``model.refused_epoch_stall``), unless its fetcher
+  may not ask for it at all (throttled on a saturated follower quota: it waits
+  for a turn, below); one that does so later has its old-epoch fetches refused
+  (FENCED_LEADER_EPOCH) until it has.
+  Either way, while it is in the ISR the leader cannot complete acks=all
+  writes (``SimState.fetch``, ``engine.sim.physics``).
 * A broker applies metadata changes one at a time, in order; creating the log
   of a new replica takes ``SimState.creation_time`` (``meta_free``, ``ready``).
+  The replicas one request adds start fetching together, once the last of
+  their logs exists (``one_delta``).
 * Throttles are broker and topic configs (KIP-73); ``engine.sim.physics``
   applies them.
 """
@@ -44,8 +52,8 @@ import immutables
 from engine.core.outcomes import OK, Ok, Refused, Result
 from engine.core.partition import Replicas, TopicPartition
 from engine.sim.model import (
-    REPLICA_FETCH_BACKOFF, REPLICA_FETCH_WAIT_MAX, FetchState, Lag, SimBroker, SimPartition, SimState, Stats, Throttles,
-    listed_brokers,
+    REPLICA_FETCH_WAIT_MAX, FetchState, Lag, SimBroker, SimPartition, SimState, Stats, Throttles,
+    listed_brokers, refused_epoch_stall,
 )
 from engine.sim.scenario import Scenario
 from engine.core.throttles import ThrottleSet
@@ -56,7 +64,8 @@ def initial(scenario: Scenario) -> SimState:
         b.id: SimBroker(b.id, b.rack, float(b.network_in), float(b.network_out), b.alive) for b in scenario.brokers
     })
     state = SimState(0.0, brokers, immutables.Map(scenario.topics), immutables.Map(),
-                     creation_time=scenario.replica_creation_time)
+                     creation_time=scenario.replica_creation_time, fetch_backoff=scenario.replica_fetch_backoff,
+                     quota_loss=scenario.follower_quota_loss)
     alive = {b.id for b in scenario.brokers if b.alive}
     for tp in sorted(scenario.partitions):
         spec = scenario.partitions[tp]
@@ -143,6 +152,9 @@ def put(state: SimState, tp: TopicPartition, new: SimPartition, behind: float = 
     if old is None or old.leader != new.leader:
         s = state.stats
         state = state._replace(stats=s._replace(leader_log=((state.time, tp, new.leader), s.leader_log)))
+    if old is not None and old.reassigning and not new.reassigning:
+        s = state.stats
+        state = state._replace(stats=s._replace(done_log=((state.time, tp), s.done_log)))
     if old is None or (len(old.isr), len(old.replicas)) != (len(new.isr), len(new.replicas)):
         was = old is not None and len(old.isr) < len(old.replicas)
         now = len(new.isr) < len(new.replicas)
@@ -161,7 +173,8 @@ def epoch_bumped(old: SimPartition, new: SimPartition) -> bool:
 
 def _metadata(state: SimState, tp: TopicPartition, old: SimPartition, new: SimPartition) -> SimState:
     """The brokers' side of a partition change: new replicas wait for their log to be created, and after
-    an epoch bump every follower waits for its broker to apply it (fenced meanwhile)."""
+    an epoch bump every follower waits for its broker to apply it (fenced meanwhile), and one whose
+    broker applies it no later than the leader's is refused at the new epoch and backs off."""
     t = state.time
     fetch, ready, free = state.fetch, state.ready, state.meta_free
     for b in old.replicas:  # replicas that left, or are no longer followers in the ISR
@@ -177,24 +190,47 @@ def _metadata(state: SimState, tp: TopicPartition, old: SimPartition, new: SimPa
             if done > t:
                 ready = ready.set((tp, b), done)
     if epoch_bumped(old, new) and new.leader is not None:
+        led = max(t, free.get(new.leader, t))  # when the leader's broker applies the change
         for b in new.replicas:
             if b == new.leader or not state.alive(b):
                 continue
             applied = max(t, free.get(b, t))
+            # its first fetch at the new epoch reaches a leader still at the old one, unless its fetcher may
+            # not ask for it (listed, and copies use its broker's follower quota up: it waits for a turn)
+            refused = applied <= led and not (state.throttles.follower_throttled(tp, b) and b in state.saturated)
+            resume = applied + refused_epoch_stall(state.fetch_backoff) if refused else applied
             key = (tp, b)
             if b in new.isr:
                 prior = fetch.get(key)
                 since = prior.since if prior is not None else t
-                if applied > t:
-                    fetch = fetch.set(key, FetchState("fenced", since, applied))
+                if resume > t:
+                    fetch = fetch.set(key, FetchState("refused" if refused else "fenced", since, resume))
                 elif state.throttles.follower_throttled(tp, b):  # applied at once: throttled, lag unknown
                     own = (b, new.leader) in _pulling(state, tp, old)  # itself, counted until now
                     fetch = fetch.set(key, fresh(state, tp, b, since, new.leader, int(own)))
                 elif prior is not None:
                     fetch = fetch.delete(key)
-            elif applied > ready.get(key, t):
-                ready = ready.set(key, applied)
+            elif resume > ready.get(key, t):
+                ready = ready.set(key, resume)
     return state._replace(fetch=fetch, ready=ready, meta_free=free, dirty=True)
+
+
+def one_delta(state: SimState, before: SimState) -> SimState:
+    """The replicas that one request added (``before`` is the state before it) start fetching together.
+    A request's changes are committed as one batch of records and each broker applies them as one delta
+    (KRaft's ``MetadataLoader``): ``ReplicaManager.applyLocalFollowersDelta`` creates the log of every new
+    local follower first, then adds the fetchers of them all. So each of them is ready when the last of
+    those logs is created."""
+    added = [key for key in state.ready.keys()
+             if key not in before.ready and key[1] not in state.partitions[key[0]].isr]
+    last: dict[int, float] = {}
+    for (_tp, b), at in ((k, state.ready[k]) for k in added):
+        last[b] = max(last.get(b, at), at)
+    ready = state.ready
+    for key in added:
+        if ready[key] < last[key[1]]:
+            ready = ready.set(key, last[key[1]])
+    return state if ready is state.ready else state._replace(ready=ready, dirty=True)
 
 
 def fresh(state: SimState, tp: TopicPartition, broker: int, since: float, leader: int, own: int = 0) -> FetchState:
@@ -203,7 +239,7 @@ def fresh(state: SimState, tp: TopicPartition, broker: int, since: float, leader
     holds it replica.fetch.wait.max.ms: the writes to that leader wait for this very follower), or after
     replica.fetch.backoff.ms if it fetches nothing else from that leader."""
     others = state.pulls.get((broker, leader), 0) - own
-    retry = REPLICA_FETCH_WAIT_MAX if others > 0 else REPLICA_FETCH_BACKOFF
+    retry = REPLICA_FETCH_WAIT_MAX if others > 0 else state.fetch_backoff
     return FetchState("fresh", since, float("inf"), state.time, retry)
 
 
@@ -253,10 +289,13 @@ def _repull(state: SimState, before: tuple, after: tuple) -> SimState:
     if before == after:
         return state
     pulls = state.pulls
+    crossed = False  # a fetcher starts or stops fetching in-sync partitions: it asks a quota differently
     for key, d in [(k, -1) for k in before] + [(k, 1) for k in after]:
-        n = pulls.get(key, 0) + d
+        was = pulls.get(key, 0)
+        n = was + d
+        crossed = crossed or (was == 0) != (n == 0)
         pulls = pulls.set(key, n) if n else pulls.delete(key)
-    return state._replace(pulls=pulls)
+    return state._replace(pulls=pulls, dirty=state.dirty or crossed)
 
 
 def _record_isr(state: SimState, tp: TopicPartition, p: SimPartition) -> SimState:

@@ -15,12 +15,15 @@ costs nothing until something happens.
 What producers feel (docs/simulator.md has the sources):
 
 * ``fetch``: followers in the ISR that do not fetch right now. After a leader
-  epoch bump a follower is ``fenced`` until its broker has applied the change
-  (the leader refuses fetches at the old epoch), then, if it is listed in its
-  broker's ``follower.replication.throttled.replicas`` and that broker has a
-  rate, ``fresh``: its fetcher does not know it is in sync, so the follower
-  quota applies to it and it waits for a turn. Either way the leader cannot
-  complete acks=all writes for the partition.
+  epoch bump a follower whose broker applies the change no later than the
+  leader's is ``refused`` (UNKNOWN_LEADER_EPOCH: its fetcher leaves the
+  partition out for replica.fetch.backoff.ms), one whose broker applies it
+  later is ``fenced`` until it has (the leader refuses fetches at the old
+  epoch); then, if it is listed in its broker's
+  ``follower.replication.throttled.replicas`` and that broker has a rate,
+  ``fresh``: its fetcher does not know it is in sync, so the follower quota
+  applies to it and it waits for a turn. Meanwhile the leader cannot complete
+  acks=all writes for the partition.
 * ``ready``: a new replica, or a copy whose epoch changed, fetches only from
   this time on (its broker applies metadata changes in order: ``meta_free``).
 * ``quotas``: every broker's leader and follower quota as token buckets (the
@@ -56,9 +59,28 @@ REPLICA_FETCH_MAX_BYTES = 1_048_576  # replica.fetch.max.bytes: per partition pe
 REPLICA_FETCH_RESPONSE_MAX_BYTES = 10_485_760  # replica.fetch.response.max.bytes: per response
 REPLICA_FETCH_BACKOFF = 1.0  # replica.fetch.backoff.ms: a fetcher with nothing it may fetch waits this long
 REPLICA_FETCH_WAIT_MAX = 0.5  # replica.fetch.wait.max.ms: a leader holds a fetch without new data this long
+# A follower quota's rate as it delivers it: a refused fetcher backs off replica.fetch.backoff.ms, and the
+# quota may open meanwhile with no one asking. Kafka's rule fetch by fetch (``python -m benchmarks.quota``)
+# copies 1.079-1.082 x bytes / rate with one or two fetchers of one partition each (kreassign's steps),
+# 1.048 with three of six (Kafka's tool on the measured move): the fluid quota lets rate / (1 + this)
+# through once used up.
+DEFAULT_FOLLOWER_QUOTA_LOSS = 0.08
+
+
+def refused_epoch_stall(backoff: float) -> float:
+    """How long a follower refused UNKNOWN_LEADER_EPOCH (it applied a leader epoch change before its
+    leader did) does not fetch the partition: its fetcher leaves it out for replica.fetch.backoff.ms
+    (``backoff``), then takes it up again with its next request. The one in progress is held
+    replica.fetch.wait.max.ms (no new data reaches a leader whose writes wait: each producer's later
+    requests queue behind the held one on its connection), so on average half of that later
+    (docs/simulator.md, "The epoch bump")."""
+    return backoff + REPLICA_FETCH_WAIT_MAX / 2
 # How long a broker takes to create the log of a new replica (its metadata changes are applied one at a
 # time, in order). Not a Kafka setting: fitted to a measured run, see docs/simulator.md ("Calibration").
 DEFAULT_REPLICA_CREATION_TIME = 0.1
+# One round trip of the engine's requests to the cluster (an admin request; a log append takes
+# APPEND_ROUND_TRIPS). Not a Kafka setting: fitted to the measured runs, see docs/simulator.md ("Calibration").
+DEFAULT_REQUEST_TIME = 0.03
 
 
 class SimBroker(NamedTuple):
@@ -135,15 +157,18 @@ class Quota(NamedTuple):
     def window(self, t: float) -> float:
         return min(QUOTA_WINDOW, max(QUOTA_WINDOW_SIZE, t - self.started))
 
-    def at(self, t: float, rate: float) -> float:
-        """Tokens at ``t`` under the current flow."""
-        grown = self.tokens + (rate - self.flow) * (t - self.since)
+    def at(self, t: float, rate: float, refill: float | None = None) -> float:
+        """Tokens at ``t`` under the current flow; they refill at ``refill`` (default ``rate``: what the
+        quota lets through once used up) up to ``rate`` x the window it has recorded."""
+        grown = self.tokens + ((rate if refill is None else refill) - self.flow) * (t - self.since)
         return max(0.0, min(rate * self.window(t), grown))
 
 
 class FetchState(NamedTuple):
-    """A follower in the ISR that is not fetching: ``fenced`` (its broker has not applied the leader
-    epoch change yet; ``until`` is when it will) or ``fresh`` (lag unknown to its fetcher, throttled:
+    """A follower in the ISR that is not fetching: ``refused`` (it applied a leader epoch change before
+    its leader and was refused UNKNOWN_LEADER_EPOCH: ``until`` is when its fetcher takes the partition
+    up again), ``fenced`` (its broker has not applied the leader epoch change yet; ``until`` is when it
+    will) or ``fresh`` (lag unknown to its fetcher, throttled:
     ``until`` is its next turn at the follower quota, inf while it starves). ``since``: when it last
     fetched (the leader drops it from the ISR replica.lag.time.max.ms later). A fresh follower's fetcher
     first asks at ``asked`` and, refused, again every ``retry`` seconds."""
@@ -226,11 +251,12 @@ class Stats(NamedTuple):
     blocked: immutables.Map = immutables.Map()  # tp -> since when it cannot complete acks=all writes
     blocked_log: tuple = ()  # closed intervals, newest first, as a linked list: ((tp, start, end), rest)
     leader_log: tuple = ()  # leader changes, newest first, linked: ((time, tp, leader), rest)
+    done_log: tuple = ()  # reassignments completed (Phase B) or reverted, newest first, linked: ((time, tp), rest)
     throttled_joins: int = 0  # replicas that joined the ISR listed as throttled while their broker's quota was saturated
 
 
 def linked(log: tuple) -> list:
-    """The entries of a linked log (``Stats.blocked_log``, ``leader_log``), oldest first."""
+    """The entries of a linked log (``Stats.blocked_log``, ``leader_log``, ``done_log``), oldest first."""
     out = []
     while log:
         entry, log = log
@@ -268,6 +294,8 @@ class SimState(NamedTuple):
     pulls: immutables.Map = immutables.Map()  # (follower broker, leader) -> in-sync replicas it fetches normally
     fetchers: frozenset = frozenset()  # (receiver, leader) of fetchers with copies through the follower quota
     creation_time: float = DEFAULT_REPLICA_CREATION_TIME  # seconds a broker takes to create a new replica's log
+    fetch_backoff: float = REPLICA_FETCH_BACKOFF  # the brokers' replica.fetch.backoff.ms, in seconds
+    quota_loss: float = DEFAULT_FOLLOWER_QUOTA_LOSS  # what a used-up follower quota loses to backed-off fetchers
 
     def min_insync(self, tp: TopicPartition) -> int:
         info: TopicInfo | None = self.topics.get(tp.topic)

@@ -31,7 +31,7 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from engine.core.partition import TopicPartition
 
@@ -44,6 +44,7 @@ class ProbeResult:
     max: float
     blocked_seconds: float  # seconds during which at least one partition could not complete acks=all writes
     blocked_partition_seconds: float  # the same, summed over partitions
+    per_second: tuple[float, ...] = ()  # the most latency added to a message sent in each second from 0
 
 
 NOTHING = ProbeResult(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
@@ -97,19 +98,31 @@ class _Leaders:
 
 def probe(partitions: Sequence[TopicPartition], rate: float, end: float,
           blocked: Sequence[tuple[TopicPartition, float, float]],
-          leader_log: Sequence[tuple[float, TopicPartition, int | None]]) -> ProbeResult:
+          leader_log: Sequence[tuple[float, TopicPartition, int | None]],
+          busy: Mapping[int, Sequence[tuple[float, float]]] | None = None) -> ProbeResult:
     """The probe's latencies for messages sent in [0, ``end``]; ``blocked``: (partition, start, end)
     intervals during which it could not complete acks=all writes; ``leader_log``: (time, partition,
-    leader), oldest first, every partition's leader at time 0 included."""
+    leader), oldest first, every partition's leader at time 0 included; ``busy``: broker -> (start,
+    end) windows during which a produce request it receives waits until ``end`` (``engine.sim.load``:
+    the engine's requests queued ahead of it)."""
     n = len(partitions)
     blocked_seconds = union_length((a, b) for _tp, a, b in blocked)
     partition_seconds = sum(b - a for _tp, a, b in blocked)
     if not n or rate <= 0 or end <= 0:
         return ProbeResult(0.0, 0.0, 0.0, 0.0, blocked_seconds, partition_seconds)
-    index = {tp: i for i, tp in enumerate(sorted(partitions))}
+    ordered = sorted(partitions)
+    index = {tp: i for i, tp in enumerate(ordered)}
     leaders = _Leaders(leader_log)
     pieces: list[tuple[float, float, float]] = []  # (lowest latency, highest, messages spread evenly between)
+    segments: list[tuple[float, float, float]] = []  # (first sent, last sent, completed) of waiting messages
     windows: dict[int, list[tuple[float, float]]] = {}
+    for broker, ws in (busy or {}).items():
+        for a, b in ws:
+            if a > end:
+                continue
+            first = _first_led(ordered, leaders, broker, a, b, rate)
+            if first is not None:
+                windows.setdefault(broker, []).append((first, b))
     for tp, a, b in blocked:
         i = index.get(tp)
         if i is None:
@@ -126,6 +139,7 @@ def probe(partitions: Sequence[TopicPartition], rate: float, end: float,
                 last_j -= 1
                 last = (i + last_j * n) / rate
             pieces.append((b - last, b - first, float(last_j - j + 1)))
+            segments.append((first, last, b))
             continue
         windows.setdefault(leader, []).append((first, b))
     for leader, ws in windows.items():
@@ -140,11 +154,39 @@ def probe(partitions: Sequence[TopicPartition], rate: float, end: float,
             count = (seg_end - start) * rate * share
             if count > 0:
                 pieces.append((done - seg_end, done - start, count))
+                segments.append((start, seg_end, done))
     total = end * rate
-    return _summary(pieces, total, blocked_seconds, partition_seconds)
+    return _summary(pieces, total, blocked_seconds, partition_seconds, _per_second(segments, end))
 
 
-def _summary(pieces, total, blocked_seconds, partition_seconds) -> ProbeResult:
+def _first_led(ordered: Sequence[TopicPartition], leaders: "_Leaders", broker: int, a: float, b: float,
+               rate: float) -> float | None:
+    """When the probe first sends to a partition ``broker`` leads, at or after ``a`` and before ``b``."""
+    n = len(ordered)
+    k = max(0, math.ceil(a * rate - 1e-9))
+    for _ in range(n):
+        t = k / rate
+        if t >= b:
+            return None
+        if leaders.at(ordered[k % n], t) == broker:
+            return t
+        k += 1
+    return None
+
+
+def _per_second(segments: Sequence[tuple[float, float, float]], end: float) -> tuple[float, ...]:
+    """The most latency of a message sent in each whole second of [0, ``end``): a waiting message's
+    latency falls as it is sent later, so a segment's highest in a second is at its first send in it."""
+    out = [0.0] * max(0, math.ceil(end - 1e-9))
+    for start, stop, done in segments:
+        for sec in range(max(0, math.floor(start)), min(len(out), math.floor(stop) + 1)):
+            first = max(start, float(sec))
+            if first <= stop and first < sec + 1:
+                out[sec] = max(out[sec], done - first)
+    return tuple(out)
+
+
+def _summary(pieces, total, blocked_seconds, partition_seconds, per_second=()) -> ProbeResult:
     waiting = sum(c for _lo, _hi, c in pieces)
     total = max(total, waiting)
 
@@ -170,4 +212,5 @@ def _summary(pieces, total, blocked_seconds, partition_seconds) -> ProbeResult:
         return hi
 
     largest = max((hi for _lo, hi, c in pieces if c > 0), default=0.0)
-    return ProbeResult(total, quantile(0.5), quantile(0.99), largest, blocked_seconds, partition_seconds)
+    return ProbeResult(total, quantile(0.5), quantile(0.99), largest, blocked_seconds, partition_seconds,
+                       tuple(per_second))

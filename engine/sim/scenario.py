@@ -24,6 +24,11 @@ it too; in short::
     poll_interval: 1s                # how often the watcher polls the cluster
     fast_interval: 100ms             # how often it looks at the steps close to done (kreassign)
     replica_creation_time: 100 ms    # a broker's time to create a new replica's log (default: fitted)
+    replica_fetch_backoff: 1s        # the brokers' replica.fetch.backoff.ms (default: Kafka's, 1 s)
+    follower_quota_loss: 0.08        # what a used-up follower quota loses to fetchers backing off (default)
+    request_time: 30 ms              # one round trip of the engine's requests to the cluster (default: fitted)
+    broker_request_capacity: 11      # engine requests/s a broker absorbs beside its load (default: none: free)
+    launch_delay: 3s                 # from the launch to the strategy's first request (default 0)
     probe_rate: 200                  # messages/s of the acks=all probe producer (0: no probe)
     faults: [{at: 10m, broker: 3, action: down}, {at: 15m, broker: 3, action: up}]
     security: {users: {engine: secret}, acls: [...]}   # the Kafka front's SASL/PLAIN and ACLs (engine.sim.security)
@@ -75,7 +80,9 @@ from engine.core.cluster_snapshot import ClusterSnapshot
 from engine.core.commands import PartitionTarget
 from engine.core.limits import resolve_changes
 from engine.core.partition import Broker, PartitionState, Replicas, TopicInfo, TopicPartition, in_sync
-from engine.sim.model import DEFAULT_REPLICA_CREATION_TIME
+from engine.sim.model import (
+    DEFAULT_FOLLOWER_QUOTA_LOSS, DEFAULT_REPLICA_CREATION_TIME, DEFAULT_REQUEST_TIME, REPLICA_FETCH_BACKOFF,
+)
 from engine.core.throttles import DEFAULT_THROTTLE_RATE
 from engine.core.units import UnitError, parse_duration, parse_rate, parse_size
 
@@ -139,6 +146,13 @@ class Scenario:
     security: Mapping | None = None  # the document of engine.sim.security (checked when loaded)
     replica_creation_time: float = DEFAULT_REPLICA_CREATION_TIME
     probe_rate: float = DEFAULT_PROBE_RATE
+    # what the engine's own work costs (engine.whatif.strategies, engine.sim.load): one round trip of its
+    # requests to the cluster, and the requests a broker absorbs per second beside its load (None: free)
+    replica_fetch_backoff: float = REPLICA_FETCH_BACKOFF  # the brokers' replica.fetch.backoff.ms
+    follower_quota_loss: float = DEFAULT_FOLLOWER_QUOTA_LOSS
+    request_time: float = DEFAULT_REQUEST_TIME
+    broker_request_capacity: float | None = None
+    launch_delay: float = 0.0  # seconds from the launch to the strategy's first request
 
     def current(self) -> dict[TopicPartition, Replicas]:
         return {tp: p.replicas for tp, p in self.partitions.items()}
@@ -195,7 +209,8 @@ def load(path: str) -> Scenario:
 _TOP_KEYS = {
     "name", "description", "seed", "network", "brokers", "topics", "reassignment", "throttle",
     "limits", "per_broker_cap", "poll_interval", "fast_interval", "faults", "security", "replica_creation_time",
-    "probe_rate",
+    "probe_rate", "request_time", "broker_request_capacity", "launch_delay", "replica_fetch_backoff",
+    "follower_quota_loss",
 }
 
 
@@ -253,12 +268,30 @@ def from_document(doc: object, base_dir: str = ".") -> Scenario:
     probe = d.get("probe_rate", DEFAULT_PROBE_RATE)
     if isinstance(probe, bool) or not isinstance(probe, (int, float)) or probe < 0:
         raise ScenarioError(f"probe_rate: expected messages per second (0 or more), got {probe!r}")
+    request_time = _duration(d.get("request_time", DEFAULT_REQUEST_TIME), "request_time")
+    if request_time < 0:
+        raise ScenarioError("request_time: must be 0 or more")
+    capacity = d.get("broker_request_capacity")
+    if capacity is not None and (isinstance(capacity, bool) or not isinstance(capacity, (int, float))
+                                 or capacity <= 0):
+        raise ScenarioError(f"broker_request_capacity: expected requests per second (above 0), got {capacity!r}")
+    launch = _duration(d.get("launch_delay", 0.0), "launch_delay")
+    if launch < 0:
+        raise ScenarioError("launch_delay: must be 0 or more")
+    backoff = _duration(d.get("replica_fetch_backoff", REPLICA_FETCH_BACKOFF), "replica_fetch_backoff")
+    if backoff < 0:
+        raise ScenarioError("replica_fetch_backoff: must be 0 or more")
+    loss = d.get("follower_quota_loss", DEFAULT_FOLLOWER_QUOTA_LOSS)
+    if isinstance(loss, bool) or not isinstance(loss, (int, float)) or not 0 <= loss < 1:
+        raise ScenarioError(f"follower_quota_loss: expected a fraction (0 to below 1), got {loss!r}")
     return Scenario(
         name=str(d.get("name", "scenario")), description=str(d.get("description", "")).strip(), seed=seed,
         brokers=brokers, topics=topics, partitions=partitions, targets=targets, kind=kind,
         throttle=throttle, limits=dict(limits), per_broker_cap=per_broker_cap, poll_interval=poll, faults=faults,
         fast_interval=fast, replica_creation_time=creation, probe_rate=float(probe),
-        security=security,
+        security=security, request_time=request_time,
+        broker_request_capacity=None if capacity is None else float(capacity), launch_delay=launch,
+        replica_fetch_backoff=backoff, follower_quota_loss=float(loss),
     )
 
 

@@ -43,6 +43,10 @@ def measures(result: RunResult, bound: Bound) -> dict:
         "acks_all_blocked_seconds": None if p is None else round(p.blocked_seconds, 3),
         "acks_all_blocked_partition_seconds": None if p is None else round(p.blocked_partition_seconds, 3),
         "isr_joins_throttled_and_saturated": s.throttled_joins,
+        "engine_requests_per_broker": {  # kreassign: what its looks and actions sent each broker
+            str(r.broker): {"requests": r.requests, "mean_per_second": round(r.mean, 2), "peak_per_second": r.peak}
+            for r in result.request_rates()
+        },
         "throttle_entries_left_when_done": result.throttles_after,
         "at_target": result.at_target,
         "throttles_left": result.throttles_left,
@@ -83,10 +87,19 @@ _ROWS = (
     ("acks=all blocked, any partition", lambda m: f"{m['acks_all_blocked_seconds']:.1f} s"
                                                   if m["acks_all_blocked_seconds"] is not None else "-"),
     ("ISR joins throttled and saturated", lambda m: str(m["isr_joins_throttled_and_saturated"])),
+    ("engine requests/s, busiest broker", lambda m: _busiest(m["engine_requests_per_broker"])),
     ("throttle entries left when done", lambda m: str(m["throttle_entries_left_when_done"])),
     ("ends at target, throttles cleared", lambda m: f"{'yes' if m['at_target'] else 'NO'}, "
                                                     f"{'NO' if m['throttles_left'] else 'yes'}"),
 )
+
+
+def _busiest(per_broker: dict) -> str:
+    """The broker that got the most of the engine's requests: mean and peak per second."""
+    if not per_broker:
+        return "-"
+    b, r = max(per_broker.items(), key=lambda kv: (kv[1]["requests"], kv[0]))
+    return f"{r['mean_per_second']:.1f} / {r['peak_per_second']} (broker {b})"
 
 
 def text(scenario: Scenario, bound: Bound, results: list[RunResult]) -> str:

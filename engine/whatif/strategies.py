@@ -27,16 +27,20 @@ sets are the core's (``engine.core.throttles``).
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Mapping
 
 from engine.core import events as ev
-from engine.core.commands import CatchUpObserved, ChangeLimits, ChangeThrottle, Observation, Submit, Tick
+from engine.core.commands import (
+    CatchUpObserved, ChangeLimits, ChangeThrottle, Observation, Submit, ThrottlesObserved, Tick,
+)
 from engine.core.decide import catch_up_due, copying, handle, near_done, timers_pending, watched
 from engine.runtime.executor import Executor
 from engine.core.partition import TopicPartition
 from engine.sim import controller
 from engine.sim.cluster import SimulatedCluster
+from engine.sim.load import RequestRates, delay, merge, rates, windows
 from engine.sim.model import Stats, linked
 from engine.sim.probe import ProbeResult, probe
 from engine.sim.scenario import Scenario
@@ -47,6 +51,7 @@ from engine.core.throttles import DEFAULT_THROTTLE_RATE, EMPTY as NO_THROTTLES, 
 STRATEGIES = ("kreassign", "all-at-once", "per-broker-cap")
 REQUEST_ID = "simulate"
 SETTLE_LIMIT = 600.0  # seconds the cluster may run on after the move for producers to recover
+VERIFY_INTERVAL = 10.0  # the engine's read-back of the throttle configuration (Decider.verify_interval)
 
 
 class SimulationError(RuntimeError):
@@ -65,19 +70,36 @@ class RunResult:
     events: int = 0  # kreassign: events logged
     probe: ProbeResult | None = None  # what an acks=all producer felt of the move
     throttles_after: int = 0  # throttled replica entries still listed when the strategy was done
+    requests: Mapping[int, tuple[float, ...]] = dataclasses.field(default_factory=dict)  # kreassign: broker -> times
+    first_alter: float | None = None  # when the first AlterPartitionReassignments reached the cluster
+    delays: Mapping[int, tuple[tuple[float, float], ...]] = dataclasses.field(default_factory=dict)
+    # kreassign: broker -> what the engine's requests delayed its produce requests, (time, seconds) breakpoints
+
+    def done_times(self) -> dict[TopicPartition, float]:
+        """When each partition's last reassignment completed on the cluster (Phase B), by partition."""
+        return {tp: t for t, tp in linked(self.stats.done_log)}
+
+    def request_rates(self) -> list[RequestRates]:
+        """The engine's requests per broker (kreassign), from its first request to the makespan."""
+        start = min((ts[0] for ts in self.requests.values() if ts), default=0.0)
+        return rates(self.requests, start, self.makespan)
 
 
 class _Clock:
-    """The simulated cluster of a run (faults are injected by it as time passes)."""
+    """The simulated cluster of a run (faults are injected by it as time passes). The strategy starts
+    ``launch_delay`` after the launch (time 0): the tool's start, the engine's command path."""
 
     def __init__(self, scenario: Scenario):
         self.scenario = scenario
         self.cluster = SimulatedCluster.from_scenario(scenario)
+        if scenario.launch_delay:
+            self.cluster.advance(scenario.launch_delay)
 
     def wait(self, dt: float) -> None:
         self.cluster.advance(dt)
 
-    def result(self, strategy: str, finished: bool, moves: int, events: int = 0, verify: bool = False) -> RunResult:
+    def result(self, strategy: str, finished: bool, moves: int, events: int = 0, verify: bool = False,
+               engine: "_Engine | None" = None) -> RunResult:
         """The run's result: the makespan is now; then the cluster settles (and, with ``verify``, the
         Kafka tool's --verify removes every throttle it set)."""
         makespan = self.cluster.time
@@ -92,12 +114,19 @@ class _Clock:
         target = self.scenario.target_assignment()
         at_target = all(s.partitions[tp].replicas == r and not s.partitions[tp].reassigning for tp, r in target.items())
         stats = controller.close_stats(s)
+        requests = merge(engine.requests) if engine is not None else {}
+        delays = {b: delay(ts, self.scenario.broker_request_capacity) for b, ts in requests.items()}
         felt = probe(list(s.partitions.keys()), self.scenario.probe_rate, makespan,
-                     linked(stats.blocked_log), linked(stats.leader_log))
+                     linked(stats.blocked_log), linked(stats.leader_log),
+                     {b: windows(points) for b, points in delays.items() if points})
         return RunResult(
             strategy, finished, makespan, stats, moves, at_target, not s.throttles.is_empty(), events,
-            felt, entries,
+            felt, entries, {b: tuple(ts) for b, ts in requests.items()},
+            engine.first_alter if engine is not None else self.first_alter,
+            {b: tuple(points) for b, points in delays.items() if points},
         )
+
+    first_alter: float | None = None
 
 
 def run(scenario: Scenario, strategy: str, max_time: float | None = None) -> RunResult:
@@ -108,26 +137,143 @@ def run(scenario: Scenario, strategy: str, max_time: float | None = None) -> Run
     return _RUNNERS[strategy](scenario, limit)
 
 
+# --- kreassign: the engine's core loop, at the engine's cadence and with its round trips -----------------
+
+APPEND_ROUND_TRIPS = 3
+"""Round trips of one append to the events log: a transaction of its own (``EventWriter``:
+AddPartitionsToTxn, Produce with acks=all, EndTxn)."""
+
+
+class _Engine:
+    """The simulated cluster as the engine's Kafka adapter (``engine/cluster/kafka.py``) reaches it.
+
+    Every call sends the requests the adapter sends, one round trip (``Scenario.request_time``) each,
+    in the adapter's order (one after the other, or all before any answer where the adapter does so),
+    while the cluster runs on; a call's reading is the cluster at its reading request, an action takes
+    effect when its answer is in. Every request is counted at the broker it goes to
+    (``engine.sim.load``): a request not addressed to a broker (DescribeCluster, Metadata, a topic's
+    DescribeConfigs or IncrementalAlterConfigs, ListPartitionReassignments,
+    AlterPartitionReassignments, ElectLeaders) goes to one broker, the lowest live id (librdkafka
+    prefers the broker it used last; kafka-python's controller is one live broker KRaft names), a
+    broker's config and DescribeLogDirs to that broker."""
+
+    def __init__(self, cluster: SimulatedCluster, rtt: float):
+        self.cluster = cluster
+        self.rtt = rtt
+        self.requests: list[tuple[float, int]] = []  # (time, broker)
+        self.first_alter: float | None = None
+
+    def admin(self) -> int:
+        live = [b.id for b in self.cluster.state.brokers.values() if b.alive]
+        return min(live) if live else min(self.cluster.state.brokers.keys())
+
+    def send(self, *brokers: int, together: bool = False) -> None:
+        if together:
+            self.requests.extend((self.cluster.time, b) for b in brokers)
+            if brokers:
+                self.cluster.advance(self.rtt)
+            return
+        for b in brokers:
+            self.requests.append((self.cluster.time, b))
+            self.cluster.advance(self.rtt)
+
+    def append(self) -> None:
+        """An append to the events log (its own topics: not counted at the cluster's brokers)."""
+        self.cluster.advance(APPEND_ROUND_TRIPS * self.rtt)
+
+    # -- what the adapter sends for each call of the Cluster interface -----------------------------
+
+    def observe(self, partitions, read: Callable[[], bool] | None = None):
+        """DescribeCluster, then for partitions ListPartitionReassignments (the reading), Metadata and the
+        topics' DescribeConfigs. ``read`` says at the reading whether to read (False: the requests only,
+        the cluster unchanged since it was last read); None is always."""
+        tps = list(partitions)
+        a = self.admin()
+        self.send(a)
+        if tps:
+            self.send(a)
+        obs = self.cluster.observe(tps) if read is None or read() else None
+        if tps:
+            self.send(a, a)
+        return obs
+
+    def catch_up(self, steps):
+        self.send(*sorted({b for leader, nr in steps.values() for b in ((leader,) if leader is not None else ()) + tuple(nr)}))
+        return self.cluster.catch_up(steps)
+
+    def sizes(self, partitions):
+        self.send(self.admin())
+        self.send(*sorted(b.id for b in self.cluster.state.brokers.values() if b.alive))
+        return self.cluster.sizes(partitions)
+
+    def throttles(self, topics, brokers):
+        self.send(*(([self.admin()] if topics else []) + sorted(brokers)))
+        return self.cluster.throttles(topics, brokers)
+
+    def alter_reassignments(self, targets):
+        self.send(self.admin())
+        if self.first_alter is None and targets:
+            self.first_alter = self.cluster.time
+        return self.cluster.alter_reassignments(targets)
+
+    def cancel_reassignments(self, partitions):
+        self.send(self.admin())
+        return self.cluster.cancel_reassignments(partitions)
+
+    def elect_preferred_leaders(self, partitions):
+        self.send(self.admin())
+        return self.cluster.elect_preferred_leaders(partitions)
+
+    def _config_requests(self, delta: ThrottleSet, remove: bool) -> list[int]:
+        topics = [self.admin()] if delta.leader or delta.follower else []
+        brokers = sorted(delta.leader_brokers | delta.follower_brokers) if remove or delta.rate is not None else []
+        return topics + brokers
+
+    def apply_throttles(self, throttles: ThrottleSet):
+        self.send(*self._config_requests(throttles, False), together=True)
+        return self.cluster.apply_throttles(throttles)
+
+    def remove_throttles(self, throttles: ThrottleSet):
+        self.send(*self._config_requests(throttles, True), together=True)
+        return self.cluster.remove_throttles(throttles)
+
+
+def next_tick(done: float, interval: float) -> float:
+    """When the decider takes its next tick after finishing one at ``done``: the worker sends one every
+    ``interval`` (``--fast-interval``, at most ``--poll-interval``); those queued meanwhile are read at
+    once and dropped, and so is any read within half an interval of the last tick's end
+    (``engine.runtime.worker``: "one does for all")."""
+    k = math.ceil((done + interval / 2) / interval - 1e-9)
+    return k * interval
+
+
 def _kreassign(scenario: Scenario, limit: float) -> RunResult:
     clock = _Clock(scenario)
     cluster = clock.cluster
-    executor = Executor(cluster, lambda: cluster.time)  # virtual time: retries and elections follow it
+    engine = _Engine(cluster, scenario.request_time)
+    executor = Executor(engine, lambda: cluster.time)  # virtual time: retries and elections follow it
     state = EMPTY
     log: list = []
 
     def feed(inp) -> list:
+        """``Decider.process``: decide, append to the log, act, and feed back the outcomes."""
         nonlocal state
         pending = [inp]
         emitted = []
         while pending:
             state, evs = handle(state, pending.pop(0))
+            if not evs:
+                continue
+            engine.append()
             emitted.extend(evs)
             pending.extend(executor.execute_events(evs))
         log.extend(emitted)
         return emitted
 
-    first = cluster.observe()  # with sizes, as the engine records them when a request is submitted
-    sizes = cluster.sizes(list(first.partitions))
+    # ``Decider.decide`` of the Submit: observe the new partitions and size them, as the engine records them
+    tps = sorted(t.tp for t in scenario.targets)
+    first = engine.observe(tps)
+    sizes = engine.sizes(tps)
     feed(dataclasses.replace(first, now=cluster.time, partitions={
         tp: p._replace(size_bytes=sizes.get(tp)) for tp, p in first.partitions.items()}))
     if scenario.limits:
@@ -137,44 +283,64 @@ def _kreassign(scenario: Scenario, limit: float) -> RunResult:
     rejected = [e for e in feed(Submit(REQUEST_ID, scenario.targets)) if isinstance(e, ev.CommandRejected)]
     if rejected:
         raise SimulationError("the core rejected the reassignment: " + "; ".join(rejected[0].reasons))
-    # The engine's cadence (engine.runtime.decider): every poll_interval a full look at what the core watches,
-    # with the catch-up of the copies in flight; every fast_interval in between a look at the steps
-    # close to done. An unchanged cluster gives an unchanged observation: it is not fed again.
+    # ``Decider.tick`` at the worker's cadence: every poll_interval a full look at what the core watches,
+    # with the catch-up of the copies in flight; at every tick in between (fast_interval) a look at the
+    # steps close to done, if any. Each look's requests take their round trips; a look at an unchanged
+    # cluster costs its requests but gives an unchanged observation, which is not fed again.
+    interval = min(scenario.poll_interval, scenario.fast_interval)
     seen = None
     full_at = None
+    verified_at = None
     last_catch_up: dict = {}
+    finished = False
     while True:
         now = cluster.time
         full = full_at is None or now - full_at >= scenario.poll_interval - 1e-9
         look = watched(state, now) if full else near_done(state, now, last_catch_up)
-        if full:
-            full_at = now
-        changed = False
-        snapshot = (cluster.state.partitions, cluster.state.brokers)
-        if look and (not full or snapshot != seen):  # a full look at an unchanged cluster sees nothing new
-            changed = bool(feed(dataclasses.replace(cluster.observe(look), now=now)))
+        measure = ((copying(state) if full else catch_up_due(state, now, last_catch_up))
+                   if state.throttle_rate else [])
+        if full or look or measure:
+            def fresh() -> bool:  # a full look at a cluster unchanged since the last one sees nothing new
+                nonlocal seen
+                snapshot = (cluster.state.partitions, cluster.state.brokers)
+                if full and snapshot == seen:
+                    return False
+                seen = snapshot if full else seen
+                return True
+
+            obs = engine.observe(sorted(look), read=fresh)
             if full:
-                seen = snapshot
-        tps = (copying(state) if full else catch_up_due(state, now, last_catch_up)) if state.throttle_rate else []
-        if tps:
-            steps = {tp: (state.observed[tp].leader, state.steps[tp].step.nr) for tp in tps}
-            measured = cluster.catch_up(steps)
-            last_catch_up = {tp: n for tp, n in {**last_catch_up, **measured}.items() if tp in state.steps}
-            changed |= bool(feed(CatchUpObserved(measured, now)))
-        if changed or timers_pending(state) or full:
+                full_at = now
+            if obs is not None:
+                feed(dataclasses.replace(obs, now=now))
+            tps = [tp for tp in measure if tp in state.steps]
+            if tps:
+                steps = {tp: (state.observed[tp].leader, state.steps[tp].step.nr) for tp in tps}
+                measured = engine.catch_up(steps)
+                last_catch_up = {tp: n for tp, n in {**last_catch_up, **measured}.items() if tp in state.steps}
+                feed(CatchUpObserved(measured, now))
             feed(Tick(now))
+            if verified_at is None or now - verified_at >= VERIFY_INTERVAL:
+                verified_at = now
+                force = state.throttles
+                topics = {e.topic for e in force.leader | force.follower} | {tp.topic for tp in state.steps.keys()}
+                brokers = force.leader_brokers | force.follower_brokers
+                if topics or brokers:
+                    read = engine.throttles(sorted(topics), sorted(brokers))
+                    feed(ThrottlesObserved(read, frozenset(topics), frozenset(brokers), now))
         r = state.requests[REQUEST_ID]
         if r.status == COMPLETED:
             finished = True
             break
         if cluster.time >= limit:
-            finished = False
             break
-        hot = near_done(state, cluster.time, last_catch_up)
-        clock.wait(scenario.fast_interval if hot or timers_pending(state)
-                   else max(full_at + scenario.poll_interval - now, scenario.fast_interval))
+        due = next_tick(cluster.time, interval)
+        if not near_done(state, cluster.time, last_catch_up) and not timers_pending(state):
+            # the ticks until the next full look find nothing to look at: the first tick of that look
+            due = max(due, math.ceil((full_at + scenario.poll_interval) / interval - 1e-9) * interval)
+        clock.wait(max(0.0, due - cluster.time))
     moves = sum(1 for e in log if isinstance(e, ev.StepPlanned))
-    return clock.result("kreassign", finished, moves, len(log))
+    return clock.result("kreassign", finished, moves, len(log), engine=engine)
 
 
 def _whole_step(cr, ftr, leader) -> Step:
@@ -192,6 +358,7 @@ def _all_at_once(scenario: Scenario, limit: float) -> RunResult:
     throttles = needed(steps.items(), scenario.throttle)
     if not throttles.is_empty():
         cluster.apply_throttles(throttles)
+    clock.first_alter = cluster.time
     cluster.alter_reassignments({tp: s.tr for tp, s in steps.items()})
     finished = not steps
     seen = None
@@ -235,6 +402,8 @@ def _per_broker_cap(scenario: Scenario, limit: float) -> RunResult:
             if not to_apply.is_empty():
                 cluster.apply_throttles(to_apply)
                 applied = after_apply(applied, to_apply)
+            if clock.first_alter is None:
+                clock.first_alter = cluster.time
             cluster.alter_reassignments({tp: s.tr for tp, s in started.items()})
             moves += len(started)
         if cluster.time >= limit:

@@ -1,0 +1,307 @@
+"""The simulator against records of real Kafka runs (docs/simulator.md, "Calibration").
+
+A record (``tests/data/measurements/``, a copy of ``../shared/measurements/``; its
+README has the fields) is one reassignment run on a real Apache Kafka 4.0 cluster
+with an acks=all probe producer. ``twin(record)`` is the same run on the
+simulated cluster: the record's brokers, partitions (replicas, sizes), target,
+throttle and probe, the same driver (Kafka's tool: ``all-at-once``; kreassign:
+its core loop at its cadence, ``engine.whatif.strategies``) with the settings the
+file name states, on a machine whose fitted parameters (``MACHINES``) say what
+the records cannot: how long a broker takes to create a log, one round trip of
+the engine's requests, and how many of them a broker absorbs.
+
+``compare(record)`` sets the twin's result beside the record the way the
+record's harness saw its run: it read the replicas every 0.5 s, so a partition
+counts done at the first of those reads after it completed, and the run at the
+last. ``python -m engine.whatif.calibration DIR`` prints the comparison of every
+record in ``DIR`` (``--svg DIR`` also draws each probe timeline).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+from engine.core.commands import PartitionTarget
+from engine.core.partition import TopicInfo, TopicPartition
+from engine.sim.scenario import BrokerSpec, PartitionSpec, Scenario
+from engine.whatif.strategies import RunResult, run
+
+HARNESS_POLL = 0.5  # seconds between the record's harness reads of the replicas (its README: 0.5 s)
+PROBE_BYTES = 170  # bytes a probe message (100 B of value, one record per batch) adds to the partition's log
+TOLERANCE = 0.20  # the simulated figures must land within 20 % of the measured ones
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What a record does not tell about the machine it ran on (each value fitted, docs/simulator.md)."""
+
+    name: str
+    replica_creation_time: float  # seconds a broker takes to create a new replica's log
+    request_time: float  # one round trip of the engine's requests (a log append takes three)
+    broker_request_capacity: float | None  # engine requests a broker absorbs per second beside its load
+
+
+MACHINES = {
+    # the records of 2026-11-26 before 15:15: the machine busy with the cluster, the probe and one driver
+    "quiet": Machine("quiet", 0.1, 0.03, 10.85),
+    # the records marked "loaded": the probe's baseline p50 was 2.7 s and 5.9 s (its README)
+    "loaded": Machine("loaded", 0.15, 0.06, None),
+}
+
+
+@dataclass(frozen=True)
+class Run:
+    """How a record was run: its driver, the machine, the engine settings its file name states, and
+    which of its figures mean something (an overloaded machine's latencies do not)."""
+
+    strategy: str
+    machine: str
+    fast_interval: float = 0.1  # the engine's --fast-interval (default 0.1 s)
+    latency: bool = True  # compare the probe's p99 and max (not on an overloaded machine)
+    note: str = ""
+
+
+RUNS: Mapping[str, Run] = {
+    "24x16MiB-4MBs-kafka-tool": Run("all-at-once", "quiet"),
+    "24x16MiB-4MBs-kreassign": Run("kreassign", "quiet"),
+    "24x16MiB-4MBs-kreassign-log-on-another-broker": Run(
+        "kreassign", "quiet", note="the engine's own topics are not modelled: the same twin as the default run"),
+    "24x16MiB-4MBs-kreassign-fast-interval-1s": Run("kreassign", "quiet", fast_interval=1.0),
+    "300x1MiB-50MBs-kafka-tool-loaded": Run("all-at-once", "loaded", latency=False),
+    "300x1MiB-50MBs-kreassign-loaded": Run("kreassign", "loaded", latency=False),
+}
+
+
+def load(path: str | Path) -> dict:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def run_of(name: str) -> Run:
+    try:
+        return RUNS[name]
+    except KeyError:
+        raise KeyError(f"no twin for the record {name!r}: add it to engine.whatif.calibration.RUNS") from None
+
+
+def scenario(record: dict, name: str, launch_delay: float = 0.0) -> Scenario:
+    """The record's cluster and reassignment as a scenario, on its machine, starting ``launch_delay``
+    after the launch."""
+    how = run_of(name)
+    machine = MACHINES[how.machine]
+    topic = record["topic"]
+    n = record["partitions"]
+    produce = record["probe_rate"] * PROBE_BYTES / n
+    partitions = {
+        TopicPartition(topic, p): PartitionSpec(tuple(record["current"][p]), int(record["partition_bytes"][p]),
+                                                round(produce))
+        for p in range(n)
+    }
+    targets = tuple(
+        PartitionTarget(topic, p, tuple(record["target"][p]))
+        for p in range(n) if list(record["target"][p]) != list(record["current"][p])
+    )
+    brokers = tuple(BrokerSpec(b, rack) for b, rack in ((1, "a"), (2, "a"), (3, "b"), (4, "b")))
+    return Scenario(
+        name=name, brokers=brokers, topics={topic: TopicInfo(n, 2)}, partitions=partitions, targets=targets,
+        throttle=int(record["throttle"]), poll_interval=1.0, fast_interval=how.fast_interval,
+        replica_creation_time=machine.replica_creation_time, probe_rate=float(record["probe_rate"]),
+        request_time=machine.request_time, broker_request_capacity=machine.broker_request_capacity,
+        launch_delay=launch_delay, description=f"the twin of the record {name}",
+    )
+
+
+def twin(record: dict, name: str) -> tuple[Scenario, str]:
+    """The twin scenario and its strategy. It starts so that its first alter reaches the cluster when
+    the record's harness first saw a move, less half a read (the tool's JVM start, the engine's
+    command path: not simulated)."""
+    how = run_of(name)
+    dry = run(scenario(record, name), how.strategy, max_time=0.0)
+    start = dry.first_alter or 0.0
+    seen = record["first_move_seen_s"] - HARNESS_POLL / 2
+    return scenario(record, name, max(0.0, seen - start)), how.strategy
+
+
+def seen(t: float) -> float:
+    """When the harness, reading every HARNESS_POLL seconds from the launch, saw what happened at ``t``."""
+    return math.ceil(t / HARNESS_POLL - 1e-9) * HARNESS_POLL
+
+
+@dataclass(frozen=True)
+class Comparison:
+    name: str
+    run: Run
+    record: dict
+    scenario: Scenario
+    result: RunResult
+
+    @property
+    def done(self) -> list[float]:
+        """Simulated completion of every partition, as the harness saw it (0 for one that does not move)."""
+        times = {tp.partition: seen(t) for tp, t in self.result.done_times().items()}
+        return [times.get(p, 0.0) for p in range(self.record["partitions"])]
+
+    @property
+    def makespan(self) -> float:
+        return max(self.done)
+
+    def figures(self) -> dict[str, tuple[float, float]]:
+        """(measured, simulated) of what is compared: makespan (s); probe p50, p99, max (ms); peak URP."""
+        m = self.record["probe_move"]
+        p = self.result.probe
+        return {
+            "makespan_s": (self.record["makespan_s"], round(self.makespan, 2)),
+            "p50_ms": (m["p50_ms"], round(p.p50 * 1000, 1)),
+            "p99_ms": (m["p99_ms"], round(p.p99 * 1000, 1)),
+            "max_ms": (m["max_ms"], round(p.max * 1000, 1)),
+            "peak_urp": (self.record["peak_under_replicated"], self.result.stats.peak_under_replicated),
+        }
+
+    def checked(self) -> list[str]:
+        """The figures held to TOLERANCE: makespan always, p99 and max unless the machine was overloaded."""
+        return ["makespan_s"] + (["p99_ms", "max_ms"] if self.run.latency else [])
+
+    def misses(self) -> dict[str, float]:
+        """Checked figures off by more than TOLERANCE: name -> simulated / measured."""
+        f = self.figures()
+        out = {}
+        for k in self.checked():
+            measured, simulated = f[k]
+            if abs(simulated - measured) > TOLERANCE * measured:
+                out[k] = simulated / measured
+        return out
+
+    def timeline(self) -> list[tuple[int, float, float]]:
+        """Per second from the launch to the makespan: (t, measured max ms, simulated max ms added)."""
+        measured = {int(t): mx for t, _n, _e, mx in self.record["probe_timeline"]}
+        sim = self.result.probe.per_second
+        end = int(math.ceil(max(self.record["makespan_s"], self.makespan)))
+        return [(t, measured.get(t, 0.0), round(sim[t] * 1000, 1) if t < len(sim) else 0.0) for t in range(end)]
+
+
+def compare(record: dict, name: str) -> Comparison:
+    sc, strategy = twin(record, name)
+    return Comparison(name, run_of(name), record, sc, run(sc, strategy))
+
+
+def compare_all(directory: str | Path) -> list[Comparison]:
+    out = []
+    for path in sorted(Path(directory).glob("*.json")):
+        out.append(compare(load(path), path.stem))
+    return out
+
+
+# --- what docs/simulator.md shows --------------------------------------------------------------------
+
+
+def markdown(c: Comparison) -> str:
+    f = c.figures()
+    checked = set(c.checked())
+
+    def row(label, key, unit=""):
+        measured, simulated = f[key]
+        ratio = f"{simulated / measured:.2f}" if measured else "-"
+        mark = ("within 20 %" if key not in c.misses() else "**off**") if key in checked else "not compared"
+        return f"| {label} | {measured:g}{unit} | {simulated:g}{unit} | {ratio} | {mark} |"
+
+    m = c.record
+    lines = [
+        f"**{c.name}** ({m['partitions']} x {m['mb_per_partition']} MiB, {m['throttle'] / 1e6:g} MB/s, "
+        f"{c.run.strategy}, fast interval {c.run.fast_interval:g} s, machine {c.run.machine}; "
+        f"the twin starts {c.scenario.launch_delay:.2f} s after the launch"
+        + (f"; {c.run.note}" if c.run.note else "") + ")",
+        "",
+        "| | measured | simulated | simulated / measured | |",
+        "| --- | --- | --- | --- | --- |",
+        row("makespan", "makespan_s", " s"),
+        row("probe p50", "p50_ms", " ms"),
+        row("probe p99", "p99_ms", " ms"),
+        row("probe max", "max_ms", " ms"),
+        row("peak under-replicated", "peak_urp"),
+        "",
+        "Completions (seconds from the launch, as the harness saw them): measured "
+        + _completions(sorted(x for x in m["partition_done_s"] if x > 0.1))
+        + "; simulated " + _completions(sorted(x for x in c.done if x > 0)) + ".",
+    ]
+    return "\n".join(lines)
+
+
+def _completions(times: list[float]) -> str:
+    """Every completion time, or for many the first, the last and the median interval between them."""
+    if len(times) <= 24:
+        return ", ".join(f"{t:g}" for t in times)
+    gaps = sorted(b - a for a, b in zip(times, times[1:]))
+    return (f"{len(times)} from {times[0]:g} to {times[-1]:g} (median interval {gaps[len(gaps) // 2]:.2f} s, "
+            f"{sum(1 for g in gaps if g < 0.01)} at the same read as the one before)")
+
+
+def svg(c: Comparison, width: int = 720, height: int = 220) -> str:
+    """The probe's per-second max latency, measured and simulated, with the completions below it."""
+    rows = c.timeline()
+    end = max(len(rows), 1)
+    top = max([r[1] for r in rows] + [r[2] for r in rows] + [1000.0])
+    top = math.ceil(top / 1000) * 1000
+    left, bottom, plot_h = 50, height - 40, height - 60
+
+    def x(t):
+        return left + (width - left - 10) * t / end
+
+    def y(ms):
+        return bottom - plot_h * min(ms, top) / top
+
+    def line(points, colour):
+        return (f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="'
+                + " ".join(f"{x(t + 0.5):.1f},{y(v):.1f}" for t, v in points) + '"/>')
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
+             f'font-size="11">', f'<rect width="{width}" height="{height}" fill="white"/>']
+    for k in range(0, int(top) + 1, 1000):
+        parts.append(f'<line x1="{left}" x2="{width - 10}" y1="{y(k):.1f}" y2="{y(k):.1f}" stroke="#ddd"/>')
+        parts.append(f'<text x="{left - 5}" y="{y(k) + 4:.1f}" text-anchor="end">{k // 1000} s</text>')
+    for t in range(0, end + 1, 10):
+        parts.append(f'<text x="{x(t):.1f}" y="{bottom + 14}" text-anchor="middle">{t}</text>')
+    parts.append(line([(t, m) for t, m, _s in rows], "#c0392b"))
+    parts.append(line([(t, s) for t, _m, s in rows], "#2c3e50"))
+    for t in (d for d in c.record["partition_done_s"] if d > 0.1):
+        parts.append(f'<line x1="{x(t):.1f}" x2="{x(t):.1f}" y1="{bottom + 18}" y2="{bottom + 24}" stroke="#c0392b"/>')
+    for t in (d for d in c.done if d > 0):
+        parts.append(f'<line x1="{x(t):.1f}" x2="{x(t):.1f}" y1="{bottom + 25}" y2="{bottom + 31}" stroke="#2c3e50"/>')
+    parts.append(f'<text x="{left}" y="14">{c.name}: probe max per second (red measured, dark simulated); '
+                 f'completions below (seconds from the launch)</text>')
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="The simulator against real-cluster records, side by side.")
+    parser.add_argument("directory", help="a directory of records (e.g. tests/data/measurements/kafka-4.0-2026-11-26)")
+    parser.add_argument("--svg", metavar="DIR", help="write each record's probe timeline as DIR/NAME.svg")
+    parser.add_argument("--seconds", action="store_true", help="print the per-second comparison too")
+    args = parser.parse_args(argv)
+    comparisons = compare_all(args.directory)
+    for c in comparisons:
+        print(markdown(c))
+        print()
+        if args.seconds:
+            print("t, measured max ms, simulated max ms added")
+            for t, m, s in c.timeline():
+                print(f"{t}, {m:g}, {s:g}")
+            print()
+        if args.svg:
+            out = Path(args.svg)
+            out.mkdir(parents=True, exist_ok=True)
+            (out / f"{c.name}.svg").write_text(svg(c), encoding="utf-8")
+    missed = {c.name: c.misses() for c in comparisons if c.misses()}
+    print("every checked figure within 20 %" if not missed else f"off by more than 20 %: {missed}")
+    return 0 if not missed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
