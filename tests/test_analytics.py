@@ -240,6 +240,21 @@ def test_lower_bounds():
             parse_lower_bounds([bad])
 
 
+@pytest.mark.parametrize("extra, words", [
+    (["--trigger", "continuous-seconds", "5"], "--report: only with the available-now trigger"),
+    (["--lower-bound", "=5"], "--lower-bound '=5': expected [REQUEST=]SECONDS"),
+])
+def test_run_with_report_refuses_what_it_cannot_do_before_it_starts(tmp_path, capsys, extra, words):
+    from engine.cli import main
+
+    # a port nobody listens on: the refusal comes before any connection or Spark start
+    assert main(["analytics", "run", "--bootstrap-server", "127.0.0.1:9", "--warehouse", str(tmp_path / "w"),
+                 "--report", str(tmp_path / "r"), *extra]) == 2
+    err = capsys.readouterr().err
+    assert words in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "w").exists() and not (tmp_path / "r").exists()
+
+
 def test_query_output_formats():
     out = io.StringIO()
     write_rows(["a", "b"], [(1, None), (22, "x")], "table", out)
