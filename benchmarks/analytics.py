@@ -51,7 +51,7 @@ def template(partitions: int) -> tuple[list[tuple], timedelta]:
     d = TimedDriver(sized_cluster(assignment, range(60), sizes))
     d.feed(Submit("template", tuple(PartitionTarget(t.topic, t.partition, r) for t, r in targets.items()), 50_000_000))
     d.run()
-    return list(zip(d.stamps, d.events)), d.now - d.stamps[0] + timedelta(minutes=1)
+    return list(zip(d.stamps, d.events)), d.at - d.stamps[0] + timedelta(minutes=1)
 
 
 def _copy(event, request_id: str):

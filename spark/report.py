@@ -396,6 +396,9 @@ def draw_in_flight(doc: dict, path: Path) -> None:
 
 
 def draw_waits(doc: dict, path: Path) -> None:
+    """Partition-time per reason on a log scale: the reasons differ by orders of magnitude (hours ready
+    under the limits, seconds waiting for an election), and a linear axis hides all but the largest.
+    Every bar says its value; labels are wrapped, never cut (the table below gives each in full)."""
     waits = doc["waits"][:WAIT_REASONS]
     rest = doc["waits"][WAIT_REASONS:]
     if rest:
@@ -407,17 +410,30 @@ def draw_waits(doc: dict, path: Path) -> None:
         if not waits:
             return False
         unit, per = time_unit(max(w["total_s"] for w in waits))
-        names = [_short(w["reason"]) for w in waits][::-1]
-        ax.barh(names, [w["total_s"] / per for w in waits][::-1], color="C1")
-        for i, w in enumerate(waits[::-1]):
-            ax.annotate(f"{w['partitions']} partitions", (w["total_s"] / per, i), xytext=(4, 0),
-                        textcoords="offset points", va="center", fontsize="x-small")
-        ax.set_xlabel(f"partition-{unit} (summed over partitions){_clock(doc)}")
+        values = [w["total_s"] / per for w in waits][::-1]
+        floor = 10 ** math.floor(math.log10(min(values)) - 0.5)  # every bar starts below the smallest value
+        rows = range(len(values))
+        ax.barh(rows, [v - floor for v in values], left=floor, color="C1")
+        ax.set_yticks(rows, [_wrap(w["reason"]) for w in waits][::-1])
+        ax.set_xscale("log")
+        ax.set_xlim(floor, max(values) * 25)  # room for each bar's words
+        for i, (v, w) in enumerate(zip(values, waits[::-1])):
+            ax.annotate(f"{_dur(w['total_s'])}, {w['partitions']} partition{'s' if w['partitions'] != 1 else ''}", (v, i),
+                        xytext=(4, 0), textcoords="offset points", va="center", fontsize="x-small")
+        ax.set_xlabel(f"partition-{unit} (summed over partitions; log scale){_clock(doc)}")
         ax.set_title("Why partitions waited: time spent per reason")
         ax.tick_params(axis="y", labelsize="x-small")
         return True
 
-    _figure(path, draw, height=max(1.8, 0.45 * len(waits) + 1.4))
+    lines = sum(_wrap(w["reason"]).count("\n") + 1 for w in waits)
+    _figure(path, draw, height=max(1.8, 0.22 * lines + 0.25 * len(waits) + 1.4))
+
+
+def _wrap(text: str, width: int = 48) -> str:
+    """A label on as many lines as it needs, none longer than ``width`` characters."""
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width)) or text
 
 
 def draw_durations(doc: dict, path: Path) -> None:
@@ -463,10 +479,6 @@ def draw_outcomes(doc: dict, path: Path) -> None:
         return True
 
     _figure(path, draw, height=max(1.6, 0.5 * len(reqs) + 1.2))
-
-
-def _short(text: str, n: int = 70) -> str:
-    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 # --- the page -----------------------------------------------------------------------------------------------
@@ -531,6 +543,15 @@ def _body(doc: dict) -> str:
           (r["accepted_at"] or "")[11:19], _dur(r["makespan_s"]), _dur(r["lower_bound_s"]),
           None if r["makespan_over_bound"] is None else f"{r['makespan_over_bound']:.2f}", r["note"])
          for r in reqs], left=(0, 10)))
+    if scale != 1:
+        poll = doc.get("poll_interval_s")
+        parts.append(
+            f"<p>The lower bound assumes decisions in no time. At {scale:g}x every wall-clock second the engine "
+            f"spends (writing a decision to its log, asking the cluster) is {scale:g} s of cluster time"
+            + (f", and it looks at the cluster every {poll:g} s of wall clock, {poll * scale:g} s of cluster time"
+               if poll else "")
+            + ": a makespan here is longer against its bound than on a real cluster or in "
+              "<code>kreassign simulate</code>, whose core decides in no time.</p>")
     parts.append('<img src="makespan.png" alt="makespan per request against its lower bound">')
     t = doc["throttle"]
     parts.append("<h2>2. Is the throttle held per broker?</h2>")

@@ -23,6 +23,11 @@ LOCAL_DEFAULTS = {
     "spark.sql.adaptive.enabled": "false",  # AQE plans cost more than they save on small micro-batches
     "spark.sql.streaming.stateStore.maintenanceInterval": "300s",
 }
+LOCAL_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
+"""A local driver's JIT: C1 only. The analytics commands are short JVM runs whose work is mostly Python
+(decoding, the fold); C2's compiler threads cost more CPU than they save there (the demo's job and
+report: 35 s with C2, 23 s with C1, one session, docs/benchmarks.md). C1 alone reserves 48 MB of code
+cache, which pyspark 4.3's plans outgrow ("Out of space in CodeCache"): 240 MB as with C2."""
 
 
 def under_spark_submit() -> bool:
@@ -44,7 +49,8 @@ def session(master: str | None = None, app: str = "kreassign", conf: dict | None
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         settings = {**LOCAL_DEFAULTS, **(conf or {})}
         quiet = f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}"
-        settings[JAVA_OPTIONS] = f"{quiet} {settings.get(JAVA_OPTIONS, '')}".strip()
+        jit = LOCAL_JAVA_OPTIONS if (master or "local").startswith("local") else ""
+        settings[JAVA_OPTIONS] = " ".join(o for o in (quiet, jit, settings.get(JAVA_OPTIONS, "")) if o)
         for key, value in settings.items():
             builder = builder.config(key, value)
     spark = builder.getOrCreate()

@@ -240,6 +240,21 @@ def test_lower_bounds():
             parse_lower_bounds([bad])
 
 
+@pytest.mark.parametrize("extra, words", [
+    (["--trigger", "continuous-seconds", "5"], "--report: only with the available-now trigger"),
+    (["--lower-bound", "=5"], "--lower-bound '=5': expected [REQUEST=]SECONDS"),
+])
+def test_run_with_report_refuses_what_it_cannot_do_before_it_starts(tmp_path, capsys, extra, words):
+    from engine.cli import main
+
+    # a port nobody listens on: the refusal comes before any connection or Spark start
+    assert main(["analytics", "run", "--bootstrap-server", "127.0.0.1:9", "--warehouse", str(tmp_path / "w"),
+                 "--report", str(tmp_path / "r"), *extra]) == 2
+    err = capsys.readouterr().err
+    assert words in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "w").exists() and not (tmp_path / "r").exists()
+
+
 def test_query_output_formats():
     out = io.StringIO()
     write_rows(["a", "b"], [(1, None), (22, "x")], "table", out)
@@ -252,3 +267,38 @@ def test_query_output_formats():
     assert json.loads(out.getvalue()) == {"a": str(START)}
 
 
+
+
+def test_the_waits_chart_shows_every_reason_and_cuts_no_label(tmp_path, monkeypatch):
+    """Reasons that differ by orders of magnitude (the demo's: 23 partition-hours ready under the limits,
+    seconds waiting for elections) each get a visible bar, and every label is whole and inside the image."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from spark.report import READY, draw_waits
+
+    reasons = [(READY, 82_000.0, 198)] + [
+        (f"waiting for broker {b} to become leader (preferred leader election)", s, n)
+        for b, s, n in ((3, 95.0, 32), (4, 60.0, 25), (5, 31.0, 15), (1, 24.0, 13), (2, 6.0, 7))]
+    doc = {"time_scale": 30.0, "waits": [{"reason": r, "total_s": s, "partitions": n, "p50_s": 1.0, "max_s": s}
+                                         for r, s, n in reasons]}
+    figures = []
+    monkeypatch.setattr(plt, "close", figures.append)  # keep the figure the report draws, to look at it
+    draw_waits(doc, tmp_path / "waits.png")
+    (fig,) = figures
+    ax = fig.axes[0]
+    renderer = fig.canvas.get_renderer()
+    bars = [p.get_window_extent(renderer) for p in ax.patches]
+    assert len(bars) == len(reasons)
+    assert min(b.width for b in bars) >= 20, [b.width for b in bars]  # pixels: every reason can be seen
+    labels = ax.get_yticklabels()
+    assert sorted(" ".join(label.get_text().split("\n")) for label in labels) == sorted(r for r, _s, _n in reasons)
+    width = fig.get_window_extent(renderer).width
+    for label in labels:
+        box = label.get_window_extent(renderer)
+        assert 0 <= box.x0 and box.x1 <= width, label.get_text()
+    words = " ".join(t.get_text() for t in ax.texts)
+    assert "198 partitions" in words and "7 partitions" in words
+    plt.close(fig)

@@ -1,9 +1,10 @@
 """``kreassign analytics run|query|report``: the Spark analytics of the event log (issue 7).
 
 A thin shell over the ``spark`` package (docs/analytics.md): ``run`` is the
-streaming job (also ``spark-submit spark/audit_job.py``), ``query`` runs Spark
-SQL over the warehouse's tables and views, ``report`` writes an HTML page with
-PNG plots. Needs the ``analytics`` extra (pyspark, pyarrow, pandas,
+streaming job (also ``spark-submit spark/audit_job.py``; ``run --report DIR``
+then writes the report in the same Spark session, one JVM start for both, as
+the demo does), ``query`` runs Spark SQL over the warehouse's tables and views,
+``report`` writes an HTML page with PNG plots. Needs the ``analytics`` extra (pyspark, pyarrow, pandas,
 matplotlib) and Java 17. Problems are one line, exit status 2: a missing
 warehouse, bad SQL (Spark's message), an unreachable cluster, a missing topic.
 """
@@ -28,6 +29,10 @@ def add_parser(sub) -> None:
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     run_p = actions.add_parser("run", help="read the events topic into the warehouse (audit table, aggregates)")
     add_arguments(run_p)
+    g = run_p.add_argument_group("report", "then write the report with the same Spark session (no second start)")
+    g.add_argument("--report", metavar="DIR", help="after the job, write the report there (as 'analytics report "
+                                                    "--out DIR'); available-now trigger only")
+    _report_options(g)
     run_p.set_defaults(func=run)
     q = actions.add_parser("query", help="run Spark SQL over the warehouse's tables (docs/analytics.md)")
     q.add_argument("sql", metavar="SQL", help="one Spark SQL statement, or @FILE to read it from a file")
@@ -37,16 +42,20 @@ def add_parser(sub) -> None:
     r = actions.add_parser("report", help="write an HTML report with PNG plots")
     _warehouse_options(r)
     r.add_argument("--out", required=True, metavar="DIR", help="directory for index.html and the plots")
-    r.add_argument("--lower-bound", action="append", default=[], metavar="[REQUEST=]SECONDS",
+    _report_options(r)
+    r.set_defaults(func=report)
+
+
+def _report_options(p) -> None:
+    p.add_argument("--lower-bound", action="append", default=[], metavar="[REQUEST=]SECONDS",
                    help="a request's makespan lower bound in cluster-time seconds (every request's without "
                         "REQUEST=; kreassign simulate prints one); repeatable")
-    r.add_argument("--time-scale", type=_positive, default=1.0, metavar="X",
+    p.add_argument("--time-scale", type=_positive, default=1.0, metavar="X",
                    help="the cluster's clock ran X times the wall clock (a simulated cluster, e.g. the demo's "
                         "--speed): durations and rates are shown in cluster time, labelled (default 1)")
-    r.add_argument("--poll-interval", type=_positive, metavar="S",
+    p.add_argument("--poll-interval", type=_positive, metavar="S",
                    help="the engine's --poll-interval (wall-clock seconds): the resolution of observed durations, "
                         "stated on the page")
-    r.set_defaults(func=report)
 
 
 def _warehouse_options(p: argparse.ArgumentParser) -> None:
@@ -55,14 +64,32 @@ def _warehouse_options(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from spark.audit_job import JobError, execute, print_summary
+    from spark.audit_job import AVAILABLE_NOW, JobError, execute, print_summary
 
+    out = None
+    if args.report is not None:
+        if args.trigger != [AVAILABLE_NOW]:
+            raise CliError("--report: only with the available-now trigger (a repeating job never ends; "
+                           "run 'kreassign analytics report' beside it)")
+        out = _report_dir(args.report, "--report")
+        bounds = parse_lower_bounds(args.lower_bound)
     try:
         runs = execute(args)
     except JobError as e:
         raise CliError(str(e)) from None
     print_summary(runs, args.warehouse)
+    if out is not None:  # the job's session is still the active one: session() returns it
+        from spark.report import write
+
+        print(write(_open_warehouse(args), args.warehouse, out, bounds, args.time_scale, args.poll_interval))
     return 0
+
+
+def _report_dir(given: str, option: str) -> Path:
+    out = Path(given)
+    if out.exists() and not out.is_dir():
+        raise CliError(f"{option} {given}: not a directory")
+    return out
 
 
 def _open_warehouse(args):
@@ -148,9 +175,7 @@ def report(args) -> int:
     from spark.report import write
 
     bounds = parse_lower_bounds(args.lower_bound)
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise CliError(f"--out {args.out}: not a directory")
+    out = _report_dir(args.out, "--out")
     page = write(_open_warehouse(args), args.warehouse, out, bounds, args.time_scale, args.poll_interval)
     print(page)
     return 0

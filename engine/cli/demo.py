@@ -6,15 +6,23 @@ engine worker reassigning it through its real Kafka adapter, as it would a
 production cluster), then:
 
 1. submits the scenario's reassignment (the default scenario decommissions
-   broker 6 of a six-broker, three-rack cluster) and shows its progress live;
-2. submits a second request, the balancer's exact rebalance of the result, and
-   as soon as its copies are in flight cancels some of them with rollback
-   (KIP-236): the moves are aborted and those partitions go back where they were;
+   broker 6 of a six-broker, three-rack cluster), shows its progress live, and
+   its makespan against the lower bound, with what the engine's own time adds
+   at this speed;
+2. submits a second request, the balancer's exact rebalance of the result, at
+   a trickle of a throttle (1 MB/s per broker, KIP-73), so that its copies are
+   still in flight when it cancels the largest of them with rollback (KIP-236):
+   at that rate none of them can finish before the cancel is decided, so the
+   moves are aborted and those partitions go back where they were (the
+   engine's verdict says what it did); then it raises the throttle to the
+   scenario's and the rest of the rebalance completes;
 3. verifies both requests on the cluster (targets reached, throttles cleared),
-   runs the analytics job over the event log and writes the HTML report;
+   runs the analytics job over the event log and writes the HTML report, both
+   in one Spark session (``kreassign analytics run --report``);
 4. prints where everything is, and stops every process it started (unless
    ``--keep-running``), the engine first, then the simulated cluster, then the
-   broker they both use. Ctrl-C at any moment stops them too.
+   broker they both use (the event log lives in its memory: the warehouse's
+   audit table keeps every event). Ctrl-C at any moment stops them too.
 
 Before anything starts it checks what the analytics step needs (pyspark and
 Java 17 or later), unless ``--no-analytics``. Its folder (logs, warehouse,
@@ -43,14 +51,15 @@ from engine.cli import CliError
 
 DEFAULT_SCENARIO = SCENARIO_DIR / "demo.yaml"
 KREASSIGN = [sys.executable, "-m", "engine.cli"]
+DEFAULT_SPEED = 30.0
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("demo", help="run a whole reassignment on this machine: broker, simulated cluster, engine")
     p.add_argument("--scenario", default=str(DEFAULT_SCENARIO), metavar="FILE",
                    help="the cluster and its reassignment (default ops/scenarios/demo.yaml)")
-    p.add_argument("--speed", type=float, default=30.0, metavar="X",
-                   help="simulated time runs X times the wall clock (default 30)")
+    p.add_argument("--speed", type=float, default=DEFAULT_SPEED, metavar="X",
+                   help=f"simulated time runs X times the wall clock (default {DEFAULT_SPEED:g})")
     p.add_argument("--out", metavar="DIR",
                    help="a new folder for the warehouse, the report and the logs (default: one per run under "
                         "$XDG_CACHE_HOME/kreassign/demo, ~/.cache when unset)")
@@ -64,6 +73,20 @@ def add_parser(sub) -> None:
 POLL_INTERVAL = 0.2
 """The engine's, in wall-clock seconds: at the default speed (30x) that is 6 s of cluster time, the
 resolution of every duration the engine observes (at 0.5 s, copies of 6 s all showed as 15 s)."""
+FAST_INTERVAL = 0.1
+"""The engine's --fast-interval (its default), in wall-clock seconds."""
+TRICKLE = 1_000_000
+"""The rebalance's throttle until the cancel is decided (bytes/s per broker): its copies crawl."""
+CANCEL_COPIES = 3
+"""How many of the rebalance's copies in flight the demo cancels with rollback (the largest)."""
+CANCEL_MARGIN = 5.0
+"""Wall-clock seconds a copy chosen for the cancel cannot finish within, from the moment it is chosen:
+far more than the engine takes to decide a cancel (well under a second), so the moves are still in
+flight when it is decided (and the verdict says so, or says what happened instead)."""
+QUOTA_WINDOW_SECONDS = 11.0
+"""Kafka's replication quota measures the rate over replication.quota.window.num (11) windows of
+replication.quota.window.size.seconds (1): a copy may get up to that many seconds of the throttled
+rate through ahead of it."""
 
 
 class Processes:
@@ -209,17 +232,21 @@ def stopped_first(procs: Processes):
 
 
 def _story(args, scenario, out: Path, logs: Path, procs: Processes, started: float) -> int:
+    from argparse import Namespace
+
     from rich.console import Console
 
+    from engine.cli.status import Follower
     from engine.kafka.embedded import EMBEDDED, EmbeddedBroker, free_port
-    from engine.log.eventlog import Publisher
     from engine.kafka.topics import create
+    from engine.log.eventlog import Publisher
 
     console = Console()
     say = console.print
     say(f"[bold]kreassign demo[/bold]: {scenario.name}: {scenario.description.strip()}")
     say(f"writing to {out}")
     prefix = "demo."
+    phases: list[tuple[str, float]] = []
     with EmbeddedBroker() as broker, stopped_first(procs):  # the engine and the sim stop before the broker
         create({"bootstrap.servers": broker.bootstrap}, prefix)
         say(f"embedded broker (tansu, memory storage) at {broker.bootstrap}; topics {prefix}*")
@@ -239,25 +266,33 @@ def _story(args, scenario, out: Path, logs: Path, procs: Processes, started: flo
         engine, engine_log = procs.start("engine", KREASSIGN + [
             "engine", "--bootstrap-server", broker.bootstrap, "--broker-profile", "embedded", "--prefix", prefix,
             "--cluster", cluster, "--web-port", str(port), "--poll-interval", str(POLL_INTERVAL),
-            "--time-scale", f"{args.speed:g}"])
+            "--fast-interval", str(FAST_INTERVAL), "--time-scale", f"{args.speed:g}"])
         page = f"http://127.0.0.1:{port}/"
         wait_for("the engine to become active", lambda: (_status(page) or {}).get("active")
                  and not (_status(page) or {}).get("recovering"), 90, engine, engine_log)
         say(f"engine worker up: status page {page} (JSON at {page}status, Prometheus at {page}metrics)")
+        phases.append(("start-up", time.monotonic() - started))
 
+        follower = Follower(Namespace(bootstrap_server=broker.bootstrap, command_config=None, prefix=prefix,
+                                      broker_profile="embedded", schema_registry_url=None, timeout=30.0))
         common = dict(prefix=prefix, profile=EMBEDDED)
         with Publisher(broker.bootstrap, **common) as publisher:
             from engine.sim.bound import lower_bound
 
             bounds = {}
             bound = lower_bound(scenario)
+            cadence = cadence_makespan(scenario, args.speed)  # before the submit: the engine is idle now
+            began = time.monotonic()
             say(f"\n[bold]1.[/bold] {scenario.kind} ({len(scenario.targets)} partitions, "
                 f"{_size(scenario.moved_bytes())} to copy; lower bound {bound.seconds:.0f} s of cluster time, set by "
                 f"{bound.binding}): submitted")
             first = publisher.submit(scenario.targets, scenario.throttle)
             bounds[first] = bound.seconds
-            _follow(console, broker, prefix, first, engine, engine_log, args.speed)
+            _follow(console, follower, first, engine, engine_log, args.speed)
+            say("\n" + makespan_note(scenario.kind, follower.progress.requests[first], bound.seconds, cadence, args.speed))
+            phases.append((f"1. {scenario.kind}", time.monotonic() - began))
 
+            began = time.monotonic()
             snap = _snapshot(cluster)
             proposal = exact_rebalance(snap.assignment(), snap.racks(), [b.id for b in snap.brokers if b.alive])
             if proposal.proposed:
@@ -265,15 +300,23 @@ def _story(args, scenario, out: Path, logs: Path, procs: Processes, started: flo
 
                 targets = tuple(PartitionTarget(tp.topic, tp.partition, r) for tp, r in sorted(proposal.proposed.items()))
                 say(f"\n[bold]2.[/bold] exact rebalance ({len(targets)} partitions, {proposal.replicas_moved} "
-                    f"replicas to move): submitted")
-                second = publisher.submit(targets, scenario.throttle)
+                    f"replicas to move): submitted at a throttle of {_size(TRICKLE)}/s per broker, so that its copies "
+                    "are still in flight when some are cancelled")
+                second = publisher.submit(targets, TRICKLE)
                 bounds[second] = second_bound(scenario, targets).seconds
-                _follow(console, broker, prefix, second, engine, engine_log, args.speed,
-                        cancel=(publisher, max(1, len(targets) // 3)))
+                cancel_in_flight(console, follower, publisher, broker.bootstrap, prefix, second, began, args.speed,
+                                 engine, engine_log)
+                rate = scenario.throttle
+                publisher.change_throttle(rate)
+                say(f"throttle raised to {_size(rate) + '/s' if rate else 'none'} (KIP-73): the copies in flight "
+                    "speed up with the engine's next decision, the rest of the rebalance follows")
+                _follow(console, follower, second, engine, engine_log, args.speed)
             else:
                 second = None
                 say("\n[bold]2.[/bold] the cluster is already balanced exactly: no second request")
+            phases.append(("2. rebalance and cancel", time.monotonic() - began))
 
+        began = time.monotonic()
         say("\n[bold]3.[/bold] verify on the cluster:")
         for rid in [r for r in (first, second) if r]:
             result = subprocess.run(KREASSIGN + [
@@ -295,39 +338,193 @@ def _story(args, scenario, out: Path, logs: Path, procs: Processes, started: flo
                 for line in lines[:-1]:
                     if line.strip() and not any(k in line for k in known):
                         say(f"    {line}")
+        phases.append(("3. verify", time.monotonic() - began))
 
         report_dir = out / "report"
         warehouse = out / "warehouse"
         if not args.no_analytics:
-            say("\n[bold]4.[/bold] analytics: the Spark job over the event log, then the report")
+            began = time.monotonic()
+            say("\n[bold]4.[/bold] analytics: the Spark job over the event log, then the report (one Spark session)")
             analytics, alog = procs.start("analytics", KREASSIGN + [
                 "analytics", "run", "--bootstrap-server", broker.bootstrap, "--broker-profile", "embedded",
-                "--prefix", prefix, "--warehouse", str(warehouse), "--trigger", "available-now"])
-            wait_for("the analytics job", lambda: analytics.poll() is not None, 600)
-            if analytics.returncode != 0:
-                raise CliError(f"the analytics job failed; see {alog}")
-            report, rlog = procs.start("report", KREASSIGN + [
-                "analytics", "report", "--warehouse", str(warehouse), "--out", str(report_dir),
-                "--time-scale", f"{args.speed:g}", "--poll-interval", str(POLL_INTERVAL),
+                "--prefix", prefix, "--warehouse", str(warehouse), "--trigger", "available-now",
+                "--report", str(report_dir), "--time-scale", f"{args.speed:g}", "--poll-interval", str(POLL_INTERVAL),
                 *[f"--lower-bound={rid}={seconds:.3f}" for rid, seconds in bounds.items()]])
-            wait_for("the report", lambda: report.poll() is not None, 300)
-            if report.returncode != 0:
-                raise CliError(f"writing the report failed; see {rlog}")
+            wait_for("the analytics job and the report", lambda: analytics.poll() is not None, 900)
+            if analytics.returncode != 0:
+                raise CliError(f"the analytics job or the report failed; see {alog}")
+            phases.append(("4. analytics and report", time.monotonic() - began))
 
         elapsed = time.monotonic() - started
-        say(f"\n[bold]done[/bold] in {elapsed:.0f} s. Where everything is:")
+        say(f"\n[bold]done[/bold] in {elapsed:.0f} s ({', '.join(f'{name} {s:.0f} s' for name, s in phases)}). "
+            "Where everything is:")
         if not args.no_analytics:
             say(f"  report:     {report_dir / 'index.html'}")
-            say(f"  warehouse:  {warehouse}  (kreassign analytics query --warehouse {warehouse} \"SELECT ...\")")
+            say(f"  warehouse:  {warehouse}  (every event of the log in its audit table: kreassign analytics query "
+                f"--warehouse {warehouse} \"SELECT ...\")", soft_wrap=True)
         say(f"  logs:       {logs}")
-        say(f"  event log:  {prefix}events on {broker.bootstrap} (memory only: gone when the broker stops)")
         if args.keep_running:
+            say(f"  event log:  {prefix}events on {broker.bootstrap} (in the broker's memory: gone when it stops)")
             say(f"  status page {page}; kreassign status --bootstrap-server {broker.bootstrap} "
-                f"--broker-profile embedded --prefix {prefix} --time-scale {args.speed:g} --watch")
+                f"--broker-profile embedded --prefix {prefix} --time-scale {args.speed:g} --watch", soft_wrap=True)
             say("everything stays up until Ctrl-C")
             while True:
                 time.sleep(1)
+        say("  event log:  it was in the embedded broker's memory, which stops with the demo"
+            + (" (the warehouse's audit table keeps every event)" if not args.no_analytics else
+               " (--keep-running keeps it up)"))
     return 0
+
+
+def cadence_makespan(scenario, speed: float) -> float:
+    """``kreassign simulate``'s makespan of the scenario (cluster seconds), the core deciding in no time
+    but looking only as often as the demo's engine does in cluster time (its poll and fast intervals are
+    wall-clock seconds: at ``speed`` x they are ``speed`` times as long on the cluster's clock)."""
+    import dataclasses
+
+    from engine.whatif.strategies import run as simulate
+
+    return simulate(dataclasses.replace(scenario, poll_interval=POLL_INTERVAL * speed,
+                                        fast_interval=FAST_INTERVAL * speed), "kreassign").makespan
+
+
+def makespan_note(what: str, progress, bound: float, cadence: float, speed: float) -> str:
+    """The request's makespan against its lower bound, and what makes it longer than simulate's."""
+    wall = (progress.completed_at - progress.accepted_at).total_seconds()
+    cluster = wall * speed
+    return (f"the {what} took {cluster:.0f} s of cluster time ({wall:.0f} s of wall clock), {cluster / bound:.2f}x its lower "
+            f"bound. kreassign simulate, whose core decides in no time, takes {cadence / bound:.2f}x looking as "
+            f"often as this engine: every {POLL_INTERVAL:g} s of wall clock, {POLL_INTERVAL * speed:g} s of cluster "
+            f"time at {speed:g}x. The rest is the engine's own time (writing each decision to the log, asking the "
+            f"cluster), every wall-clock second of which is {speed:g} s of cluster time here; a lower --speed shows "
+            "less of it.")
+
+
+def copies_to_cancel(state, request_id: str, rate: int, speed: float, elapsed: float, n: int,
+                     margin: float = CANCEL_MARGIN) -> list:
+    """Up to ``n`` of the request's copies the engine has seen in flight on the cluster that cannot
+    finish within ``margin`` wall-clock seconds from now, largest first. Every copy started after
+    the submit, ``elapsed`` wall-clock seconds ago, and none goes faster than the throttle ``rate``
+    (bytes/s) after Kafka's quota window: a copy of a partition larger than
+    ``rate x ((elapsed + margin) x speed + QUOTA_WINDOW_SECONDS)`` is still copying then."""
+    least = rate * ((elapsed + margin) * speed + QUOTA_WINDOW_SECONDS)
+    found = []
+    for tp, f in state.steps.items():
+        obs = state.observed.get(tp)
+        if f.request_id != request_id or not f.step.nr or obs is None or not obs.adding:
+            continue  # a step only planned or just sent may not have reached the cluster: not a copy in flight
+        if (obs.size_bytes or 0) > least:
+            found.append((-(obs.size_bytes or 0), tp))
+    return [tp for _size, tp in sorted(found)[:n]]
+
+
+def cancel_in_flight(console, follower, publisher, bootstrap: str, prefix: str, request_id: str, submitted: float,
+                     speed: float, engine, engine_log) -> None:
+    """Cancel ``CANCEL_COPIES`` of the request's copies in flight with rollback (KIP-236), chosen so
+    that they cannot have finished when the engine decides the cancel, and say what the engine did,
+    from its verdict."""
+    from engine.core.units import format_duration
+    from engine.kafka.broker_profile import profile
+    from engine.kafka.client_config import ClientConfig
+    from engine.kafka.topics import Topics, reader_group
+    from engine.log.eventlog import end_offset
+
+    chosen: list = []
+    steady = [None, 0.0]  # the request's steps in flight as last seen, and since when (wall clock)
+
+    def enough(f) -> bool:
+        """Enough copies to cancel, or fewer but no other step starts (each broker's move caps are
+        held by copies that crawl: nothing changes for a second)."""
+        nonlocal chosen
+        chosen = copies_to_cancel(f.state, request_id, TRICKLE, speed, time.monotonic() - submitted, CANCEL_COPIES)
+        now = time.monotonic()
+        seen = sorted((tp, s.number, bool(getattr(f.state.observed.get(tp), "adding", ())))
+                      for tp, s in f.state.steps.items() if s.request_id == request_id)
+        if seen != steady[0]:
+            steady[:] = [seen, now]
+        return len(chosen) >= CANCEL_COPIES or (bool(chosen) and now - steady[1] >= 1.0)
+
+    _follow(console, follower, request_id, engine, engine_log, speed, until=enough, timeout=60, transient=True)
+    if not chosen:
+        console.print("no copy in flight is large enough to be sure it is still copying when the cancel is "
+                      "decided: no cancel")
+        return
+    config = ClientConfig().with_bootstrap(bootstrap)
+    events = Topics.named(prefix).events
+    start = end_offset(config, events, group_id=reader_group(prefix), profile=profile("embedded"))
+    command_id = publisher.cancel(request_id, chosen, rollback=True)
+    sizes = ", ".join(f"{tp} ({_size(follower.state.observed[tp].size_bytes)})" for tp in chosen)
+    which = (f"the largest copy in flight, {sizes}: at {_size(TRICKLE)}/s it cannot finish" if len(chosen) == 1 else
+             f"the {len(chosen)} largest copies in flight, {sizes}: at {_size(TRICKLE)}/s none can finish")
+    console.print(f"cancel with rollback (KIP-236): {which} within {CANCEL_MARGIN:g} s of wall clock "
+                  f"({format_duration(CANCEL_MARGIN * speed)} of cluster time)")
+    decision = _decision(config, events, prefix, command_id, start)
+    console.print(cancel_outcome(decision, chosen) if decision is not None else
+                  "no verdict on the cancel within 60 s: see the engine's log")
+
+
+def _decision(config, topic: str, prefix: str, command_id: str, start: int, timeout: float = 60.0):
+    """The events of the engine's decision on ``command_id`` (its verdict first), or ``None``."""
+    from engine.kafka.broker_profile import profile
+    from engine.kafka.topics import reader_group
+    from engine.log.envelope import EventEnvelope
+    from engine.log.eventlog import decoder_for, follow
+    from engine.views.verdict import Watch
+
+    watch = Watch(command_id)
+    deadline = time.monotonic() + timeout
+    messages = follow(config, topic, decoder_for(EventEnvelope, None, topic), lambda _letter: None,
+                      start_offset=start, group_id=reader_group(prefix), profile=profile("embedded"))
+    try:
+        for m in messages:
+            watch.end() if m is None else watch.feed(m.value)
+            if watch.verdict is not None:
+                return watch.decision
+            if time.monotonic() > deadline:
+                return None
+    finally:
+        messages.close()
+    return None
+
+
+def cancel_outcome(decision: list, named: list) -> str:
+    """What the engine did with the cancel of ``named``, from its decision's events (KIP-236: a copy
+    in flight is aborted and the partition goes back to its original replicas; a cancel that would
+    leave no replica in sync is skipped until the step ends; a partition already completed stays)."""
+    from engine.core import events as ev
+
+    first = decision[0]
+    if isinstance(first, ev.CommandRejected):
+        return "the engine rejected the cancel: " + "; ".join(first.reasons)
+    aborted, dropped, skipped = [], [], []
+    for e in decision[1:]:
+        if getattr(e, "request_id", None) != first.request_id:
+            continue
+        if isinstance(e, ev.PartitionCancelled) and e.superseded_by is None and e.tp in named:
+            (aborted if e.aborting is not None else dropped).append(e.tp)
+        elif isinstance(e, ev.CancelSkipped) and e.tp in named:
+            skipped.append(f"{e.tp} ({e.reason})")
+    ended = [tp for tp in named if tp not in aborted and tp not in dropped
+             and not any(s.startswith(f"{tp} (") for s in skipped)]
+    def named(tps) -> str:
+        return ", ".join(map(str, tps))
+
+    parts = []
+    if aborted:
+        parts.append(f"{_count(len(aborted), 'copy', 'copies')} in flight aborted: {named(aborted)} "
+                     + ("goes back to its" if len(aborted) == 1 else "go back to their") + " original replicas")
+    if dropped:
+        parts.append(f"{_count(len(dropped), 'partition')} cancelled with no copy in flight: {named(dropped)}")
+    if skipped:
+        parts.append(f"{_count(len(skipped), 'cancel')} skipped until the step in flight ends: {', '.join(skipped)}")
+    if ended:
+        parts.append(f"{_count(len(ended), 'partition')} had completed before the cancel was decided and "
+                     + ("stays at its" if len(ended) == 1 else "stay at their") + f" target: {named(ended)}")
+    return "the engine's verdict: " + "; ".join(parts)
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else (many or one + 's')}"
 
 
 def second_bound(scenario, targets):
@@ -375,47 +572,29 @@ def _status(page: str) -> dict | None:
         return None
 
 
-def _follow(console, broker, prefix, request_id, engine, engine_log, speed: float, cancel=None) -> None:
-    """Show the request's progress live until it completes.
-
-    ``cancel=(publisher, n)``: as soon as copies of the request are in flight, cancel up to ``n`` of
-    them with rollback (KIP-236): the engine aborts those moves and the partitions go back to their
-    original replicas."""
-    from argparse import Namespace
-
+def _follow(console, follower, request_id, engine, engine_log, speed: float, until=None, timeout: float | None = None,
+            transient: bool = False) -> None:
+    """Show the request's progress live until it completes, or until ``until(follower)`` is true
+    (``timeout`` wall-clock seconds at most)."""
     from rich.live import Live
 
-    from engine.cli.status import Follower, document, render
+    from engine.cli.status import document, render
 
-    follower = Follower(Namespace(bootstrap_server=broker.bootstrap, command_config=None, prefix=prefix,
-                                  broker_profile="embedded", schema_registry_url=None, timeout=30.0))
-    with Live(console=console, refresh_per_second=4, transient=False) as live:
+    deadline = None if timeout is None else time.monotonic() + timeout
+    with Live(console=console, refresh_per_second=4, transient=transient) as live:
         while True:
             follower.poll()
             live.update(render(document(follower, request_id, speed), speed))
+            if until is not None and until(follower):
+                return
             r = follower.state.requests.get(request_id)
             if r is not None and r.status == "completed":
-                if cancel:
-                    console.print("(every copy finished before a cancel could catch one in flight)")
                 return
-            if cancel:
-                state = follower.state
-                # copies the engine has seen in progress on the cluster (a step only planned or just
-                # sent may not have reached it yet: that would not be a copy in flight)
-                copying = sorted((tp for tp, f in state.steps.items() if f.request_id == request_id and f.step.nr
-                                  and getattr(state.observed.get(tp), "adding", ())),
-                                 key=lambda tp: (-(getattr(state.observed.get(tp), "size_bytes", None) or 0), tp))
-                if copying:
-                    publisher, n = cancel
-                    chosen = copying[:n]
-                    publisher.cancel(request_id, chosen, rollback=True)
-                    console.print(f"cancelled {len(chosen)} partitions of {request_id} whose copies were in flight, "
-                                  "with rollback (KIP-236): the engine aborts the moves and they go back to their "
-                                  "original replicas")
-                    cancel = None
+            if deadline is not None and time.monotonic() > deadline:
+                return
             if engine.poll() is not None:
                 raise CliError(f"the engine stopped ({engine.returncode}); see {engine_log}")
-            time.sleep(0.1 if cancel else 0.5)
+            time.sleep(0.1 if until is not None else 0.5)
 
 
 def _size(n: int) -> str:

@@ -11,9 +11,7 @@ TEST_CONF = {
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.streaming.minBatchesToRetain": "10",
-    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m",  # C1 only: faster start for short jobs;
-    # C1 alone reserves 48 MB of code cache, which pyspark 4.3's plans outgrow ("Out of space in CodeCache")
-}
+}  # a local session's JIT is C1 only, with a 240 MB code cache (spark.session.LOCAL_JAVA_OPTIONS)
 
 
 @pytest.fixture(scope="session")

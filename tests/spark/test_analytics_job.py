@@ -92,6 +92,24 @@ class Story:
     pass
 
 
+def spark_submit(broker, prefix: str, warehouse: Path) -> subprocess.Popen:
+    """``spark-submit spark/audit_job.py``: its own JVM, the same options (started early, to run beside
+    the module's other tests: its JVM start and job take as long as they do)."""
+    submit = Path(sys.executable).parent / "spark-submit"
+    root = Path(__file__).resolve().parents[2]
+    return subprocess.Popen(
+        [str(submit), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
+         "--conf", "spark.sql.shuffle.partitions=2", "--driver-java-options", "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m",
+         str(root / "spark" / "audit_job.py"), "--bootstrap-server", broker.bootstrap,
+         "--broker-profile", "embedded", "--prefix", prefix, "--warehouse", str(warehouse)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=warehouse.parent,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"},
+    )
+
+
+REPORT_SCALE, REPORT_POLL = 10.0, 7.0
+
+
 @pytest.fixture(scope="module")
 def story(spark, broker, tmp_path_factory):
     s = Story()
@@ -117,12 +135,20 @@ def story(spark, broker, tmp_path_factory):
     second_part(d)
     s.second = d.envelopes(len(s.first))
     write_in_chunks(broker, s.prefix, s.second, chunks=3)
+    s.submitted = spark_submit(broker, s.prefix, tmp_path_factory.mktemp("submit") / "warehouse")
+    # the third run through the command line, the report after it in the same session (--report)
+    s.report = tmp_path_factory.mktemp("report")
     s.exit3 = main(["analytics", "run", "--bootstrap-server", broker.bootstrap, "--broker-profile", "embedded",
-                    "--prefix", s.prefix, "--warehouse", str(s.warehouse), "--max-events-per-batch", "200"])
+                    "--prefix", s.prefix, "--warehouse", str(s.warehouse), "--max-events-per-batch", "200",
+                    "--report", str(s.report), "--lower-bound", "req-a=60", "--time-scale", f"{REPORT_SCALE:g}",
+                    "--poll-interval", f"{REPORT_POLL:g}"])
     s.all = s.first + s.second
     wh.register(spark, str(s.warehouse))
     s.sql = lambda q: [r.asDict() for r in spark.sql(q).collect()]
-    return s
+    yield s
+    if s.submitted.poll() is None:  # its test did not run
+        s.submitted.kill()
+    s.submitted.communicate()
 
 
 # -- exactly once ------------------------------------------------------------------------------------------
@@ -372,16 +398,16 @@ def test_bad_sql_is_one_line_and_exit_2(story, capsys, sql, words):
     assert len(err.splitlines()) == 1 and words in err and err.startswith("kreassign analytics: error:")
 
 
-def test_the_report_answers_each_question_from_the_log(story, tmp_path):
+def test_the_report_answers_each_question_from_the_log(story):
     """Every figure's data (report.json) equals what the test computes from the events itself, in
-    cluster time (--time-scale 10); the page says so; each figure is a real, non-blank image."""
+    cluster time (--time-scale 10); the page says so; each figure is a real, non-blank image. The
+    report is the one ``analytics run --report`` wrote after the story's third run, in its session."""
     from PIL import Image
 
     from spark.report import FIGURES, READY, bucket_seconds
 
-    scale, poll, out = 10.0, 7.0, tmp_path / "report"
-    assert main(["analytics", "report", "--warehouse", str(story.warehouse), "--out", str(out),
-                 "--lower-bound", "req-a=60", "--time-scale", "10", "--poll-interval", "7"]) == 0
+    scale, poll, out = REPORT_SCALE, REPORT_POLL, story.report
+    assert story.exit3 == 0
     page = (out / "index.html").read_text()
     doc = json.loads((out / "report.json").read_text())
     for png in FIGURES:
@@ -494,21 +520,13 @@ def test_the_connector_path_decodes_like_the_python_source(spark, story):
     assert got[-1]["event_type"] == "undecodable" and "not Avro" in got[-1]["reason"]
 
 
-def test_spark_submit_runs_the_job(spark, story, broker, tmp_path):
-    """``spark-submit spark/audit_job.py``: its own Spark, the same options, the same tables."""
-    submit = Path(sys.executable).parent / "spark-submit"
-    root = Path(__file__).resolve().parents[2]
-    warehouse = tmp_path / "submitted"
-    result = subprocess.run(
-        [str(submit), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
-         "--conf", "spark.sql.shuffle.partitions=2", "--driver-java-options", "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m",
-         str(root / "spark" / "audit_job.py"), "--bootstrap-server", broker.bootstrap,
-         "--broker-profile", "embedded", "--prefix", story.prefix, "--warehouse", str(warehouse)],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path,
-        env={**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"},
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert f"audit: {len(story.all)} rows" in result.stdout
+def test_spark_submit_runs_the_job(spark, story):
+    """``spark-submit spark/audit_job.py``: its own Spark, the same options, the same tables (started by
+    the story once every event was written)."""
+    stdout, stderr = story.submitted.communicate(timeout=300)
+    assert story.submitted.returncode == 0, stderr[-3000:]
+    assert f"audit: {len(story.all)} rows" in stdout
+    warehouse = Path(story.submitted.args[story.submitted.args.index("--warehouse") + 1])
     ids = spark.read.schema(wh.AUDIT_DDL).parquet(str(warehouse / wh.AUDIT)).select("event_id").collect()
     assert sorted(r[0] for r in ids) == sorted(e.id for e in story.all)
 
