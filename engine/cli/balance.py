@@ -19,7 +19,7 @@ from engine.core import reassignment_json
 from engine.core.balancer import MODES, BalanceError, Proposal, cluster_state, propose
 from engine.cli import CliError, read_text
 from engine.cli import verdicts
-from engine.cli.connection import add_arguments, add_cluster_arguments, positive_rate
+from engine.cli.connection import add_arguments, add_cluster_arguments, fail_fast, positive_rate
 from engine.core.cluster_snapshot import ClusterSnapshot
 from engine.core.commands import PartitionTarget, Submit
 from engine.log.envelope import new_id
@@ -72,6 +72,8 @@ def load_snapshot(args) -> ClusterSnapshot:
     try:
         if args.scenario:
             return snapshot_of(scenario_file=args.scenario)
+        if args.cluster == "kafka" or args.cluster.startswith("kafka://"):
+            fail_fast(args)  # a refused connection said at once, not after --timeout
         return snapshot_of(bootstrap=args.bootstrap_server, command_config=args.command_config, timeout=args.timeout,
                            cluster=args.cluster, cluster_command_config=args.cluster_command_config)
     except ConnectError as e:
