@@ -71,8 +71,10 @@ def _try(host: str, port: int, deadline: float) -> tuple[str, str]:
     return REFUSED, f"{host}:{port}: {', '.join(dict.fromkeys(reasons)) or 'no address'}"
 
 
-def unreachable(bootstrap: str | None, timeout: float) -> str | None:
-    """Why nothing can be reached at ``bootstrap`` (see the module doc), or ``None``."""
+def unreachable(bootstrap: str | None, timeout: float, what: str = "the cluster",
+                addresses_are: str = "bootstrap address") -> str | None:
+    """Why nothing can be reached at ``bootstrap`` (see the module doc), or ``None``. ``what`` and
+    ``addresses_are`` name what is asked for in the sentence."""
     targets = addresses(bootstrap or "")
     if not targets:
         return None
@@ -84,12 +86,12 @@ def unreachable(bootstrap: str | None, timeout: float) -> str | None:
     failed: list[str] = []
     while len(failed) < len(targets):
         try:
-            kind, what = answers.get(timeout=max(0.0, deadline - time.monotonic()))
+            kind, outcome = answers.get(timeout=max(0.0, deadline - time.monotonic()))
         except queue.Empty:
-            return f"cannot reach the cluster at {bootstrap}: no answer within {timeout:g} s (--timeout)"
+            return f"cannot reach {what} at {bootstrap}: no answer within {timeout:g} s (--timeout)"
         if kind == OPEN:
             return None
         if kind == SILENT:
-            return f"cannot reach the cluster at {bootstrap}: no answer within {timeout:g} s (--timeout)"
-        failed.append(what)
-    return f"cannot reach the cluster at {bootstrap}: no bootstrap address accepts a connection ({'; '.join(failed)})"
+            return f"cannot reach {what} at {bootstrap}: no answer within {timeout:g} s (--timeout)"
+        failed.append(outcome)
+    return f"cannot reach {what} at {bootstrap}: no {addresses_are} accepts a connection ({'; '.join(failed)})"
