@@ -42,6 +42,24 @@ def main(argv: list[str] | None = None) -> int:
     except CliError as e:
         print(f"kreassign {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: one line, no traceback, the shell's status for SIGINT
+        print(f"kreassign {args.command}: interrupted", file=sys.stderr)
+        return INTERRUPTED
+
+
+INTERRUPTED = 130
+
+
+def console_for(file):
+    """A rich console writing to ``file``: colours and the terminal's width on a terminal; on anything
+    else (a pipe, a log file) plain text whose lines are never wrapped at 80 columns (a command or an
+    address split over lines cannot be copied)."""
+    from rich.console import Console
+
+    probe = Console(file=file)
+    if probe.is_terminal:
+        return probe
+    return Console(file=file, soft_wrap=True)
 
 
 def read_text(path: str) -> str:

@@ -11,7 +11,9 @@ outcome (running, completed, rolled back, cancelled or a mix), a bar of its
 partitions by status, bytes copied / to copy, the recent copy rate and the ETA
 it gives (``paused`` while paused); then the throttle and limits in force.
 ``--time-scale X`` labels a simulated cluster's rates in cluster time.
-``--watch`` follows the log and redraws every second until Ctrl-C.
+``--watch`` follows the log and redraws every second until Ctrl-C (exit status 0); when standard
+output is not a terminal (a pipe, a file) it prints a frame per second as plain text instead, each
+under a line with its time.
 """
 
 from __future__ import annotations
@@ -212,13 +214,21 @@ def document(follower: "Follower", request: str | None, time_scale: float) -> di
             "time_scale": time_scale, **doc, "rejected": dict(sorted(follower.state.rejected.items()))}
 
 
+WATCH_INTERVAL = 1.0  # seconds between frames of --watch
+
+
 def run(args) -> int:
     import sys
 
-    from rich.console import Console
+    from engine.cli import console_for
 
     follower = Follower(args)
-    follower.poll()
+    try:
+        in_background(follower.poll)
+    except KeyboardInterrupt:  # before the first frame: a watch ends so, and a one-shot status is interrupted
+        if args.watch:
+            return 0
+        raise
     for note in follower.notes:
         print(f"kreassign status: note: {note}", file=sys.stderr)
     if args.request and args.request not in follower.state.requests and not args.watch:
@@ -226,18 +236,63 @@ def run(args) -> int:
     if args.format == "json":
         print(json.dumps(document(follower, args.request, args.time_scale)))
         return 0
-    console = Console()
+    console = console_for(sys.stdout)
     if not args.watch:
         console.print(render(document(follower, args.request, args.time_scale), args.time_scale))
         return 0
+    try:
+        if console.is_terminal:
+            live_frames(console, follower, args)
+        else:
+            plain_frames(console, follower, args)
+    except KeyboardInterrupt:  # Ctrl-C is how a watch ends
+        pass
+    return 0
+
+
+def live_frames(console, follower: "Follower", args) -> None:
+    """A terminal: one frame, redrawn in place every ``WATCH_INTERVAL``."""
     from rich.live import Live
 
     with Live(console=console, refresh_per_second=2) as live:
+        while True:
+            live.update(render(document(follower, args.request, args.time_scale), args.time_scale))
+            time.sleep(WATCH_INTERVAL)
+            in_background(follower.poll)
+
+
+def plain_frames(console, follower: "Follower", args) -> None:
+    """Not a terminal (a pipe, a file): a frame per ``WATCH_INTERVAL`` as plain text, each under a line
+    with its time, flushed as it is written."""
+    while True:
+        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+        console.print(f"--- kreassign status at {stamp} ---")
+        console.print(render(document(follower, args.request, args.time_scale), args.time_scale))
+        console.file.flush()
+        time.sleep(WATCH_INTERVAL)
+        in_background(follower.poll)
+
+
+def in_background(fn):
+    """``fn()`` in a thread of its own, its result (or exception) here: the main thread waits in short
+    steps, so Ctrl-C takes effect at once even while a Kafka client call blocks (a Python signal
+    handler runs only when such a call returns, up to ``--timeout`` later)."""
+    import threading
+
+    box: dict = {}
+    done = threading.Event()
+
+    def target() -> None:
         try:
-            while True:
-                live.update(render(document(follower, args.request, args.time_scale), args.time_scale))
-                time.sleep(1.0)
-                follower.poll()
-        except KeyboardInterrupt:
-            pass
-    return 0
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            box["error"] = e
+        finally:
+            done.set()
+
+    threading.Thread(target=target, daemon=True, name="status-read").start()  # daemon: never holds the exit
+    while not done.wait(0.1):
+        pass
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
