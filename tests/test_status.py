@@ -355,3 +355,49 @@ def test_an_ended_request_shows_its_average_rate_not_a_window_that_decays_after_
     seconds = (r.completed_at - r.accepted_at).total_seconds()
     assert later["rate_bytes_per_s"] == pytest.approx(r.bytes_done / seconds)
     assert "average rate" in render_text({"attention": [], **report(state, progress, r.completed_at)})
+
+
+# --- rejected commands need attention for a while, then are history ------------------------------------------
+
+
+def test_a_rejection_needs_attention_for_ten_minutes_then_is_history_a_pure_function_of_the_time():
+    from engine.views.attention import REJECTIONS_NEED_ATTENTION_FOR, attention, rejection_history
+
+    state, progress = fold([(T0, ev.CommandRejected("cancel", ("unknown request 'nope'",), "nope", "c1")),
+                            (T0 + timedelta(minutes=7), ev.CommandRejected("pause", ("already paused",), None, "c2"))])
+    at = T0.timestamp()
+
+    def kinds(now):
+        return [e["title"] for e in attention(state, progress.rejected_at, now=now)]
+
+    assert REJECTIONS_NEED_ATTENTION_FOR == 600
+    assert kinds(at + 8 * 60) == ["pause rejected: already paused", "cancel of request nope rejected: unknown request 'nope'"]
+    assert rejection_history(state, progress.rejected_at, at + 8 * 60) is None
+    assert kinds(at + 600 + 1) == ["pause rejected: already paused"]  # the first one's ten minutes are over
+    history = rejection_history(state, progress.rejected_at, at + 600 + 1)
+    assert history == {"count": 1, "latest_at": T0.isoformat(), "line": (
+        "1 rejected command before the last 10 minutes, the latest at 2026-11-22 12:00:00 UTC: no longer needing "
+        "attention (kreassign replay --format json lists the latest 2)")}
+    assert kinds(at + 7 * 60 + 600 + 1) == []  # nothing needs attention now
+    assert rejection_history(state, progress.rejected_at, at + 7 * 60 + 600 + 1)["count"] == 2
+    assert kinds(at + 10**9) == [] and len(state.rejections) == 2 and dict(state.rejected) == {"cancel": 1, "pause": 1}
+    assert len(attention(state, progress.rejected_at)) == 2  # no time given: nothing is aged
+    assert kinds(at + 8 * 60) == kinds(at + 8 * 60)  # the same answer for the same input: no clock inside
+
+
+def test_status_says_nothing_needs_attention_once_the_rejections_are_history():
+    from engine.cli.status import render
+
+    state, progress = fold([(T0, ev.CommandRejected("cancel", ("unknown request 'nope'",), "nope", "c1"))])
+    from engine.views.attention import attention, rejection_history
+    from engine.views.progress import report
+
+    now = T0 + timedelta(hours=1)
+    doc = {"attention": attention(state, progress.rejected_at, now=now.timestamp()),
+           "rejection_history": rejection_history(state, progress.rejected_at, now.timestamp()),
+           **report(state, progress, now)}
+    text = " ".join(render_text(doc).split())  # rendered at 160 columns: the line may wrap
+    assert "needs attention" not in text and "rejected: unknown request" not in text
+    assert text.endswith("1 rejected command before the last 10 minutes, the latest at 2026-11-22 12:00:00 "
+                                  "UTC: no longer needing attention (kreassign replay --format json lists the latest 1)")
+    render(doc)  # and the renderer takes the document as status --format json prints it

@@ -168,6 +168,9 @@ def render(doc: dict, time_scale: float = 1.0):
         f"steps in flight {len(doc['steps_in_flight'])}; paused {'yes' if doc['paused'] else 'no'}"
     ))
     parts.append(Text("limits: " + ", ".join(f"{k}={v}" for k, v in doc["limits"].items())))
+    history = doc.get("rejection_history")
+    if history:
+        parts.append(Text(history["line"], style="bright_black"))
     if scaled:
         parts.append(Text(f"rates and the throttle are in cluster time (the cluster runs {time_scale:g}x the wall "
                           "clock); ETAs on the wall clock", style="italic"))
@@ -207,10 +210,13 @@ def _eta(r: dict) -> str:
 
 def document(follower: "Follower", request: str | None, time_scale: float) -> dict:
     """``report`` with what needs attention and the time scale: what status prints (JSON too)."""
-    from engine.views.attention import attention
+    from engine.views.attention import attention, rejection_history
 
-    doc = report(follower.state, follower.progress, datetime.now(timezone.utc), request)
-    return {"attention": attention(follower.state, follower.progress.rejected_at, request, now=time.time()),
+    now = datetime.now(timezone.utc)
+    doc = report(follower.state, follower.progress, now, request)
+    rejected_at = follower.progress.rejected_at
+    return {"attention": attention(follower.state, rejected_at, request, now=now.timestamp()),
+            "rejection_history": rejection_history(follower.state, rejected_at, now.timestamp()),
             "time_scale": time_scale, **doc, "rejected": dict(sorted(follower.state.rejected.items()))}
 
 

@@ -47,7 +47,7 @@ from typing import Callable, Iterable, Iterator, Protocol
 
 from engine.core import events as ev
 from engine.core.adaptive import AdaptiveThrottle, Sample
-from engine.views.attention import attention
+from engine.views.attention import attention, rejection_history
 from engine.cluster import Cluster
 from engine.core.outcomes import Unavailable
 from engine.core.commands import CatchUpObserved, Input, ObservationFailed, Submit, ThrottlesObserved, Tick
@@ -425,6 +425,7 @@ class Decider:
         doc["progress"] = report(s, self.progress, datetime.now(timezone.utc))["requests"]
         doc["recent_events"] = [_event_line(e) for e in reversed(tuple(self.recent))]  # the decider may append meanwhile
         doc["attention"] = attention(s, self.progress.rejected_at, blocked=self.blocked, now=t)
+        doc["rejection_history"] = rejection_history(s, self.progress.rejected_at, t)
         doc["partitions_remaining"] = self.remaining()
         doc["bytes_remaining"] = bytes_remaining(s, self.sizes) if self.sizes else None
         doc["blocked"] = self.blocked
