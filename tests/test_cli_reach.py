@@ -83,3 +83,30 @@ def test_unreachable_answers_as_soon_as_it_knows(silent):
     assert "does not resolve" in unreachable("no-such-broker.invalid:9092", 20)
     assert time.monotonic() - started < REFUSED_WITHIN
     assert unreachable("", 20) is None and unreachable(None, 20) is None  # nothing given: the command says so
+
+
+@pytest.mark.parametrize("argv, says", [
+    ([], "kreassign: error: the following arguments are required: COMMAND (see kreassign --help)"),
+    (["nope"], "kreassign: error: argument COMMAND: invalid choice: 'nope'"),
+    (["status", "--bootstrap-server", "b:1", "--bogus"], "kreassign: error: unrecognized arguments: --bogus"),
+    (["throttle", "--bootstrap-server", "b:1", "--rate", "0"],
+     "kreassign throttle: error: argument --rate: must be at least 1, got 0"),
+    (["execute", "--bootstrap-server", "b:1"],
+     "kreassign execute: error: the following arguments are required: --reassignment-json-file "
+     "(see kreassign execute --help)"),
+])
+def test_a_usage_error_is_one_line_exit_2_like_every_other_error(capsys, argv, says):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2
+    assert err.count("\n") == 1 and err.startswith(says), err
+
+
+def test_the_missing_topics_hint_names_the_prefix_in_use():
+    from engine.kafka.topics import create_command, missing
+
+    assert create_command("kreassign.events") == "kreassign topics create"
+    assert create_command("demo.events") == "kreassign topics create --prefix demo."
+    assert create_command("orders") is None  # not one of kreassign's topics: no hint
+    assert missing("demo.commands") == "topic demo.commands does not exist (run: kreassign topics create --prefix demo.)"

@@ -401,3 +401,49 @@ def test_status_says_nothing_needs_attention_once_the_rejections_are_history():
     assert text.endswith("1 rejected command before the last 10 minutes, the latest at 2026-11-22 12:00:00 "
                                   "UTC: no longer needing attention (kreassign replay --format json lists the latest 1)")
     render(doc)  # and the renderer takes the document as status --format json prints it
+
+
+def test_replay_list_and_status_say_how_a_request_ended_in_the_same_words():
+    from engine.views.progress import report, request_line
+    from engine.views.summary import summarize, to_text
+
+    state, progress = fold(timeline(rolled_back(cancel_some=(tp(0),)).events))
+    [r] = report(state, progress, T0 + timedelta(hours=1))["requests"]
+    assert r["outcome"] == "ended: 3 completed, 1 rolled back"  # status
+    line = "r: ended: 3 completed, 1 rolled back (of 4 partitions)"
+    assert request_line(r["id"], r["outcome"], r["partitions"], r) == line  # list
+    assert f"\n  {line}\n" in to_text(summarize(state))  # replay
+
+
+def test_after_a_rollback_status_says_what_was_rolled_back_not_100_percent_as_if_moved_forward():
+    for doc in (status_doc(rolled_back()), status_doc(rolled_back(cancel_some=(tp(0),)))):
+        [r] = doc["requests"]
+        text = " ".join(render_text(doc).split())
+        assert "of bytes" not in text and f"copied {_size(r['bytes_done'])} of " not in text, text
+        assert f"{r['rolled_back']} of 4 partitions rolled back to their original replicas" in text
+        assert f"copied {_size(r['bytes_done'])} in all (moves forward and the rollback's copies back)" in text
+
+
+def _size(n):
+    from engine.core.units import format_size
+
+    return format_size(n)
+
+
+def test_the_status_page_lists_a_throttle_change_with_its_rate_and_who_made_it():
+    from engine.core.commands import AdaptThrottle, ChangeThrottle, PartitionTarget, Submit
+    from engine.runtime.decider import Decider, MemoryLog
+
+    d = Decider(MemoryLog(), FakeCluster({tp(0): (0, 1, 2)}, range(4)))
+    d.decide(ChangeThrottle(20_000_000, command_id="c1"))
+    d.decide(ChangeThrottle(None, command_id="c2"))
+    d.decide(Submit("r1", (PartitionTarget("t", 0, (1, 2, 3)),), 30_000_000, command_id="c3"))
+    d.process(AdaptThrottle(36_000_000, "adaptive: copies ran at 95% of their throttle share, raised"))
+    details = [e["detail"] for e in reversed(d.status()["recent_events"]) if e["event"] == "ThrottleRateChanged"]
+    assert details == [
+        "throttle rate for new steps 20 MB/s, set by an operator: kreassign throttle (command c1)",
+        "throttle rate for new steps none (unthrottled), set by an operator: kreassign throttle (command c2)",
+        "throttle rate for new steps 30 MB/s, set by request r1 (execute --throttle) (command c3)",
+        "throttle rate for new steps 36 MB/s, set by the adaptive throttle: copies ran at 95% of their throttle "
+        "share, raised",
+    ]

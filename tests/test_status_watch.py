@@ -86,3 +86,14 @@ def test_ctrl_c_before_the_first_frame_stops_at_once_without_a_traceback(argv, c
                 c.close()
     assert (p.returncode, out, got) == (code, "", err)
     assert took < 5, f"Ctrl-C took {took:.1f} s"
+
+
+def test_output_that_is_not_a_terminal_is_never_wrapped_at_80_columns():
+    import io
+
+    from engine.cli import console_for
+
+    out = io.StringIO()
+    line = "query it: kreassign analytics query --warehouse /a/long/path/to/the/warehouse " + "x" * 120
+    console_for(out).print(line)
+    assert out.getvalue() == line + "\n"

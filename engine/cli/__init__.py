@@ -23,8 +23,16 @@ class CliError(Exception):
     """A user error: printed as one line, exit status 2."""
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors are one line like every other error (exit status 2):
+    argparse's own print the whole usage block first, burying the line that says what is wrong."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="kreassign",
         description="Incremental, throttled, cancellable partition reassignment for Apache Kafka.",
     )

@@ -209,13 +209,13 @@ def stopped_first(procs: Processes):
 
 
 def _story(args, scenario, out: Path, logs: Path, procs: Processes, started: float) -> int:
-    from rich.console import Console
+    from engine.cli import console_for
 
     from engine.kafka.embedded import EMBEDDED, EmbeddedBroker, free_port
     from engine.log.eventlog import Publisher
     from engine.kafka.topics import create
 
-    console = Console()
+    console = console_for(sys.stdout)  # into a pipe or a file: lines are not wrapped at 80 columns
     say = console.print
     say(f"[bold]kreassign demo[/bold]: {scenario.name}: {scenario.description.strip()}")
     say(f"writing to {out}")

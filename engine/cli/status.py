@@ -142,8 +142,12 @@ def render(doc: dict, time_scale: float = 1.0):
             style, char = next((st, ch) for k, _w, st, ch in SEGMENTS if k == key)
             bar.append(char * n, style=style)
         total = r["bytes_total"]
-        if total:
-            bar.append(f"  {min(r['bytes_done'] / total, 1.0):4.0%} of bytes")
+        back = r["rolled_back"] or r.get("rolling_back")
+        if r["eta_state"] == "done" and r["rolled_back"]:  # "100% of bytes" would read as moved forward
+            bar.append(f"  {r['rolled_back']} of {r['partitions']} partitions rolled back to their original replicas")
+        elif total:
+            bar.append(f"  {min(r['bytes_done'] / total, 1.0):4.0%} of bytes"
+                       + (" (the rollback's copies back included)" if back else ""))
         if r["eta_state"] != "done":
             bar.append(f"  ETA {_eta(r)}{' wall clock' if scaled and r['eta_state'] == 'estimated' else ''}")
         parts.append(bar)
@@ -153,8 +157,11 @@ def render(doc: dict, time_scale: float = 1.0):
             line.append(("" if i == 0 else ", ") + f"{r[key]} {word}", style=style)
         line.append(f" (of {r['partitions']})")
         parts.append(line)
-        copied = (f"{format_size(r['bytes_done'])} of {format_size(total)}" if total
-                  else f"{format_size(r['bytes_done'])} (sizes unknown)")
+        if r["eta_state"] == "done" and back:
+            copied = f"{format_size(r['bytes_done'])} in all (moves forward and the rollback's copies back)"
+        else:
+            copied = (f"{format_size(r['bytes_done'])} of {format_size(total)}" if total
+                      else f"{format_size(r['bytes_done'])} (sizes unknown)")
         rate = r["rate_bytes_per_s"]
         rate_text = format_rate(rate / time_scale) if rate else "-"
         where = (" (all brokers, cluster time)" if scaled else " (all brokers)") if rate else ""

@@ -59,7 +59,7 @@ from engine.views.progress import Progress, report
 from engine.log.replay import DEDUPE_WINDOW, QUIET, RECENT, START, extend
 from engine.log.snapshot import Fold
 from engine.core.state import EMPTY, TERMINAL, State, apply
-from engine.views.summary import bytes_remaining, describe, summarize
+from engine.views.summary import bytes_remaining, describe, summarize, throttle_change
 
 log = logging.getLogger("kreassign.decider")
 
@@ -454,6 +454,8 @@ def _event_line(envelope: EventEnvelope) -> dict:
         detail = f"{e.action.replace('_', ' ')} of step {e.number} answered: {e.note or 'ok'}"
     elif isinstance(e, ev.StepAborted):
         detail = f"step {e.number} aborted: the partition is at {list(e.replicas)}"
+    elif isinstance(e, ev.ThrottleRateChanged):
+        detail = throttle_change(e)
     return {"at": envelope.recorded_at.isoformat(), "event": type(e).__name__,
             "request": getattr(e, "request_id", None), "partition": str(tp) if tp is not None else None,
             "detail": detail}
