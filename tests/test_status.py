@@ -447,3 +447,12 @@ def test_the_status_page_lists_a_throttle_change_with_its_rate_and_who_made_it()
         "throttle rate for new steps 36 MB/s, set by the adaptive throttle: copies ran at 95% of their throttle "
         "share, raised",
     ]
+
+
+def test_replay_counts_partitions_in_the_words_of_status():
+    from engine.views.summary import summarize, to_text
+
+    state, _progress = fold(timeline(rolled_back(cancel_some=(tp(0),)).events))
+    text = to_text(summarize(state))
+    assert "\npartitions: 3 completed, 1 rolled back\n" in text and "reverted" not in text
+    assert "throttle rate for new steps: 50 MB/s" in text

@@ -97,3 +97,16 @@ def test_output_that_is_not_a_terminal_is_never_wrapped_at_80_columns():
     line = "query it: kreassign analytics query --warehouse /a/long/path/to/the/warehouse " + "x" * 120
     console_for(out).print(line)
     assert out.getvalue() == line + "\n"
+
+
+def test_a_reader_that_went_away_is_no_traceback():
+    """``kreassign ... | head -1``: the pipe's reader is gone before the command writes (closed first)."""
+    import os
+
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        p = subprocess.run(KREASSIGN + ["limits", "--list"], stdout=w, stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(w)
+    assert p.returncode == 1 and p.stderr == ""

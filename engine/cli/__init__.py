@@ -53,6 +53,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C: one line, no traceback, the shell's status for SIGINT
         print(f"kreassign {args.command}: interrupted", file=sys.stderr)
         return INTERRUPTED
+    except BrokenPipeError:  # the reader went away (| head): nothing more to say to it, and no traceback
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit would fail again
+        return 1
 
 
 INTERRUPTED = 130

@@ -178,7 +178,7 @@ def to_text(summary: dict) -> str:
     for r in requests:
         lines.append("  " + request_line(r["id"], r["outcome"], r["partitions"], counts_of(r["by_status"])))
     parts = summary["partitions"]
-    lines.append("partitions: " + (", ".join(f"{s} {n}" for s, n in parts.items()) or "none"))
+    lines.append("partitions: " + (", ".join(f"{n} {STATUS_WORDS.get(s, s)}" for s, n in parts.items()) or "none"))
     lines.append(f"steps in flight: {summary['steps_in_flight']}")
     for reason, n in summary["waiting"].items():
         lines.append(f"  waiting ({n}): {reason}")
@@ -208,5 +208,9 @@ def to_text(summary: dict) -> str:
     return "\n".join(lines)
 
 
+STATUS_WORDS = {"reverted": "rolled back", "in_flight": "in flight"}
+"""The state's partition statuses in the words ``status`` uses."""
+
+
 def _rate(rate: int | None) -> str:
-    return "unthrottled" if rate is None else f"{rate} B/s"
+    return "unthrottled" if rate is None else format_rate(rate)
