@@ -38,8 +38,14 @@ def test_show_cluster_state_lists_brokers_racks_and_imbalance(scenario, capsys):
     assert main(["balance", "--scenario", scenario, "--show-cluster-state"]) == 0
     out = capsys.readouterr().out
     assert "Brokers" in out and "Racks" in out and "Imbalance" in out
+    lines = out.splitlines()
+    head = [c.strip() for c in next(line for line in lines if "replicas" in line).strip("┃ ").split("┃")]
+    assert head[:3] == ["broker", "rack", "replicas"]  # each broker's id and rack are named
+    assert [c.strip() for c in next(line for line in lines if "│" in line).strip("│ ").split("│")][:2] == ["0", "a"]
+    assert [line for line in lines if line.startswith("Imbalance")][0].endswith("%")  # one line, not wrapped
     assert main(["balance", "--scenario", scenario, "--show-cluster-state", "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
+    assert {r["name"]: r["rack"] for r in doc["brokers"]}["0"] == "a"
     assert {r["name"]: r["replicas"] for r in doc["brokers"]} == {"0": 4, "1": 1, "2": 3, "3": 2, "4": 0}
     assert {r["name"]: r["replicas"] for r in doc["racks"]} == {"a": 5, "b": 5, "c": 0}
     assert doc["imbalance_percent"]["replicas"] == pytest.approx(100.0)

@@ -355,3 +355,104 @@ def test_an_ended_request_shows_its_average_rate_not_a_window_that_decays_after_
     seconds = (r.completed_at - r.accepted_at).total_seconds()
     assert later["rate_bytes_per_s"] == pytest.approx(r.bytes_done / seconds)
     assert "average rate" in render_text({"attention": [], **report(state, progress, r.completed_at)})
+
+
+# --- rejected commands need attention for a while, then are history ------------------------------------------
+
+
+def test_a_rejection_needs_attention_for_ten_minutes_then_is_history_a_pure_function_of_the_time():
+    from engine.views.attention import REJECTIONS_NEED_ATTENTION_FOR, attention, rejection_history
+
+    state, progress = fold([(T0, ev.CommandRejected("cancel", ("unknown request 'nope'",), "nope", "c1")),
+                            (T0 + timedelta(minutes=7), ev.CommandRejected("pause", ("already paused",), None, "c2"))])
+    at = T0.timestamp()
+
+    def kinds(now):
+        return [e["title"] for e in attention(state, progress.rejected_at, now=now)]
+
+    assert REJECTIONS_NEED_ATTENTION_FOR == 600
+    assert kinds(at + 8 * 60) == ["pause rejected: already paused", "cancel of request nope rejected: unknown request 'nope'"]
+    assert rejection_history(state, progress.rejected_at, at + 8 * 60) is None
+    assert kinds(at + 600 + 1) == ["pause rejected: already paused"]  # the first one's ten minutes are over
+    history = rejection_history(state, progress.rejected_at, at + 600 + 1)
+    assert history == {"count": 1, "latest_at": T0.isoformat(), "line": (
+        "1 rejected command before the last 10 minutes, the latest at 2026-11-22 12:00:00 UTC: no longer needing "
+        "attention (kreassign replay --format json lists the latest 2)")}
+    assert kinds(at + 7 * 60 + 600 + 1) == []  # nothing needs attention now
+    assert rejection_history(state, progress.rejected_at, at + 7 * 60 + 600 + 1)["count"] == 2
+    assert kinds(at + 10**9) == [] and len(state.rejections) == 2 and dict(state.rejected) == {"cancel": 1, "pause": 1}
+    assert len(attention(state, progress.rejected_at)) == 2  # no time given: nothing is aged
+    assert kinds(at + 8 * 60) == kinds(at + 8 * 60)  # the same answer for the same input: no clock inside
+
+
+def test_status_says_nothing_needs_attention_once_the_rejections_are_history():
+    from engine.cli.status import render
+
+    state, progress = fold([(T0, ev.CommandRejected("cancel", ("unknown request 'nope'",), "nope", "c1"))])
+    from engine.views.attention import attention, rejection_history
+    from engine.views.progress import report
+
+    now = T0 + timedelta(hours=1)
+    doc = {"attention": attention(state, progress.rejected_at, now=now.timestamp()),
+           "rejection_history": rejection_history(state, progress.rejected_at, now.timestamp()),
+           **report(state, progress, now)}
+    text = " ".join(render_text(doc).split())  # rendered at 160 columns: the line may wrap
+    assert "needs attention" not in text and "rejected: unknown request" not in text
+    assert text.endswith("1 rejected command before the last 10 minutes, the latest at 2026-11-22 12:00:00 "
+                                  "UTC: no longer needing attention (kreassign replay --format json lists the latest 1)")
+    render(doc)  # and the renderer takes the document as status --format json prints it
+
+
+def test_replay_list_and_status_say_how_a_request_ended_in_the_same_words():
+    from engine.views.progress import report, request_line
+    from engine.views.summary import summarize, to_text
+
+    state, progress = fold(timeline(rolled_back(cancel_some=(tp(0),)).events))
+    [r] = report(state, progress, T0 + timedelta(hours=1))["requests"]
+    assert r["outcome"] == "ended: 3 completed, 1 rolled back"  # status
+    line = "r: ended: 3 completed, 1 rolled back (of 4 partitions)"
+    assert request_line(r["id"], r["outcome"], r["partitions"], r) == line  # list
+    assert f"\n  {line}\n" in to_text(summarize(state))  # replay
+
+
+def test_after_a_rollback_status_says_what_was_rolled_back_not_100_percent_as_if_moved_forward():
+    for doc in (status_doc(rolled_back()), status_doc(rolled_back(cancel_some=(tp(0),)))):
+        [r] = doc["requests"]
+        text = " ".join(render_text(doc).split())
+        assert "of bytes" not in text and f"copied {_size(r['bytes_done'])} of " not in text, text
+        assert f"{r['rolled_back']} of 4 partitions rolled back to their original replicas" in text
+        assert f"copied {_size(r['bytes_done'])} in all (moves forward and the rollback's copies back)" in text
+
+
+def _size(n):
+    from engine.core.units import format_size
+
+    return format_size(n)
+
+
+def test_the_status_page_lists_a_throttle_change_with_its_rate_and_who_made_it():
+    from engine.core.commands import AdaptThrottle, ChangeThrottle, PartitionTarget, Submit
+    from engine.runtime.decider import Decider, MemoryLog
+
+    d = Decider(MemoryLog(), FakeCluster({tp(0): (0, 1, 2)}, range(4)))
+    d.decide(ChangeThrottle(20_000_000, command_id="c1"))
+    d.decide(ChangeThrottle(None, command_id="c2"))
+    d.decide(Submit("r1", (PartitionTarget("t", 0, (1, 2, 3)),), 30_000_000, command_id="c3"))
+    d.process(AdaptThrottle(36_000_000, "adaptive: copies ran at 95% of their throttle share, raised"))
+    details = [e["detail"] for e in reversed(d.status()["recent_events"]) if e["event"] == "ThrottleRateChanged"]
+    assert details == [
+        "throttle rate for new steps 20 MB/s, set by an operator: kreassign throttle (command c1)",
+        "throttle rate for new steps none (unthrottled), set by an operator: kreassign throttle (command c2)",
+        "throttle rate for new steps 30 MB/s, set by request r1 (execute --throttle) (command c3)",
+        "throttle rate for new steps 36 MB/s, set by the adaptive throttle: copies ran at 95% of their throttle "
+        "share, raised",
+    ]
+
+
+def test_replay_counts_partitions_in_the_words_of_status():
+    from engine.views.summary import summarize, to_text
+
+    state, _progress = fold(timeline(rolled_back(cancel_some=(tp(0),)).events))
+    text = to_text(summarize(state))
+    assert "\npartitions: 3 completed, 1 rolled back\n" in text and "reverted" not in text
+    assert "throttle rate for new steps: 50 MB/s" in text

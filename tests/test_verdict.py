@@ -122,3 +122,28 @@ def test_control_command_verdicts():
     assert log.verdict("r1").accepted
     assert (log.verdict("r2").accepted, log.verdict("r2").details) == (False, ("not paused",))
     assert log.verdict("r2").to_json()["verdict"] == "rejected"
+
+
+def test_a_cancel_counts_each_partition_once_and_never_calls_partitions_that_did_not_move_back():
+    for rollback in (False, True):
+        log = Log()
+        log.decide(submit("r1", {0: (5, 1, 2), 1: (6, 2, 3), 2: (7, 3, 0), 3: (4, 5, 6)}, "c1"))  # nothing started
+        since = len(log.envelopes)
+        log.decide(Cancel("r1", rollback=rollback, command_id="c2"))
+        v = log.verdict("c2", since)
+        assert v.summary.endswith("): 4 partitions cancelled, 4 still at their original replicas (nothing to undo)")
+        assert not any("back at" in line for line in (v.summary, *v.details)), v
+
+
+def test_a_cancel_of_a_whole_request_says_which_completed_partitions_stay_at_their_target():
+    from engine.views.verdict import completed_staying
+
+    log = Log()
+    log.decide(submit("r1", {0: (5, 1, 2), 1: (6, 2, 3)}, "c1"))
+    log.d.run()  # both complete
+    request = log.d.state.requests["r1"]
+    assert completed_staying(request, include_completed=False, rollback=True) == (
+        "2 partitions of request r1 had completed and stay at their target (a cancel touches only what is in "
+        "progress; cancel --rollback --include-completed moves them back)")
+    assert completed_staying(request, include_completed=True, rollback=True) is None  # they are rolled back
+    assert completed_staying(None, False, False) is None

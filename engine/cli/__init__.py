@@ -23,8 +23,16 @@ class CliError(Exception):
     """A user error: printed as one line, exit status 2."""
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors are one line like every other error (exit status 2):
+    argparse's own print the whole usage block first, burying the line that says what is wrong."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="kreassign",
         description="Incremental, throttled, cancellable partition reassignment for Apache Kafka.",
     )
@@ -42,6 +50,29 @@ def main(argv: list[str] | None = None) -> int:
     except CliError as e:
         print(f"kreassign {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: one line, no traceback, the shell's status for SIGINT
+        print(f"kreassign {args.command}: interrupted", file=sys.stderr)
+        return INTERRUPTED
+    except BrokenPipeError:  # the reader went away (| head): nothing more to say to it, and no traceback
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit would fail again
+        return 1
+
+
+INTERRUPTED = 130
+
+
+def console_for(file):
+    """A rich console writing to ``file``: colours and the terminal's width on a terminal; on anything
+    else (a pipe, a log file) plain text whose lines are never wrapped at 80 columns (a command or an
+    address split over lines cannot be copied)."""
+    from rich.console import Console
+
+    probe = Console(file=file)
+    if probe.is_terminal:
+        return probe
+    return Console(file=file, soft_wrap=True)
 
 
 def read_text(path: str) -> str:

@@ -19,7 +19,7 @@ from engine.core import reassignment_json
 from engine.core.balancer import MODES, BalanceError, Proposal, cluster_state, propose
 from engine.cli import CliError, read_text
 from engine.cli import verdicts
-from engine.cli.connection import add_arguments, add_cluster_arguments, positive_rate
+from engine.cli.connection import add_arguments, add_cluster_arguments, fail_fast, positive_rate
 from engine.core.cluster_snapshot import ClusterSnapshot
 from engine.core.commands import PartitionTarget, Submit
 from engine.log.envelope import new_id
@@ -72,6 +72,8 @@ def load_snapshot(args) -> ClusterSnapshot:
     try:
         if args.scenario:
             return snapshot_of(scenario_file=args.scenario)
+        if args.cluster == "kafka" or args.cluster.startswith("kafka://"):
+            fail_fast(args)  # a refused connection said at once, not after --timeout
         return snapshot_of(bootstrap=args.bootstrap_server, command_config=args.command_config, timeout=args.timeout,
                            cluster=args.cluster, cluster_command_config=args.cluster_command_config)
     except ConnectError as e:
@@ -110,7 +112,8 @@ def run(args) -> int:
     if args.show_cluster_state:
         leaders = {tp: p.leader for tp, p in snap.partitions.items()}
         state = cluster_state(snap.assignment(), snap.racks(), leaders, sizes or None, [b.id for b in snap.brokers])
-        print(json.dumps(_state_document(state)) if args.format == "json" else render_state(state))
+        racks = snap.racks()
+        print(json.dumps(_state_document(state, racks)) if args.format == "json" else render_state(state, racks))
         return 0
     mode, extra = _mode(args)
     try:
@@ -196,19 +199,23 @@ def _summary_document(p: Proposal) -> dict:
     }
 
 
-def render_state(state) -> str:
+def render_state(state, racks=None) -> str:
+    """The cluster's state as two tables (brokers, with their rack; racks) and the imbalance line.
+    ``racks``: broker id -> rack (None: none)."""
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(file=io.StringIO(), width=120, force_terminal=False, color_system=None, record=True)
-    for title, rows in (("Brokers", state.brokers), ("Racks", state.racks)):
+    racks = racks or {}
+    console = Console(file=io.StringIO(), width=200, force_terminal=False, color_system=None, record=True)
+    for title, rows, first in (("Brokers", state.brokers, ("broker", "rack")), ("Racks", state.racks, ("rack",))):
         table = Table(title=title)
-        for col in ("", "replicas", "dev %", "leaders", "dev %", "preferred leaders", "dev %", "bytes", "dev %"):
-            table.add_column(col, justify="right")
+        for col in (*first, "replicas", "dev %", "leaders", "dev %", "preferred leaders", "dev %", "bytes", "dev %"):
+            table.add_column(col, justify="left" if col == "rack" else "right")
         dev = {f: state.deviation(rows, f) for f in ("replicas", "leaders", "preferred_leaders", "bytes")}
         for r in rows:
+            head = (r.name, _rack(racks, r.name)) if title == "Brokers" else (r.name,)
             table.add_row(
-                r.name, str(r.replicas), _pct(dev["replicas"].get(r.name)), str(r.leaders),
+                *head, str(r.replicas), _pct(dev["replicas"].get(r.name)), str(r.leaders),
                 _pct(dev["leaders"].get(r.name)), str(r.preferred_leaders), _pct(dev["preferred_leaders"].get(r.name)),
                 format_size(r.bytes) if r.bytes is not None else "-", _pct(dev["bytes"].get(r.name)),
             )
@@ -218,13 +225,20 @@ def render_state(state) -> str:
     return console.export_text().rstrip()
 
 
+def _rack(racks, name: str) -> str:
+    rack = racks.get(int(name)) if name.isdigit() else None
+    return rack if rack is not None else "(none)"
+
+
 def _pct(v: float | None) -> str:
     return "-" if v is None else f"{v:+.1f}"
 
 
-def _state_document(state) -> dict:
+def _state_document(state, racks=None) -> dict:
+    racks = racks or {}
     return {
-        "brokers": [r._asdict() for r in state.brokers],
+        "brokers": [{**r._asdict(), "rack": racks.get(int(r.name)) if r.name.isdigit() else None}
+                    for r in state.brokers],
         "racks": [r._asdict() for r in state.racks],
         "imbalance_percent": state.imbalance,
     }

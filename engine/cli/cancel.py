@@ -73,5 +73,21 @@ def run(args) -> int:
         partitions = parse_partitions(text, "--partitions" if inline else args.partitions)
     if args.include_completed and not args.rollback:
         raise CliError("--include-completed only applies with --rollback")
-    return verdicts.send(args, Cancel(args.request, partitions, args.rollback,
-                                      include_completed=args.include_completed), "cancel")
+    command = Cancel(args.request, partitions, args.rollback, include_completed=args.include_completed)
+    envelope, verdict = verdicts.publish_and_wait(args, command)
+    if verdict is not None and verdict.accepted and partitions is None:
+        verdict = verdict._replace(details=verdict.details + completed_line(args))
+    return verdicts.show(args, "cancel", command, envelope.id, verdict)
+
+
+def completed_line(args) -> tuple[str, ...]:
+    """For a cancel of a whole request: its partitions that had completed and stay at their target,
+    from the log folded now (the cancel's own events name only what it touched; a cancel of named
+    partitions says of each completed one that it was skipped)."""
+    from engine.cli.status import Follower
+    from engine.views.verdict import completed_staying
+
+    follower = Follower(args)
+    follower.poll()
+    line = completed_staying(follower.state.requests.get(args.request), args.include_completed, args.rollback)
+    return (line,) if line else ()

@@ -33,6 +33,7 @@ def add_arguments(p: argparse.ArgumentParser, registry: bool = True, required: b
                    help="give up on the cluster after this long (default 30)")
     if signing:
         add_signing_arguments(p)
+    p.set_defaults(reached=False)  # fail_fast: not yet checked
 
 
 def add_signing_arguments(p: argparse.ArgumentParser) -> None:
@@ -59,10 +60,37 @@ def add_cluster_arguments(p, required: bool) -> None:
                    help="Kafka client properties (SASL/SSL ...) of a --cluster kafka://... cluster")
 
 
+def fail_fast(args) -> None:
+    """CliError at once when no bootstrap address the command will use accepts a connection
+    (``--bootstrap-server`` or the ``--command-config``'s, and a ``--cluster kafka://...``'s): a
+    refused connection is a clear answer within a moment, not after ``--timeout`` per request
+    (``engine.kafka.reach``); an address that stays silent fails after ``--timeout``. Asked once
+    per command, when it first needs the cluster (its own checks of its input come first)."""
+    from engine.kafka.reach import unreachable
+
+    if getattr(args, "reached", True):  # checked already, or not a command of add_arguments
+        return
+    args.reached = True
+    wanted = [_client_config(args).bootstrap]
+    cluster = getattr(args, "cluster", None) or ""
+    if cluster.startswith("kafka://"):
+        from engine.cluster.connect import ConnectError, kafka_addresses
+
+        try:
+            wanted.append(kafka_addresses(cluster))
+        except ConnectError as e:
+            raise CliError(str(e)) from None
+    for bootstrap in dict.fromkeys(b for b in wanted if b):
+        problem = unreachable(bootstrap, args.timeout)
+        if problem is not None:
+            raise CliError(problem)
+
+
 def open_cluster_of(args):
     """The cluster the options name, or CliError."""
     from engine.cluster.connect import ConnectError, open_cluster
 
+    fail_fast(args)
     try:
         return open_cluster(args.cluster, args.bootstrap_server, args.command_config, args.timeout,
                             args.cluster_command_config)
@@ -86,6 +114,13 @@ def signing_key(args):
 
 
 def client_config(args) -> ClientConfig:
+    """The client settings of ``--command-config`` and ``--bootstrap-server``; the first call of a
+    command checks that something listens there (``fail_fast``)."""
+    fail_fast(args)
+    return _client_config(args)
+
+
+def _client_config(args) -> ClientConfig:
     try:
         return ClientConfig.load(args.command_config).with_bootstrap(args.bootstrap_server)
     except ClientConfigError as e:

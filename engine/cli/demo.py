@@ -234,14 +234,14 @@ def stopped_first(procs: Processes):
 def _story(args, scenario, out: Path, logs: Path, procs: Processes, started: float) -> int:
     from argparse import Namespace
 
-    from rich.console import Console
+    from engine.cli import console_for
 
     from engine.cli.status import Follower
     from engine.kafka.embedded import EMBEDDED, EmbeddedBroker, free_port
     from engine.kafka.topics import create
     from engine.log.eventlog import Publisher
 
-    console = Console()
+    console = console_for(sys.stdout)  # into a pipe or a file: lines are not wrapped at 80 columns
     say = console.print
     say(f"[bold]kreassign demo[/bold]: {scenario.name}: {scenario.description.strip()}")
     say(f"writing to {out}")

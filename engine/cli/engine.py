@@ -8,6 +8,8 @@ over. The first line on standard output names the worker and its web address
 
 from __future__ import annotations
 
+import time
+
 from engine.cli import CliError
 from engine.cli.connection import (
     add_arguments, add_cluster_arguments, broker_profile, client_config, int_at_least, positive_seconds, registry,
@@ -78,7 +80,7 @@ def run(args) -> int:
     from engine.kafka.topics import TopicsError, create, layout_problems
     from engine.runtime.worker import Engine, Settings, run_worker
 
-    check_port(args.web_bind, args.web_port)
+    args.web_port = check_port(args.web_bind, args.web_port)
     config = client_config(args)
     try:
         keys = load_keys(args.signing_keys) if args.signing_keys else None
@@ -92,6 +94,11 @@ def run(args) -> int:
                                args.cluster_command_config)
     except (SigningError, BoundsError, TopicsError, ConnectError, ProbeError) as e:
         raise CliError(str(e)) from None
+    try:
+        cluster_answers(cluster, args.cluster, args.timeout)  # before the worker joins: nothing to decide without it
+    except CliError:
+        cluster.close()
+        raise
     time_scale = args.time_scale or cluster_speed(cluster)
     engine = Engine(Settings(
         config=config, cluster=cluster, prefix=args.prefix, profile=broker_profile(args), registry=registry(args),
@@ -135,6 +142,39 @@ def start_up_check(args, config) -> str | None:
     return paragraph(prober.principal, config.bootstrap, problems)
 
 
+ANSWER_RETRY = 1.0  # seconds between the start-up check's questions to a cluster that has not answered yet
+
+
+def cluster_answers(cluster, spec: str, bound: float, clock=time.monotonic, sleep=time.sleep) -> None:
+    """Return once the cluster the engine reassigns answers an observation; CliError (exit status 2)
+    naming the last failure if it has not within ``bound`` seconds (``--timeout``). A sim-cluster
+    whose port refuses the connection fails at once (``engine.kafka.reach``, as a wrong
+    ``--bootstrap-server`` does); one that accepts and is not ready yet (starting, restarting) is
+    asked again every ``ANSWER_RETRY`` seconds, and the wait is said once on standard error."""
+    import sys
+
+    from engine.core.outcomes import Unavailable
+    from engine.kafka.reach import unreachable
+
+    if spec.startswith("sim+http://"):
+        problem = unreachable(spec[len("sim+http://"):].split("/", 1)[0], bound, "the sim-cluster", "address")
+        if problem is not None:
+            raise CliError(f"--cluster {spec}: {problem}")
+    deadline = clock() + bound
+    said = False
+    while True:
+        answer = cluster.observe([])
+        if not isinstance(answer, Unavailable):
+            return
+        if clock() + ANSWER_RETRY > deadline:
+            raise CliError(f"--cluster {spec}: the cluster did not answer within {bound:g} s (--timeout): {answer}")
+        if not said:
+            print(f"kreassign engine: --cluster {spec} does not answer yet ({answer}); asking again for up to "
+                  f"{bound:g} s (--timeout)", file=sys.stderr, flush=True)
+            said = True
+        sleep(ANSWER_RETRY)
+
+
 def cluster_speed(cluster) -> float:
     """A running sim-cluster's speed (its ``/v1/health``); 1 for any other cluster, whose clock is
     the wall clock (a Kafka cluster has no other)."""
@@ -146,19 +186,19 @@ def cluster_speed(cluster) -> float:
     return float(speed) if isinstance(speed, (int, float)) and speed > 0 else 1.0
 
 
-def check_port(bind: str, port: int) -> None:
-    """Fail with one line if the web server could not listen there (before Faust starts, which would
-    say it with a long traceback). Port 0 means any free port."""
+def check_port(bind: str, port: int) -> int:
+    """The port the web server will listen on; fail with one line if it could not listen there (before
+    Faust starts, which would say it with a long traceback). Port 0 means any free port (Faust itself
+    refuses 0: the free port is picked here)."""
     import errno
     import socket
 
-    if port == 0:
-        return
     try:
         family = socket.AF_INET6 if ":" in bind else socket.AF_INET
         with socket.socket(family, socket.SOCK_STREAM) as s:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the web server does
             s.bind((bind, port))
+            return s.getsockname()[1]
     except OSError as e:
         if e.errno == errno.EADDRINUSE:
             raise CliError(f"port {port} is in use on {bind}: pass --web-port with another port "

@@ -3,7 +3,8 @@
 ``--set NAME=VALUE`` (repeatable) takes our names (``max_partitions_in_flight``,
 also with dashes or dots) or the KIP aliases (``reassignment.parallel.partition.count``,
 ``num.concurrent.partition.movements.per.broker`` sets both per-broker caps and the new-replica cap);
-``--list`` prints every name with its default.
+``--list`` prints every name with the value in force (folded from the event log, as ``status``
+does; only the defaults without ``--bootstrap-server``) and its default.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser("limits", help="change reassignment limits (KIP-435 names or ours)")
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", dest="changes",
                    help="a limit and its new value (repeatable)")
-    p.add_argument("--list", action="store_true", help="print the limit names, aliases and defaults; publish nothing")
+    p.add_argument("--list", action="store_true", help="print each limit's value in force (from the event log; the defaults without "
+                        "--bootstrap-server), default and aliases; publish nothing")
     add_arguments(p, required=False, signing=True)  # --list needs no cluster
     verdicts.add_arguments(p)
     p.set_defaults(func=run)
@@ -43,12 +45,33 @@ def parse_changes(items: list[str]) -> dict[str, int]:
 
 def run(args) -> int:
     if args.list:
-        for s in SETTINGS:
-            print(f"{s.name} ({s.symbol}) default {s.default}; aliases: {', '.join(s.aliases) or '-'}")
-        return 0
+        return list_limits(args)
     if not args.changes:
         raise CliError("give at least one --set NAME=VALUE (or --list)")
     if not args.bootstrap_server:
         raise CliError("--bootstrap-server is required")
     changes = parse_changes(args.changes)
     return verdicts.send(args, ChangeLimits(changes), "limits")
+
+
+def list_limits(args) -> int:
+    """Every limit with its value in force (the log's latest ``LimitsChanged``, folded as ``status``
+    does) beside its default, or only the defaults when no cluster is named."""
+    from engine.core.limits import DEFAULT_LIMITS
+
+    if args.bootstrap_server or args.command_config:
+        from engine.cli.status import Follower
+
+        follower = Follower(args)
+        follower.poll()
+        limits = follower.state.limits
+        print(f"the limits in force (the event log on {args.bootstrap_server or 'the --command-config cluster'}, "
+              f"prefix {args.prefix}):")
+    else:
+        limits = DEFAULT_LIMITS
+        print("the defaults (give --bootstrap-server for the limits in force):")
+    for s in SETTINGS:
+        value = getattr(limits, s.name)
+        default = "default" if value == s.default else f"default {s.default}"
+        print(f"{s.name} ({s.symbol}): {value} ({default}); aliases: {', '.join(s.aliases) or '-'}")
+    return 0

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from engine.cli import CliError
 from engine.cli.connection import add_arguments, add_cluster_arguments, open_cluster_of
 from engine.cli.status import Follower
-from engine.views.progress import report
+from engine.views.progress import report, request_line
 from engine.core.outcomes import Unavailable
 
 
@@ -29,10 +29,7 @@ def run(args) -> int:
     doc = report(follower.state, follower.progress, datetime.now(timezone.utc))
     print("Requests:" if doc["requests"] else "Requests: none")
     for r in doc["requests"]:
-        ended = ", ".join(f"{r[k]} {word}" for k, word in (("completed", "completed"), ("rolled_back", "rolled back"),
-                                                          ("cancelled", "cancelled")) if r[k] or k == "completed")
-        print(f"{r['id']}: {r['outcome']}: {ended}, {r['in_flight']} in flight, {r['waiting']} waiting, "
-              f"{r['queued']} queued (of {r['partitions']} partitions)")
+        print(request_line(r["id"], r["outcome"], r["partitions"], r))
     cluster = open_cluster_of(args)
     try:
         obs = cluster.observe(None)

@@ -11,7 +11,9 @@ outcome (running, completed, rolled back, cancelled or a mix), a bar of its
 partitions by status, bytes copied / to copy, the recent copy rate and the ETA
 it gives (``paused`` while paused); then the throttle and limits in force.
 ``--time-scale X`` labels a simulated cluster's rates in cluster time.
-``--watch`` follows the log and redraws every second until Ctrl-C.
+``--watch`` follows the log and redraws every second until Ctrl-C (exit status 0); when standard
+output is not a terminal (a pipe, a file) it prints a frame per second as plain text instead, each
+under a line with its time.
 """
 
 from __future__ import annotations
@@ -140,8 +142,12 @@ def render(doc: dict, time_scale: float = 1.0):
             style, char = next((st, ch) for k, _w, st, ch in SEGMENTS if k == key)
             bar.append(char * n, style=style)
         total = r["bytes_total"]
-        if total:
-            bar.append(f"  {min(r['bytes_done'] / total, 1.0):4.0%} of bytes")
+        back = r["rolled_back"] or r.get("rolling_back")
+        if r["eta_state"] == "done" and r["rolled_back"]:  # "100% of bytes" would read as moved forward
+            bar.append(f"  {r['rolled_back']} of {r['partitions']} partitions rolled back to their original replicas")
+        elif total:
+            bar.append(f"  {min(r['bytes_done'] / total, 1.0):4.0%} of bytes"
+                       + (" (the rollback's copies back included)" if back else ""))
         if r["eta_state"] != "done":
             bar.append(f"  ETA {_eta(r)}{' wall clock' if scaled and r['eta_state'] == 'estimated' else ''}")
         parts.append(bar)
@@ -151,8 +157,11 @@ def render(doc: dict, time_scale: float = 1.0):
             line.append(("" if i == 0 else ", ") + f"{r[key]} {word}", style=style)
         line.append(f" (of {r['partitions']})")
         parts.append(line)
-        copied = (f"{format_size(r['bytes_done'])} of {format_size(total)}" if total
-                  else f"{format_size(r['bytes_done'])} (sizes unknown)")
+        if r["eta_state"] == "done" and back:
+            copied = f"{format_size(r['bytes_done'])} in all (moves forward and the rollback's copies back)"
+        else:
+            copied = (f"{format_size(r['bytes_done'])} of {format_size(total)}" if total
+                      else f"{format_size(r['bytes_done'])} (sizes unknown)")
         rate = r["rate_bytes_per_s"]
         rate_text = format_rate(rate / time_scale) if rate else "-"
         where = (" (all brokers, cluster time)" if scaled else " (all brokers)") if rate else ""
@@ -166,6 +175,9 @@ def render(doc: dict, time_scale: float = 1.0):
         f"steps in flight {len(doc['steps_in_flight'])}; paused {'yes' if doc['paused'] else 'no'}"
     ))
     parts.append(Text("limits: " + ", ".join(f"{k}={v}" for k, v in doc["limits"].items())))
+    history = doc.get("rejection_history")
+    if history:
+        parts.append(Text(history["line"], style="bright_black"))
     if scaled:
         parts.append(Text(f"rates and the throttle are in cluster time (the cluster runs {time_scale:g}x the wall "
                           "clock); ETAs on the wall clock", style="italic"))
@@ -205,20 +217,31 @@ def _eta(r: dict) -> str:
 
 def document(follower: "Follower", request: str | None, time_scale: float) -> dict:
     """``report`` with what needs attention and the time scale: what status prints (JSON too)."""
-    from engine.views.attention import attention
+    from engine.views.attention import attention, rejection_history
 
-    doc = report(follower.state, follower.progress, datetime.now(timezone.utc), request)
-    return {"attention": attention(follower.state, follower.progress.rejected_at, request, now=time.time()),
+    now = datetime.now(timezone.utc)
+    doc = report(follower.state, follower.progress, now, request)
+    rejected_at = follower.progress.rejected_at
+    return {"attention": attention(follower.state, rejected_at, request, now=now.timestamp()),
+            "rejection_history": rejection_history(follower.state, rejected_at, now.timestamp()),
             "time_scale": time_scale, **doc, "rejected": dict(sorted(follower.state.rejected.items()))}
+
+
+WATCH_INTERVAL = 1.0  # seconds between frames of --watch
 
 
 def run(args) -> int:
     import sys
 
-    from rich.console import Console
+    from engine.cli import console_for
 
     follower = Follower(args)
-    follower.poll()
+    try:
+        in_background(follower.poll)
+    except KeyboardInterrupt:  # before the first frame: a watch ends so, and a one-shot status is interrupted
+        if args.watch:
+            return 0
+        raise
     for note in follower.notes:
         print(f"kreassign status: note: {note}", file=sys.stderr)
     if args.request and follower.state.request(args.request) is None and not args.watch:
@@ -226,18 +249,63 @@ def run(args) -> int:
     if args.format == "json":
         print(json.dumps(document(follower, args.request, args.time_scale)))
         return 0
-    console = Console()
+    console = console_for(sys.stdout)
     if not args.watch:
         console.print(render(document(follower, args.request, args.time_scale), args.time_scale))
         return 0
+    try:
+        if console.is_terminal:
+            live_frames(console, follower, args)
+        else:
+            plain_frames(console, follower, args)
+    except KeyboardInterrupt:  # Ctrl-C is how a watch ends
+        pass
+    return 0
+
+
+def live_frames(console, follower: "Follower", args) -> None:
+    """A terminal: one frame, redrawn in place every ``WATCH_INTERVAL``."""
     from rich.live import Live
 
     with Live(console=console, refresh_per_second=2) as live:
+        while True:
+            live.update(render(document(follower, args.request, args.time_scale), args.time_scale))
+            time.sleep(WATCH_INTERVAL)
+            in_background(follower.poll)
+
+
+def plain_frames(console, follower: "Follower", args) -> None:
+    """Not a terminal (a pipe, a file): a frame per ``WATCH_INTERVAL`` as plain text, each under a line
+    with its time, flushed as it is written."""
+    while True:
+        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+        console.print(f"--- kreassign status at {stamp} ---")
+        console.print(render(document(follower, args.request, args.time_scale), args.time_scale))
+        console.file.flush()
+        time.sleep(WATCH_INTERVAL)
+        in_background(follower.poll)
+
+
+def in_background(fn):
+    """``fn()`` in a thread of its own, its result (or exception) here: the main thread waits in short
+    steps, so Ctrl-C takes effect at once even while a Kafka client call blocks (a Python signal
+    handler runs only when such a call returns, up to ``--timeout`` later)."""
+    import threading
+
+    box: dict = {}
+    done = threading.Event()
+
+    def target() -> None:
         try:
-            while True:
-                live.update(render(document(follower, args.request, args.time_scale), args.time_scale))
-                time.sleep(1.0)
-                follower.poll()
-        except KeyboardInterrupt:
-            pass
-    return 0
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            box["error"] = e
+        finally:
+            done.set()
+
+    threading.Thread(target=target, daemon=True, name="status-read").start()  # daemon: never holds the exit
+    while not done.wait(0.1):
+        pass
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")

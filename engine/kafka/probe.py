@@ -23,6 +23,7 @@ from engine.kafka.access import (
     topic, user_of,
 )
 from engine.kafka.client_config import ClientConfig, last_failure, logged
+from engine.kafka.topics import create_command
 
 MISSING, DENIED, UNREACHABLE, AUTHENTICATION = "missing", "denied", "unreachable", "authentication"
 
@@ -112,8 +113,9 @@ class Prober:
         except KafkaException as e:
             err = e.args[0]
             if isinstance(err, KafkaError) and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-                raise ProbeError(MISSING, f"topic {name} does not exist on {self.bootstrap} "
-                                          "(run: kreassign topics create)") from None
+                command = create_command(name)  # kreassign's own topics: how to create them (with --prefix)
+                raise ProbeError(MISSING, f"topic {name} does not exist on {self.bootstrap}"
+                                          + (f" (run: {command})" if command else "")) from None
             if isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
                 # Kafka does not say whether a topic exists to whom may not describe it, nor anything else
                 raise ProbeError(DENIED, denied(need, err.name(), self.principal, self.bootstrap)) from None

@@ -114,12 +114,23 @@ class Topics(NamedTuple):
         return cls(*(prefix + spec.suffix for spec in LAYOUT))
 
 
+def create_command(name: str) -> str | None:
+    """The command that creates kreassign's topic ``name`` ("kreassign topics create", with
+    ``--prefix P`` unless its prefix is the default), or ``None`` for a topic not of the layout."""
+    for spec in LAYOUT:
+        if name.endswith(spec.suffix):
+            prefix = name[: -len(spec.suffix)]
+            return "kreassign topics create" + ("" if prefix == DEFAULT_PREFIX else f" --prefix {prefix}")
+    return None
+
+
 def missing(name: str) -> str:
     """What to say of a topic of the layout that does not exist."""
+    command = create_command(name) or "kreassign topics create"
     if name.endswith(SNAPSHOTS.suffix):
-        return (f"topic {name} does not exist (snapshots for fast recovery, new in this version; run: kreassign topics "
-                f"create, which adds only what is missing)")
-    return f"topic {name} does not exist (run: kreassign topics create)"
+        return (f"topic {name} does not exist (snapshots for fast recovery, new in this version; run: {command}, "
+                f"which adds only what is missing)")
+    return f"topic {name} does not exist (run: {command})"
 
 
 def engine_group(prefix: str = DEFAULT_PREFIX) -> str:
@@ -208,6 +219,6 @@ def layout_problems(admin: AdminClient, prefix: str = DEFAULT_PREFIX, timeout: f
         elif spec in SINGLE_PARTITION and len(topic.partitions) != 1:
             problems.append(
                 f"topic {name} has {len(topic.partitions)} partitions; the {spec.suffix} topic must have exactly 1 "
-                f"(a total order); delete it and run kreassign topics create"
+                f"(a total order); delete it and run {create_command(name)}"
             )
     return problems

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterator, NamedTuple
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from engine.kafka.access import Need, denied, principal_of, topic as topic_resource
+from engine.kafka.access import AuthWatch, Need, authentication_failed, denied, principal_of, topic as topic_resource, user_of
 from engine.kafka.broker_profile import KAFKA, BrokerProfile
 from engine.kafka.client_config import ClientConfig, logged
 from engine.log.eventlog import DEFAULT_TIMEOUT, ReadError, _check, _Writer, decoder_for, read_topic
@@ -82,18 +82,24 @@ class Found(NamedTuple):
 def latest(config: ClientConfig, *, prefix: str = DEFAULT_PREFIX, profile: BrokerProfile = KAFKA,
            timeout: float = DEFAULT_TIMEOUT, window: int = WINDOW, unless_end: int | None = None,
            freeze: bool = True) -> Found | None:
-    """The latest usable snapshot on the snapshots topic (see the module doc). ``None`` when the
+    """The latest usable snapshot on the snapshots topic (see the module doc); ``ReadError`` if the
+    cluster does not answer within ``timeout``. ``None`` when the
     topic's end offset is still ``unless_end``: the snapshot read then is still the latest (a worker
     that read one ahead checks so in one offsets request). ``freeze``: see ``snapshot.loads``."""
     topic = Topics.named(prefix).snapshots
     started = time.monotonic()
+    watch = AuthWatch()
     consumer = Consumer(logged(config.confluent(**{"group.id": reader_group(prefix), "enable.auto.commit": False,
-                                                   **profile.consumer})))
+                                                   **profile.consumer, **watch.config()})))
     try:
         try:
             metadata = consumer.list_topics(topic, timeout=timeout)
-        except KafkaException as e:
-            return Found(Assembled(None, ()), 0, 0.0, f"cannot reach the cluster: {e.args[0].str()}")
+        except KafkaException as e:  # every later read would wait as long again: said once, here
+            auth = watch.failure(consumer)
+            if auth is not None:
+                raise ReadError(authentication_failed(user_of(config), auth)) from None
+            raise ReadError(f"cannot reach the cluster at {config.bootstrap}: no answer within {timeout:g} s "
+                            f"({e.args[0].str()})") from None
         t = metadata.topics.get(topic)
         if t is not None and t.error is not None and t.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
             need = Need(("Read",), topic_resource(topic), "status, replay and recovery start from the latest snapshot")

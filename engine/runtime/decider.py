@@ -51,7 +51,7 @@ from typing import Callable, Iterable, Iterator, Protocol
 
 from engine.core import events as ev
 from engine.core.adaptive import AdaptiveThrottle, Sample
-from engine.views.attention import attention
+from engine.views.attention import attention, rejection_history
 from engine.cluster import Cluster
 from engine.core.outcomes import Unavailable
 from engine.core.commands import CatchUpObserved, Input, ObservationFailed, Submit, ThrottlesObserved, Tick
@@ -63,7 +63,7 @@ from engine.views.progress import Progress, report
 from engine.log.replay import DEDUPE_WINDOW, QUIET, RECENT, START, extend
 from engine.log.snapshot import Fold
 from engine.core.state import EMPTY, TERMINAL, State, apply
-from engine.views.summary import bytes_remaining, describe, summarize
+from engine.views.summary import bytes_remaining, describe, summarize, throttle_change
 
 log = logging.getLogger("kreassign.decider")
 
@@ -469,6 +469,7 @@ class Decider:
         doc["cluster_calls_waiting"] = calls = self.calls_waiting()
         silent = {b: {**info, "calls_waiting": calls} for b, info in silent.items()}
         doc["attention"] = attention(s, self.progress.rejected_at, blocked=self.blocked, now=t, brokers=silent)
+        doc["rejection_history"] = rejection_history(s, self.progress.rejected_at, t)
         doc["partitions_remaining"] = self.remaining()
         doc["bytes_remaining"] = bytes_remaining(s, self.sizes) if self.sizes else None
         doc["blocked"] = self.blocked
@@ -509,6 +510,8 @@ def _event_line(envelope: EventEnvelope) -> dict:
         detail = f"step {e.number} aborted: the partition is at {list(e.replicas)}"
     elif isinstance(e, ev.ClockSetBack):
         detail = describe(e)
+    elif isinstance(e, ev.ThrottleRateChanged):
+        detail = throttle_change(e)
     return {"at": envelope.recorded_at.isoformat(), "event": type(e).__name__,
             "request": getattr(e, "request_id", None), "partition": str(tp) if tp is not None else None,
             "detail": detail}

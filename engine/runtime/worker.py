@@ -53,6 +53,7 @@ from engine.core.commands import Unverified
 from engine.log.dead_letter import DeadLetter, decode_or_set_aside
 from engine.log import snapshot_store
 from engine.runtime.calls import Bounded
+from engine.runtime import logs
 from engine.runtime.decider import Decider, Deposed, Retry
 from engine.log.envelope import CommandEnvelope, EventEnvelope, now
 from engine.log.eventlog import WRITER_HEADER as WRITER, EventWriter, Fenced, PublishError, decoder_for
@@ -297,6 +298,7 @@ class Engine:
         self.decider: Decider | None = None
         self.active = False  # this worker owns the decisions partition and has not been deposed
         self.owns = False  # Faust's last assignment gave this worker the decisions partition
+        self.role: str | None = None  # what it last said it does: "decides" or "standby" (``say_role``)
         self.claim = True  # the next recovery claims the decider's transactional.id first
         self.claimed_in = -1  # the ``generation`` in which the claim behind ``event_log`` started
         self.deposed: str | None = None  # why this worker stopped deciding while Faust still assigns it
@@ -438,11 +440,25 @@ class Engine:
         way when it comes starts again (``generation``): its claim may predate another worker's."""
         if owns:
             log.info("worker %s owns the decisions partition: it decides", self.s.worker_id)
+        self.say_role("decides" if owns else "standby")
         self.generation += 1
         self.active = self.owns = owns
         self.deposed = None
         self.claim = True
         self.needs_recovery = True
+
+    def say_role(self, role: str) -> None:
+        """One line on standard output when this worker's part changes (the first assignment
+        included): whether it decides, or stands by while another worker does."""
+        if role == self.role:
+            return
+        self.role = role
+        if role == "decides":
+            line = "decides: it was given the decisions partition"
+        else:
+            line = ("stands by: another worker decides; this one routes commands and takes over the deciding "
+                    "if that worker stops")
+        print(f"kreassign engine: worker {self.s.worker_id} {line}", file=sys.__stdout__, flush=True)
 
     def on_revoked(self) -> None:
         self.generation += 1
@@ -802,15 +818,25 @@ def _headers(message) -> dict[str, bytes]:
     return {k: (v or b"") for k, v in items}
 
 
+class QuietWorker(faust.Worker):
+    """Faust's worker, whose log says a repeated line once per interval with its count
+    (``engine.runtime.logs``): its handlers exist once Faust has set the root logger up."""
+
+    def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
+        super().on_setup_root_logger(logger, level)
+        logs.quiet(logger.handlers)
+
+
 def run_worker(engine: Engine, loglevel: str = "warning") -> None:
     """Run until SIGINT/SIGTERM (Faust's worker handles both and stops cleanly)."""
     logging.getLogger("kreassign").setLevel(logging.INFO)
     from engine.kafka.client_config import LIBRDKAFKA
 
     LIBRDKAFKA.propagate = True  # the engine's own clients' log lines belong in its log
+    logs.demote_expected()  # a failover's "Heartbeat failed ... because it is rebalancing" is INFO
     engine.warm_up()  # the latest snapshot is read while Faust starts and joins the group
     try:
-        worker = faust.Worker(engine.app, loglevel=loglevel, redirect_stdouts=False, quiet=True)
+        worker = QuietWorker(engine.app, loglevel=loglevel, redirect_stdouts=False, quiet=True)
         if not sys.stdout.isatty():
             worker.spinner = None  # its cursor codes would land in a log file
         worker.execute_from_commandline()

@@ -14,7 +14,7 @@ the status page show it first, in this order:
 | ``waiting`` | warning | partitions that cannot take their next step, one entry per reason (and when a refused step is planned again) |
 | ``paused`` | warning | the engine starts no new step |
 | ``skipped`` | warning | partitions a cancel left alone (KIP-236's rules), one entry per reason |
-| ``rejected`` | error | the latest rejected commands, each with every reason and its time |
+| ``rejected`` | error | the latest rejected commands, each with every reason and its time, for ``REJECTIONS_NEED_ATTENTION_FOR`` after the rejection (then only in history: ``rejection_history``, ``kreassign replay``) |
 
 Every entry has the same shape, so a renderer needs no knowledge of kinds::
 
@@ -39,14 +39,24 @@ from engine.views.summary import problems
 
 SHOWN_PARTITIONS = 12  # partitions named per entry; the rest are counted
 SHOWN_REJECTIONS = 5
+REJECTIONS_NEED_ATTENTION_FOR = 600.0
+"""Seconds a rejected command needs attention. A rejection is an answer, not a condition: it changed
+nothing, its issuer was told at once (exit status 1, every reason), and nothing will resolve it, so
+it must not hold the top of ``status`` and the status page for ever. Ten minutes lets whoever
+watches the page see a colleague's rejected command; after that it is history (``rejection_history``:
+``status`` says how many and when the latest was; ``replay --format json`` and ``/metrics`` keep
+them)."""
 
 
 def attention(state: State, rejected_at: dict | None = None, only: str | None = None,
-              blocked: str | None = None, now: float | None = None, brokers: dict | None = None) -> list[dict]:
+              blocked: str | None = None, now: float | None = None, brokers: dict | None = None,
+              rejections_for: float = REJECTIONS_NEED_ATTENTION_FOR) -> list[dict]:
     """The entries, most urgent first (see the module doc). ``only``: one request's partitions
     (and its rejections); ``blocked``: the decider's reason for holding actions back, if any;
-    ``now``: the engine's clock (epoch seconds), to say how soon a retry comes; ``brokers``: the
-    brokers that do not answer (broker -> {"seconds", "waiting"}, the engine's broker watch)."""
+    ``now``: the time of the question (epoch seconds; the caller's clock, never read here), to say
+    how soon a retry comes and which rejections are recent: those of the last ``rejections_for``
+    seconds (all of them when ``now`` is not given); ``brokers``: the brokers that do not answer
+    (broker -> {"seconds", "waiting"}, the engine's broker watch)."""
     from engine.views.brokers import stuck_brokers
 
     rejected_at = rejected_at or {}
@@ -93,9 +103,10 @@ def attention(state: State, rejected_at: dict | None = None, only: str | None = 
     for reason, tps in sorted(skipped.items(), key=lambda x: (-len(x[1]), x[0])):
         out.append(_entry("skipped", "warning", f"{_n(len(tps), 'partition')} not cancelled: {reason}",
                           [_named(tps)], count=len(tps), partitions=tps, reason=reason))
-    rejections = [e for e in state.rejections if only is None or e.request_id == only]
+    rejections = [e for e in state.rejections if (only is None or e.request_id == only)
+                  and _recent(rejected_at.get(e.command_id), now, rejections_for)]
     shown = rejections[-SHOWN_REJECTIONS:]
-    total = sum(state.rejected.values()) if only is None else len(rejections)
+    total = len(rejections)
     for e in reversed(shown):
         at = rejected_at.get(e.command_id)
         what = e.command + (f" of request {e.request_id}" if e.request_id else "")
@@ -105,11 +116,45 @@ def attention(state: State, rejected_at: dict | None = None, only: str | None = 
                  + ([f"and {n - SHOWN_PARTITIONS} more reasons"] if n > SHOWN_PARTITIONS else []))
         lines.append(f"command {e.command_id}" if e.command_id else "command without an id")
         if e is shown[0] and total > len(shown):
-            lines.append(f"{total - len(shown)} earlier rejections: kreassign replay --format json lists "
-                         f"the latest {len(state.rejections)}")
+            lines.append(f"{total - len(shown)} earlier rejections in the last {_span(rejections_for)}: kreassign "
+                         f"replay --format json lists the latest {len(state.rejections)}")
         out.append(_entry("rejected", "error", title, lines,
                           at=at.isoformat() if isinstance(at, datetime) else None, reason="; ".join(e.reasons)))
     return out
+
+
+def rejection_history(state: State, rejected_at: dict | None, now: float | None,
+                      rejections_for: float = REJECTIONS_NEED_ATTENTION_FOR) -> dict | None:
+    """The rejected commands that no longer need attention (older than ``rejections_for`` at ``now``),
+    as ``{"count", "latest_at", "line"}``, or ``None`` if there is none. ``count`` counts every one
+    the engine ever rejected but the recent ones (the state counts them all, and keeps the latest)."""
+    if now is None or not state.rejected:
+        return None
+    rejected_at = rejected_at or {}
+    recent = sum(1 for e in state.rejections if _recent(rejected_at.get(e.command_id), now, rejections_for))
+    count = sum(state.rejected.values()) - recent
+    if count <= 0:
+        return None
+    times = [t for e in state.rejections if isinstance(t := rejected_at.get(e.command_id), datetime)
+             and not _recent(t, now, rejections_for)]
+    latest = max(times) if times else None
+    when = f", the latest at {latest.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S} UTC" if latest else ""
+    line = (f"{_n(count, 'rejected command')} before the last {_span(rejections_for)}{when}: no longer needing "
+            f"attention (kreassign replay --format json lists the latest {len(state.rejections)})")
+    return {"count": count, "latest_at": latest.isoformat() if latest else None, "line": line}
+
+
+def _recent(at, now: float | None, window: float) -> bool:
+    """Whether a rejection recorded at ``at`` (a datetime, or None if unknown) is within ``window``
+    seconds before ``now``; everything is, when no time is given."""
+    if now is None:
+        return True
+    return isinstance(at, datetime) and at.timestamp() >= now - window
+
+
+def _span(seconds: float) -> str:
+    minutes = seconds / 60
+    return f"{minutes:g} minutes" if minutes >= 1 else f"{seconds:g} s"
 
 
 NOUNS = {"step": ("step the cluster did not start", "steps the cluster did not start"),

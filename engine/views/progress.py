@@ -170,6 +170,28 @@ def outcome(status: str, counts: dict) -> str:
     return "ended: " + ", ".join(f"{n} {word}" for word, n in ended)
 
 
+PARTITION_WORDS = (("completed", "completed"), ("rolled_back", "rolled back"), ("cancelled", "cancelled"),
+                   ("in_flight", "in flight"), ("waiting", "waiting"), ("queued", "queued"))
+"""A request's partitions by where they are, in the order and words ``status``, ``list`` and ``replay`` use."""
+
+
+def counts_of(counts: dict) -> dict:
+    """Partitions per state status (``Request.count``) as ``PARTITION_WORDS``' keys."""
+    return {"completed": counts.get(COMPLETED, 0), "rolled_back": counts.get(REVERTED, 0),
+            "cancelled": counts.get(CANCELLED, 0), "in_flight": counts.get(IN_FLIGHT, 0) + counts.get(ABORTING, 0),
+            "waiting": counts.get(WAITING, 0), "queued": counts.get(PENDING, 0) + counts.get(READY, 0)}
+
+
+def request_line(request_id: str, outcome_words: str, partitions: int, row: dict) -> str:
+    """One line per request, the same in ``list`` and ``replay``: "r: ended: 168 completed, 20 rolled
+    back (of 188 partitions)" once it has ended (its outcome says it all), "r: running: 3 completed, 2 in
+    flight, 7 queued (of 12 partitions)" while it runs. ``row``: counts keyed as ``PARTITION_WORDS``."""
+    if outcome_words != "running":
+        return f"{request_id}: {outcome_words} (of {partitions} partitions)"
+    where = ", ".join(f"{row[k]} {word}" for k, word in PARTITION_WORDS if row.get(k) or k == "completed")
+    return f"{request_id}: running: {where} (of {partitions} partitions)"
+
+
 def report(state: State, progress: Progress, now: datetime, only: str | None = None) -> dict:
     """Everything ``status`` shows, as JSON-ready data (a pure function).
 
@@ -184,6 +206,8 @@ def report(state: State, progress: Progress, now: datetime, only: str | None = N
     for r in ([one] if one is not None else []) if only is not None else state.every_request():
         p = progress.requests.get(r.request_id)
         counts = {s: r.count(s) for s in (PENDING, READY, WAITING, IN_FLIGHT, ABORTING, *DONE)}
+        rolling_back = sum(1 for tp in r.members.keys() if (e := state.partitions.get(tp)) is not None
+                           and e.request_id == r.request_id and e.rolling_back and e.status not in DONE)
         eta = p.eta_seconds(now) if p else None
         running = r.status != COMPLETED
         requests.append({
@@ -197,6 +221,7 @@ def report(state: State, progress: Progress, now: datetime, only: str | None = N
             "cancelled": counts[CANCELLED],
             "in_flight": counts[IN_FLIGHT] + counts[ABORTING],
             "aborting": counts[ABORTING],
+            "rolling_back": rolling_back,  # partitions on their way back to their original replicas
             "waiting": counts[WAITING],
             "queued": counts[PENDING] + counts[READY],
             "by_status": {s: n for s, n in counts.items() if n},

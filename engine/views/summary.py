@@ -16,6 +16,8 @@ from typing import Mapping
 from engine.core import events as ev
 from engine.core.partition import TopicPartition
 from engine.core.state import STATUSES, TERMINAL, State
+from engine.core.units import format_rate
+from engine.views.progress import counts_of, outcome, request_line
 
 
 def summarize(state: State) -> dict:
@@ -28,6 +30,7 @@ def summarize(state: State) -> dict:
             {
                 "id": r.request_id,
                 "status": r.status,
+                "outcome": outcome(r.status, {s: r.count(s) for s in STATUSES}),
                 "partitions": r.partitions,
                 "by_status": {s: r.count(s) for s in STATUSES if r.count(s)},
             }
@@ -133,6 +136,21 @@ def describe(e: ev.Event) -> str:
     return type(e).__name__ + (f" {where}" if where else "")
 
 
+def throttle_change(e: ev.ThrottleRateChanged) -> str:
+    """A throttle change as the status page lists it: the rate and who made it ("throttle rate for new
+    steps 20 MB/s, by an operator (command c1)"; "... by request r1 (execute --throttle)"; "... by the
+    adaptive throttle: <why>")."""
+    rate = "none (unthrottled)" if e.rate is None else format_rate(e.rate)
+    command = f" (command {e.command_id})" if e.command_id else ""
+    if e.reason == "operator":
+        who = f"an operator: kreassign throttle{command}"
+    elif e.reason.startswith("request "):
+        who = f"{e.reason} (execute --throttle){command}"
+    else:
+        who = f"the adaptive throttle: {e.reason.removeprefix('adaptive: ')}" if e.reason else "the engine"
+    return f"throttle rate for new steps {rate}, set by {who}"
+
+
 def _count(t) -> str:
     return f"{len(t.leader) + len(t.follower)} entries, {len(t.leader_brokers | t.follower_brokers)} broker rates"
 
@@ -162,10 +180,9 @@ def to_text(summary: dict) -> str:
     requests = summary["requests"]
     lines.append(f"requests: {len(requests)}")
     for r in requests:
-        counts = ", ".join(f"{s} {n}" for s, n in r["by_status"].items()) or "no partitions"
-        lines.append(f"  {r['id']}: {r['status']}, {r['partitions']} partitions ({counts})")
+        lines.append("  " + request_line(r["id"], r["outcome"], r["partitions"], counts_of(r["by_status"])))
     parts = summary["partitions"]
-    lines.append("partitions: " + (", ".join(f"{s} {n}" for s, n in parts.items()) or "none"))
+    lines.append("partitions: " + (", ".join(f"{n} {STATUS_WORDS.get(s, s)}" for s, n in parts.items()) or "none"))
     lines.append(f"steps in flight: {summary['steps_in_flight']}")
     for reason, n in summary["waiting"].items():
         lines.append(f"  waiting ({n}): {reason}")
@@ -195,5 +212,9 @@ def to_text(summary: dict) -> str:
     return "\n".join(lines)
 
 
+STATUS_WORDS = {"reverted": "rolled back", "in_flight": "in flight"}
+"""The state's partition statuses in the words ``status`` uses."""
+
+
 def _rate(rate: int | None) -> str:
-    return "unthrottled" if rate is None else f"{rate} B/s"
+    return "unthrottled" if rate is None else format_rate(rate)

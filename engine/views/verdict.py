@@ -143,36 +143,48 @@ def _submit(command_id: str, first: ev.RequestAccepted, decision: list[ev.Event]
 
 
 def _cancel(command_id: str, first: ev.CancelRequested, decision: list[ev.Event], at) -> Verdict:
+    """What a cancel did, from its decision: partitions cancelled (each counted once: a partition with
+    nothing in flight is cancelled and settled in the same decision), copies in flight being aborted,
+    partitions that were still at their original replicas (nothing to undo: never "back", they had not
+    moved), those that stay elsewhere and where, and the skipped ones with KIP-236's reason."""
     rid = first.request_id
-    cancelled = aborting = reverted = stopped = 0
-    skipped: list[str] = []
+    cancelled: set = set()
+    aborting: set = set()
+    stopped: set = set()  # rollbacks a plain cancel stopped where they stand
+    untouched: set = set()  # settled at once where they started: still at their original replicas
     said: dict = {}  # partition -> where it stays (a final cancel), what the cancel means for it, or why it waits
+    skipped: list[str] = []
     for e in decision[1:]:
         if getattr(e, "request_id", None) != rid:
             continue
         if isinstance(e, ev.PartitionCancelled) and e.superseded_by is None:
-            cancelled += 1
-            aborting += e.aborting is not None
-            stopped += e.reason == ROLLBACK_STOPPED
-            if e.reason and e.reason != ROLLBACK_STOPPED:
+            cancelled.add(e.tp)
+            if e.aborting is not None:
+                aborting.add(e.tp)
+            if e.reason == ROLLBACK_STOPPED:
+                stopped.add(e.tp)
+            elif e.final and e.reason and e.reason.startswith(AT_ORIGINAL):
+                untouched.add(e.tp)
+                said.pop(e.tp, None)
+            elif e.reason:
                 said[e.tp] = f"{e.tp}: {e.reason}"
         elif isinstance(e, ev.PartitionWaiting):
             said[e.tp] = f"{e.tp} waits: {e.reason}"  # the plan that follows the cancel says it all
         elif isinstance(e, ev.CancelSkipped):
             skipped.append(f"skipped {e.tp}: {e.reason}")
         elif isinstance(e, ev.PartitionReverted):
-            reverted += 1
-            said.pop(e.tp, None)  # back at its original replicas: nothing more to say
+            untouched.add(e.tp)  # rolled back within the cancel itself: it was where it began
+            said.pop(e.tp, None)
     which = "the whole request" if first.partitions is None else f"{len(first.partitions)} named partitions"
     mode = ("without rollback" if not first.rollback else "with rollback to the original replicas"
             + (", completed partitions too" if first.include_completed else ""))
-    parts = [f"{cancelled} partitions cancelled"]
+    parts = [f"{len(cancelled)} partitions cancelled"]
     if stopped:
-        parts.append(f"{stopped} rollbacks stopped where they stand")
+        parts.append(f"{len(stopped)} rollbacks stopped where they stand")
     if aborting:
-        parts.append(f"{aborting} copies in flight being aborted")
-    if reverted:
-        parts.append(f"{reverted} already back at their original replicas")
+        parts.append(f"{len(aborting)} copies in flight being aborted")
+    if untouched:
+        parts.append(f"{len(untouched)} still at their original replicas (nothing to undo)")
     if skipped:
         parts.append(f"{len(skipped)} skipped")
     if not cancelled and not skipped:
@@ -180,3 +192,21 @@ def _cancel(command_id: str, first: ev.CancelRequested, decision: list[ev.Event]
     return Verdict(command_id, True, "cancel", rid,
                    f"accepted: cancel of request {rid} ({which}, {mode}): {', '.join(parts)}",
                    tuple(skipped + list(said.values())), at)
+
+
+AT_ORIGINAL = "cancelled: back at its original replicas"
+"""How the core's final ``PartitionCancelled`` says a partition is where it began (``engine.core.decide``)."""
+
+
+def completed_staying(request, include_completed: bool, rollback: bool) -> str | None:
+    """The line a cancel's verdict adds for the request's partitions that had completed (the state
+    after the cancel: ``request`` is its ``Request``): a cancel touches only what is in progress, so
+    they stay at their target unless ``--rollback --include-completed``. ``None`` if there is none."""
+    if request is None or (rollback and include_completed):
+        return None
+    n = request.count("completed")
+    if not n:
+        return None
+    return (f"{n} partition{'s' if n != 1 else ''} of request {request.request_id} had completed and "
+            f"stay{'s' if n == 1 else ''} at {'its' if n == 1 else 'their'} target (a cancel touches only what is "
+            f"in progress; cancel --rollback --include-completed moves them back)")
