@@ -92,7 +92,8 @@ def test_looking_every_tenth_of_a_second_costs_the_probe_what_was_measured(compa
     assert mean[1] > 2 * {r.broker: r.mean for r in slow.result.request_rates()}[1]
     assert mean[1] > 3 * max(mean[b] for b in (2, 3, 4))
     assert max(d for _t, d in default.result.delays[1]) > 1.0
-    assert max((d for points in slow.result.delays.values() for _t, d in points), default=0) < 0.05
+    # at 1 s a broker is never behind by more than a round trip or two of the engine's looks
+    assert max((d for points in slow.result.delays.values() for _t, d in points), default=0) < 0.1
 
 
 def test_the_loaded_runs_have_the_measured_shape(comparisons):

@@ -306,12 +306,12 @@ def run_a_worker(monkeypatch, at_recovery=None, first_tick=None, warm_future=Non
     w = SimpleNamespace(
         s=SimpleNamespace(cluster=None, adaptive=None, verify_interval=10.0, poll_interval=1.0, worker_id="w",
                           snapshot_every=0, time_scale=1.0),
-        cluster=None, generation=0, claim=True, claimed_in=-1, event_log=None, active=True, owns=True, deposed=None,
+        cluster=None, role=None, generation=0, claim=True, claimed_in=-1, event_log=None, active=True, owns=True, deposed=None,
         needs_recovery=True, decider=None, pool=ThreadPoolExecutor(max_workers=1), executor_table={},
         recovery_error=None, last_recovery=None, last_retry=None, snapshot_events=0,
         counters={"recoveries": 0, "recoveries_restarted": 0, "events": 0, "retries": 0},
         warm=None, warm_end=None, warm_future=warm_future, claim_lock=asyncio.Lock())
-    for name in ("run", "recover", "claim_decider", "claim_early", "on_assigned", "record", "depose",
+    for name in ("run", "recover", "claim_decider", "claim_early", "on_assigned", "say_role", "record", "depose",
                  "read_ahead_done", "overtaken", "given_up", "status"):
         setattr(w, name, MethodType(getattr(W.Engine, name), w))
 
