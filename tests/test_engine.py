@@ -197,8 +197,10 @@ def test_a_broker_dies_mid_step_steps_wait_and_a_cancel_follows_kip_236(broker, 
     tail = EventTail(broker, topics.events)
     with publisher(broker, topics) as p:
         p.submit(tuple(sc.targets), request_id="r3")
-        status = wait_for(lambda: (s := worker.active()) and s["in_flight"] and s, 60, "steps in flight")
-        step = status["in_flight"][0]
+        # a step the cluster has started (one not started when its broker dies fails and is planned again)
+        copying = wait_for(lambda: [f for f in ((worker.active() or {}).get("in_flight") or [])
+                                    if f["started"] and set(f["tr"]) - set(f["cr"])], 60, "steps copying")
+        step = copying[0]
         dead = next(b for b in step["tr"] if b not in step["cr"])  # a broker this step copies to
         RemoteCluster(sim.url).inject(dead, "down")
         waiting = wait_for(lambda: [w for w in (worker.active() or {}).get("waiting_partitions", [])
