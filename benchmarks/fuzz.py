@@ -77,7 +77,7 @@ def many(start: int, count: int, faults: list[str] | None, do_shrink: bool, as_j
         if not violations:
             continue
         failed += 1
-        seen = sorted({v.defect for v in violations})
+        seen = sorted({part for v in violations for part in v.defect.split("+")})  # D2+D6 counts for both
         for name in seen:
             labels[name] += 1
             first.setdefault(name, seed)

@@ -17,16 +17,19 @@ Checked here, after every step of the run:
 * ``idle_source``: work-conserving scheduling: a source broker that serves no copy, with a ready
   step out of it that fits every limit on its own, does not stay idle for ``IDLE_LIMIT`` seconds.
 
-At the end (``final``): liveness (every request finished within ``bound`` seconds of the faults'
-end, or what holds it says why), nothing left in progress, no throttle left, the engine's view of
-every partition equal to the cluster's, and the state equal to the fold of its log.
+At the end (``Run.finish``): liveness (every request finished within ``bound`` seconds of the
+faults' end, or what holds it says why), nothing left in progress, no throttle left, the engine's
+view of every partition equal to the cluster's, every completed partition at its target on the
+cluster (``target``; partitions another tool touched are left out of both), and the state equal to
+the fold of its log (``fold``). And where kreassign acts: every alter sends a target some step of
+its log planned (``unplanned_alter``).
 """
 
 from __future__ import annotations
 
 from engine.core.decide import plan, throttled
 from engine.core.partition import TopicPartition
-from engine.core.scheduler import WEIGHT_UNITS, refusal
+from engine.core.scheduler import A, WEIGHT_UNITS, refusal, resources
 from engine.core.state import ACTIVE, READY, TERMINAL, State, fold
 from engine.core.throttles import ThrottleSet, needed, union
 from engine.views.attention import attention
@@ -72,8 +75,9 @@ def throttle_leak(world: World, state: State) -> str | None:
             f"{sorted(extra.leader_brokers | extra.follower_brokers)}")
 
 
-def idle_sources(state: State) -> dict[int, list[TopicPartition]]:
-    """Source brokers that serve no copy while a ready step out of them fits every limit on its own."""
+def idle_sources(state: State) -> dict[int, list[tuple]]:
+    """Source brokers that serve no copy while a ready step out of them fits every limit on its own:
+    source -> [(partition, its scheduling key)]."""
     if state.paused or not state.throttle_failed.is_empty():
         return {}
     out: dict[int, list[TopicPartition]] = {}
@@ -85,8 +89,14 @@ def idle_sources(state: State) -> dict[int, list[TopicPartition]]:
         for chain in lanes.values():
             for _seq, tp, key in chain:
                 if refusal(c, state.limits, key) is None:
-                    out.setdefault(src, []).append(tp)
+                    out.setdefault(src, []).append((tp, key))
     return out
+
+
+def reserved(key, why) -> set:
+    """What the scheduler reserves for a blocked step (``engine.core.scheduler.next_batch``): its
+    brokers' capacity, and the cluster-wide additions if those are what it lacks."""
+    return {r for r in resources(key) if r != A or why == A}
 
 
 def oldest_blocked(state: State):

@@ -12,11 +12,14 @@ its trace). The rules look at the evidence each defect leaves, not at the schedu
 * D3: a step being aborted, every answer in, nothing in progress on the cluster, and the partition
   neither back at the step's CR nor at its TR;
 * D4: a cap exceeded against the cluster's leaders and replica sets, the engine's look not torn;
-* D5: a source broker idle while ready steps out of it fit, the oldest blocked step copying out of
-  that very source and lacking capacity elsewhere;
+* D5: a source broker idle while ready steps out of it fit every limit, and what they need (their
+  source's outgoing capacity, their target's incoming one) is reserved for the oldest blocked step,
+  which cannot use it while it lacks something else;
 * D6: an unfinished request with a timer of the state far ahead of the engine's clock;
 * D7: the working state keeps finished requests;
-* D8: a false alarm (or a cap counted on a look) while looks were torn.
+* D8: a false alarm while looks were torn, or what follows from one: a cap counted on a torn look,
+  a partition left away from its target or the engine's view of it wrong, a throttle left set
+  after a torn read-back made the log drop it.
 
 Found by the fuzzer beyond the issue's list (``new`` until described):
 
@@ -27,7 +30,11 @@ Found by the fuzzer beyond the issue's list (``new`` until described):
   over (``ThrottlesDrifted``) although nobody changed anything;
 * N2: kreassign's abort of a step (a cancel) leaves the partition with fewer in-sync replicas than
   min.insync.replicas although it had enough before (the new replicas had caught up, an original
-  one is down): KRaft's revert drops the adding replicas from the ISR.
+  one is down): KRaft's revert drops the adding replicas from the ISR;
+* N3: an alter that leaves the partition with fewer in-sync replicas than min.insync.replicas
+  although it had enough before: a step planned while a replica was dead (rule 6 drops dead
+  replicas out of the ISR) is retried after that replica came back and rejoined the ISR; the retry
+  sends the old target unchanged and drops an in-sync replica.
 """
 
 from __future__ import annotations
@@ -41,7 +48,7 @@ def classify(v: Violation) -> str:
     f = v.facts
     if v.check == "bounded_state":
         return "D7"
-    if v.check == "view":
+    if v.check in ("view", "target"):
         return "D8" if f.get("torn") else "new"
     if v.check == "caps":
         return "D8" if f.get("torn") else "D4"
@@ -51,15 +58,16 @@ def classify(v: Violation) -> str:
         if f.get("reapply_failed") and not f.get("missing"):
             return "N1"
         return "new"
-    if v.check == "min_insync" and f.get("op") == "cancel":
-        return "N2"
+    if v.check == "min_insync":
+        return {"cancel": "N2", "alter": "N3"}.get(f.get("op"), "new")
     if v.check in ("throttle_left", "settled", "throttle_leak") and f.get("timers"):
         return "D6"
+    if v.check in ("throttle_left", "throttle_leak") and f.get("torn"):
+        return "D8"  # a read-back torn by metadata lag said an entry was missing: the log lost it
     if v.check == "idle_source":
         if f.get("timers"):
             return "D6"
-        lacks = f.get("blocker_lacks")
-        if f.get("blocker_source") == f.get("source") and lacks is not None and lacks != ("out", f.get("source")):
+        if f.get("held"):  # what the idle source's ready steps need is held for the oldest blocked step
             return "D5"
         return "new"
     if v.check == "liveness":

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from engine.core.commands import Cancel, ChangeLimits, ChangeThrottle, Pause, PartitionTarget, Resume, Submit
 from engine.core.partition import TopicPartition
-from engine.core.state import ACTIVE, TERMINAL
+from engine.core.state import ACTIVE, COMPLETED, TERMINAL
 from engine.log.snapshot import canonical, dumps, loads
 from engine.runtime.decider import Decider, Retry
 from engine.sim import controller
@@ -101,11 +101,11 @@ class Run:
         self.world = World(plan)
         self.log = FuzzLog(self.world)
         self.engine = Engine(self.world, self.log)
-        self.inputs: list[tuple[float, int, str, object]] = []  # (due, seq, label, command) to hand over
+        self.pending: list[tuple[str, object]] = []  # commands to hand over, in order (label, command)
+        self.pending_due = 0.0  # when the first of them is handed (again)
         self.ups: list[tuple[float, int]] = []  # (due, broker) brokers coming back
         self.stays: set[int] = set()  # brokers that may stay dead after the faults stop
         self.isr_armed: list[Item] = []
-        self.seq = 0
         self.requests = 0
         self.commands = 0
         self.ticks = 0
@@ -144,7 +144,8 @@ class Run:
         next_tick = TICK
         quiet_done = False
         while True:
-            t_next = min([next_tick] + [q[0][0] for q in (self.ups, self.inputs, w.held_looks) if q]
+            t_next = min([next_tick] + [q[0][0] for q in (self.ups, w.held_looks) if q]
+                         + ([max(self.pending_due, w.now)] if self.pending else [])
                          + ([items[0].at] if items else []) + ([] if quiet_done else [self.plan.quiet_at]))
             if until is not None and t_next > until:
                 return None
@@ -159,10 +160,7 @@ class Run:
             if not quiet_done and w.now >= self.plan.quiet_at:
                 quiet_done = True
                 self.quiet()
-            while self.inputs and self.inputs[0][0] <= w.now:
-                _, _, label, command = self.inputs.pop(0)
-                self.hand(command, label)
-                self.after_step()
+            self.drain()
             while w.held_looks and w.held_looks[0][0] <= w.now:
                 _, _, stamp, obs = w.held_looks.pop(0)
                 if not w.quiet:
@@ -191,7 +189,8 @@ class Run:
         leak = checks.throttle_leak(self.world, d.state)
         self.leaks = self.leaks + 1 if leak else 0
         if self.leaks >= checks.LEAK_TICKS:  # one look may be torn: a leak is one that the next looks keep
-            self.once("throttle_leak", leak, timers=checks.timers_ahead(d.state, d.clock()))
+            self.once("throttle_leak", leak, timers=checks.timers_ahead(d.state, d.clock()),
+                      torn=self.world._torn_since(0.0))
         self.check_idle(d.state)
 
     def after_step(self) -> None:
@@ -220,7 +219,8 @@ class Run:
                 del self.idle[src]
         d = self.engine.d
         ahead = checks.timers_ahead(state, d.clock()) + checks.decider_ahead(d, d.clock()) if idle else []
-        for src, tps in sorted(idle.items()):
+        for src, fit in sorted(idle.items()):
+            tps = [tp for tp, _key in fit]
             since, n, timers = self.idle.get(src, (now, 0, []))
             self.idle[src] = (since, n + 1, timers or ahead)
             if now - since >= checks.IDLE_LIMIT and n + 1 >= checks.IDLE_LIMIT / 2:
@@ -228,7 +228,9 @@ class Run:
                 facts = {"source": src, "ready": tps, "timers": timers or ahead}
                 if blocked is not None:
                     _prio, btp, key, why = blocked
-                    facts.update(blocker=btp, blocker_source=key.source, blocker_lacks=why)
+                    held = checks.reserved(key, why)
+                    facts.update(blocker=btp, blocker_source=key.source, blocker_lacks=why,
+                                 held=any(held & checks.resources(k) for _tp, k in fit))
                     tps = list(tps) + [btp] + [tp for tp, f in sorted(state.steps.items())  # what holds it
                                                if isinstance(why, tuple) and why[0] == "in" and why[1] in f.step.nr]
                     about = f"; the oldest blocked step ({btp}, out of broker {key.source}) lacks {why}"
@@ -241,7 +243,7 @@ class Run:
     def done(self) -> bool:
         d = self.engine.d
         s = d.state
-        if self.inputs or any(r.status == ACTIVE for r in s.requests.values()):
+        if self.pending or any(r.status == ACTIVE for r in s.requests.values()):
             return False
         if self.finished_at is None:
             self.finished_at = self.world.now
@@ -323,7 +325,7 @@ class Run:
         for p in w.sim.state.partitions.values():
             if p.reassigning:
                 named.update(trs(p))
-        for _, _, _, command in self.inputs:
+        for _, command in self.pending:
             for p in getattr(command, "partitions", None) or ():
                 named.update(getattr(p, "replicas", ()))
         for b in sorted(w.sim.state.brokers):
@@ -428,31 +430,37 @@ class Run:
 
     def command(self, item: Item) -> None:
         rng = item.rng()
-        made = self.make(item, rng)
-        for command, label in made:
+        for command, label in self.make(item, rng):
             self.hand(command, label)
             for dup, drng in self.world.active("dup", "commands"):
-                if drng.random() < dup.args[1]:
-                    self.later(drng.uniform(0.1, 2.0), f"{label} (delivered again)", command)
-            self.after_step()
-
-    def later(self, delay: float, label: str, command) -> None:
-        self.seq += 1
-        self.inputs.append((self.world.now + delay, self.seq, label, command))
-        self.inputs.sort(key=lambda x: (x[0], x[1]))
+                if drng.random() < dup.args[1]:  # the same message read twice in a row (redelivered)
+                    self.hand(command, f"{label} (delivered again)")
 
     def hand(self, command, label: str) -> None:
-        w = self.world
-        w.note(f"command {label}")
+        """A command reaches the decider after every one before it (one partition of the decisions
+        topic: an input the decider gives up for now, or dies on, is handed again before the next)."""
+        self.pending.append((label, command))
         if isinstance(command, Submit):
             for p in command.partitions:
                 self.pending_targets[p.tp] = p.replicas
-        outcome = self.engine.deliver(lambda d: d.decide(command))
-        if outcome != "ok":
-            self.later(0.5 if outcome == "crashed" else 1.0, f"{label} (handed again after {outcome})", command)
-        elif isinstance(command, Submit):
-            for p in command.partitions:
-                self.pending_targets.pop(p.tp, None)
+        self.drain()
+
+    def drain(self) -> None:
+        w = self.world
+        while self.pending and w.now >= self.pending_due:
+            label, command = self.pending[0]
+            w.note(f"command {label}")
+            outcome = self.engine.deliver(lambda d: d.decide(command))
+            if outcome != "ok":
+                self.pending[0] = (f"{label.split(' (handed again')[0]} (handed again after {outcome})", command)
+                self.pending_due = w.now + (0.5 if outcome == "crashed" else 1.0)
+                self.after_step()
+                return
+            self.pending.pop(0)
+            if isinstance(command, Submit):
+                for p in command.partitions:
+                    self.pending_targets.pop(p.tp, None)
+            self.after_step()
 
     def make(self, item: Item, rng: random.Random) -> list[tuple[object, str]]:
         w = self.world
@@ -557,18 +565,18 @@ class Run:
         now = d.clock()
         unfinished = sorted(r.request_id for r in s.requests.values() if r.status == ACTIVE)
         rows = checks.stuck_report(w, s, now)
-        if unfinished or self.inputs:
+        if unfinished or self.pending:
             dead = {b for b, x in w.sim.state.brokers.items() if not x.alive}
             excused = [r for r in rows if r["waiting"] and "offline" in r["waiting"]
                        and dead & set(r["replicas"])]
-            if len(excused) < len(rows) or self.inputs:
+            if len(excused) < len(rows) or self.pending:
                 quiet = [str(r["tp"]) for r in rows if r not in excused]
                 self.once("liveness", f"{len(unfinished)} requests unfinished {w.now - self.plan.quiet_at:.0f} s after the "
                           f"faults stopped (bound {self.bound:.0f} s): {', '.join(unfinished[:6])}; partitions "
                           f"{', '.join(quiet[:6])}", [r["tp"] for r in rows if r not in excused],
                           rows=[r for r in rows if r not in excused],
                           timers=checks.timers_ahead(s, now) + checks.decider_ahead(d, now) + self.ahead,
-                          silent=checks.silent(s, rows, now), pending=len(self.inputs))
+                          silent=checks.silent(s, rows, now), pending=len(self.pending))
         else:
             left = w.sim.state.throttles.as_set()
             dead = {b for b, x in w.sim.state.brokers.items() if not x.alive}
@@ -580,7 +588,8 @@ class Run:
             if not left.is_empty():
                 self.once("throttle_left", f"throttles left on the cluster after every request finished: "
                           f"{len(left.leader) + len(left.follower)} entries, rates on "
-                          f"{sorted(left.leader_brokers | left.follower_brokers)}", timers=timers)
+                          f"{sorted(left.leader_brokers | left.follower_brokers)}", timers=timers,
+                          torn=w._torn_since(0.0))
             if s.steps or w.kreassign:
                 self.once("settled", f"steps still in flight after every request finished: "
                           f"{sorted(map(str, s.steps.keys()))} (cluster: {sorted(map(str, w.kreassign))})",
@@ -590,6 +599,13 @@ class Run:
                       and not w.sim.state.partitions[tp].reassigning and tp not in w.touched]
             if differ and not s.steps:
                 self.once("view", f"the engine's view differs from the cluster once settled: {', '.join(differ[:6])}",
+                          torn=w._torn_since(0.0))
+            elsewhere = [f"{tp} at {list(w.sim.state.partitions[tp].replicas)}, not {list(e.target)}"
+                         for tp, e in sorted(s.partitions.items())
+                         if e.status == COMPLETED and tp not in w.touched
+                         and w.sim.state.partitions[tp].replicas != tuple(e.target)]
+            if elsewhere:
+                self.once("target", f"partitions completed but not at their target: {'; '.join(elsewhere[:4])}",
                           torn=w._torn_since(0.0))
         if not checks.fold_matches(self.log.records, s):
             self.once("fold", "the engine's state is not the fold of its log")
