@@ -27,12 +27,14 @@ from engine.whatif.fuzz.simulation import run
 
 
 def replay(seed: int, faults: list[str] | None) -> str:
-    return f"python -m benchmarks.fuzz --seed {seed}" + (f" --faults {','.join(faults)}" if faults else "")
+    if faults is None:
+        return f"python -m benchmarks.fuzz --seed {seed}"
+    return f"python -m benchmarks.fuzz --seed {seed} --faults {','.join(faults) or 'none'}"
 
 
 def plan_of(seed: int, faults: list[str] | None):
     plan = draw(seed)
-    return plan.only(faults) if faults else plan
+    return plan.only(faults) if faults is not None else plan
 
 
 def one(seed: int, faults: list[str] | None, do_shrink: bool) -> int:
@@ -90,7 +92,7 @@ def many(start: int, count: int, faults: list[str] | None, do_shrink: bool, as_j
     summary = {"seeds": count, "start": start, "failed": failed, "seconds": round(took, 2),
                "seeds_per_second": round(count / took, 2) if took else None,
                "by_label": {k: {"seeds": labels[k], "first_seed": first[k]} for k in sorted(labels)},
-               "faults": faults or list(FAULTS), "load_average": round(os.getloadavg()[0], 2)}
+               "faults": list(FAULTS) if faults is None else faults, "load_average": round(os.getloadavg()[0], 2)}
     if as_json:
         print(json.dumps(summary))
     else:
@@ -106,14 +108,14 @@ def main(argv=None) -> int:
     p.add_argument("--seeds", type=int, help="how many seeds to run (from --start)")
     p.add_argument("--start", type=int, default=0)
     p.add_argument("--seed", type=int, help="run one seed and show it")
-    p.add_argument("--faults", help=f"fault classes to keep (default: all of {','.join(FAULTS)})")
+    p.add_argument("--faults", help=f"fault classes to keep (default: all of {','.join(FAULTS)}; none: commands only)")
     p.add_argument("--shrink", action="store_true", help="with --seeds: shrink each failing seed too")
     p.add_argument("--no-shrink", action="store_true", help="with --seed: do not shrink")
     p.add_argument("--json", action="store_true", help="with --seeds: one JSON line")
     a = p.parse_args(argv)
     faults = None
-    if a.faults:
-        faults = [f.strip() for f in a.faults.split(",") if f.strip()]
+    if a.faults is not None:
+        faults = [f.strip() for f in a.faults.split(",") if f.strip() and f.strip() != "none"]
         unknown = [f for f in faults if f not in FAULTS]
         if unknown:
             p.error(f"unknown fault classes {unknown}: expected some of {', '.join(FAULTS)}")

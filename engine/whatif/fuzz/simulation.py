@@ -190,7 +190,7 @@ class Run:
         self.leaks = self.leaks + 1 if leak else 0
         if self.leaks >= checks.LEAK_TICKS:  # one look may be torn: a leak is one that the next looks keep
             self.once("throttle_leak", leak, timers=checks.timers_ahead(d.state, d.clock()),
-                      torn=self.world._torn_since(0.0))
+                      torn=self.world.torn_since(0.0))
         self.check_idle(d.state)
 
     def after_step(self) -> None:
@@ -299,7 +299,7 @@ class Run:
         if (action == "up") == alive:
             return
         w.sim.state = controller.broker_down(w.sim.state, b) if action == "down" else controller.broker_up(w.sim.state, b)
-        w._record()
+        w.record()
         if action == "up":
             self.stays.discard(b)
             w.note(f"broker {b} is back")
@@ -357,7 +357,7 @@ class Run:
         p = s.partitions[tp]
         new = rng.choice(self._other_leader(s, tp))
         w.sim.state = controller.put(s, tp, p._replace(leader=new))
-        w._record()
+        w.record()
         w.note(f"leader of {tp} moves {p.leader} -> {new}")
 
     @staticmethod
@@ -374,7 +374,7 @@ class Run:
             return
         b = item.rng().choice(followers)
         w.sim.state = controller.leave_isr(s, tp, b, float(max(1, p.size // 100)))
-        w._record()
+        w.record()
         w.note(f"{tp} completed; broker {b} leaves its ISR")
 
     def other_tool(self, item: Item) -> None:
@@ -389,7 +389,7 @@ class Run:
             w.sim.state = controller.remove_throttles(s, on)
             w.touched.setdefault("throttles", []).append(w.now)
             w.note("another tool removes every throttle (kafka-reassign-partitions --verify)")
-            w._record()
+            w.record()
             return
         busy = sorted(tp for tp, p in s.partitions.items() if p.reassigning)
         d = self.engine.d
@@ -413,7 +413,7 @@ class Run:
             w.sim.state, result = controller.alter(s, tp, tuple(target))
         w.kreassign.pop(tp, None)
         w.touched.setdefault(tp, []).append(w.now)
-        w._record()
+        w.record()
         q = w.sim.state.partitions[tp]
         w.note(f"another tool {item.what}s {tp}: {result.__class__.__name__}; now {list(q.replicas)} adding "
                f"{list(q.adding)} removing {list(q.removing)}")
@@ -589,7 +589,7 @@ class Run:
                 self.once("throttle_left", f"throttles left on the cluster after every request finished: "
                           f"{len(left.leader) + len(left.follower)} entries, rates on "
                           f"{sorted(left.leader_brokers | left.follower_brokers)}", timers=timers,
-                          torn=w._torn_since(0.0))
+                          torn=w.torn_since(0.0))
             if s.steps or w.kreassign:
                 self.once("settled", f"steps still in flight after every request finished: "
                           f"{sorted(map(str, s.steps.keys()))} (cluster: {sorted(map(str, w.kreassign))})",
@@ -599,14 +599,14 @@ class Run:
                       and not w.sim.state.partitions[tp].reassigning and tp not in w.touched]
             if differ and not s.steps:
                 self.once("view", f"the engine's view differs from the cluster once settled: {', '.join(differ[:6])}",
-                          torn=w._torn_since(0.0))
+                          torn=w.torn_since(0.0))
             elsewhere = [f"{tp} at {list(w.sim.state.partitions[tp].replicas)}, not {list(e.target)}"
                          for tp, e in sorted(s.partitions.items())
                          if e.status == COMPLETED and tp not in w.touched
                          and w.sim.state.partitions[tp].replicas != tuple(e.target)]
             if elsewhere:
                 self.once("target", f"partitions completed but not at their target: {'; '.join(elsewhere[:4])}",
-                          torn=w._torn_since(0.0))
+                          torn=w.torn_since(0.0))
         if not checks.fold_matches(self.log.records, s):
             self.once("fold", "the engine's state is not the fold of its log")
         w.violations.sort(key=lambda v: v.at)

@@ -98,14 +98,14 @@ class World:
         self.touched: dict[object, list[float]] = {}  # tp or "throttles" -> when another tool changed it
         self.unknown_entries: set = set()  # throttle entries the engine set by a call it was told failed
         self.last_drift = 0.0
-        self.reapply_failed: list[float] = []  # when a failed apply named throttle entries the log had in force
+        self.reapply_failed: list[float] = []  # when a failed apply named throttle entries set on the cluster
         self.look: SimState | None = None  # the cluster when the engine last looked
         self.look_torn = False
         self.held_looks: list[tuple[float, int, float, Observation]] = []  # (due, seq, stamp, look) to redeliver
         self.violations: list[Violation] = []
         self.trace: list[str] = []
         self.quiet = False
-        self._record()
+        self.record()
 
     # --- time -------------------------------------------------------------------------------------
 
@@ -122,15 +122,15 @@ class World:
             due, _seq, _res, fn, _label = self.landings.pop(0)
             if due > self.sim.time:
                 self.sim.advance_to(due)
-                self._record()
+                self.record()
             fn()
-            self._record()
+            self.record()
         if t > self.sim.time:
             self.sim.advance_to(t)
-            self._record()
+            self.record()
         self._completions()
 
-    def _record(self) -> None:
+    def record(self) -> None:
         s = self.sim.state
         if self.history and self.history[-1][0] == s.time:
             self.history[-1] = (s.time, s)
@@ -211,7 +211,7 @@ class World:
                 keep.append(entry)
         if len(keep) != len(self.landings):
             self.landings = keep
-            self._record()
+            self.record()
 
     def land(self, op: str, tp: TopicPartition, target: Replicas | None = None) -> Result:
         """One of the engine's partition requests reaches the controller."""
@@ -331,7 +331,7 @@ class World:
                     if not any(t >= since - 1e-9 for t in self.touched.get(x.tp, [])):
                         self.violate("false_alarm", f"{x.tp} step {x.number}: {x.reason}, but no other tool touched "
                                      f"it since the look the step was planned from (t={since:.2f})", [x.tp],
-                                     torn=self._torn_since(since))
+                                     torn=self.torn_since(since))
             elif kind is ev.PartitionObserved:
                 self.observed_at[x.tp] = self.now
             elif kind is ev.ThrottlesDrifted:
@@ -343,7 +343,7 @@ class World:
                 if not other and not own:
                     self.violate("false_alarm", f"ThrottlesDrifted (missing {_entries(x.missing)}, unexpected "
                                  f"{_entries(x.unexpected)}), but no other tool changed a throttle since t={since:.2f}",
-                                 torn=self._torn_since(since), missing=not x.missing.is_empty(),
+                                 torn=self.torn_since(since), missing=not x.missing.is_empty(),
                                  reapply_failed=bool(self.reapply_failed))
 
             elif kind in (ev.StepCompleted, ev.StepAborted, ev.PartitionCancelled, ev.PartitionCompleted,
@@ -354,7 +354,7 @@ class World:
             elif kind is ev.ActionRetried and x.action in ("start_step", "cancel_step"):
                 self.note(f"engine: {x.action} of {x.tp} step {x.number} retried (attempt {x.attempt})")
 
-    def _torn_since(self, since: float) -> bool:
+    def torn_since(self, since: float) -> bool:
         return any(item.at <= self.now and end >= since for item, end, _ in self.windows if item.kind == "torn")
 
 
@@ -495,7 +495,7 @@ class FaultyCluster:
                 w.note(f"{op} {', '.join(map(str, targets))}: {fate}")
             if fate == "slow":
                 w.advance_to(w.now + delay)
-        w._record()
+        w.record()
         w.point("call-after")
         return out
 
@@ -555,7 +555,7 @@ class FaultyCluster:
                 w.schedule(delay, "throttles", carry_out, f"{op} throttles again")
             elif fate == "slow":
                 w.advance_to(w.now + delay)
-        w._record()
+        w.record()
         w.point("call-after")
         return out
 
