@@ -1,6 +1,10 @@
 """The decider (engine/runtime/decider.py) in process: the simulated cluster on a virtual clock, the
 events log in memory, and crashes at seeded random points (a BaseException out of the cluster or
-the log, as a SIGKILL would cut the loop), each followed by a new decider recovering from the log."""
+the log, as a SIGKILL would cut the loop), each followed by a new decider recovering from the log.
+
+These are the hand-written stories; the fault simulator (engine/whatif/fuzz, tests/test_fuzz.py)
+draws crashes at the same points (before, halfway through and after an append, before and after a
+cluster call) together with every other fault from a seed."""
 
 import random
 
@@ -20,10 +24,7 @@ from engine.sim.cluster import SimulatedCluster
 from engine.core.state import COMPLETED, EMPTY, READY
 from engine.core.throttles import ThrottleSet, ThrottledReplica
 from engine.views import tables as views
-
-
-class Killed(BaseException):
-    """The process died here."""
+from engine.whatif.fuzz.world import Crash  # the process dies here (shared with the fault simulator)
 
 
 class Recorder:
@@ -41,7 +42,7 @@ class Recorder:
         self.calls += 1
         if self.die_at is not None and self.calls >= self.die_at:
             self.die_at = None
-            raise Killed()
+            raise Crash()
 
     def observe(self, partitions=None):
         if self.down:
@@ -65,7 +66,7 @@ class Recorder:
         if not callable(attr) or self.down is False:
             def call(*a, **k):
                 if name == self.kill_on:
-                    raise Killed()
+                    raise Crash()
                 self._call()
                 return attr(*a, **k)
             return call
@@ -85,7 +86,7 @@ class DyingLog(MemoryLog):
             events = list(events)
             cut = len(events) // 2
             super().append(events[:cut])  # a batch cut short
-            raise Killed()
+            raise Crash()
         return super().append(events)
 
 
@@ -122,7 +123,7 @@ def run_with_kills(sc, kills, seed, limits=None, max_rounds=5000):
             else:
                 d.tick()
             persisted = d.executed
-        except Killed:
+        except Crash:
             survived += 1
             cluster.die_at = log.die_at = None
             d = Decider(log, cluster, clock=lambda: cluster.cluster.time)
@@ -202,7 +203,7 @@ def test_a_crash_between_logging_and_removing_a_throttle_leaks_nothing():
         cluster.cluster.advance(2.0)
         try:
             d.tick()
-        except Killed:
+        except Crash:
             break
     assert isinstance(log.records[-1].payload, ev.ThrottlesRemoved) or any(
         isinstance(e.payload, ev.ThrottlesRemoved) for e in log.records[-5:])

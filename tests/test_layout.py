@@ -25,7 +25,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "sim": {"core"},
     "cluster": {"core", "kafka", "sim"},
     "runtime": {"core", "views", "kafka", "log", "cluster"},
-    "whatif": {"core", "views", "sim", "runtime"},
+    "whatif": {"core", "views", "sim", "runtime", "log"},  # log: the fault simulator's snapshots and envelopes
     "cli": {"core", "views", "kafka", "log", "sim", "cluster", "runtime", "whatif"},
 }
 SHARED = {"bundled", "__init__"}  # engine.bundled (where shipped files are) and the version

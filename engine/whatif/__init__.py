@@ -2,8 +2,12 @@
 
 ``strategies`` runs a scenario's reassignment with kreassign's core and
 executor, or as Kafka's tool or Cruise Control would; ``report`` measures the
-runs against the physical lower bound (``kreassign simulate``).
+runs against the physical lower bound (``kreassign simulate``). ``fuzz`` is the
+deterministic fault simulator of the whole engine (the decider, its executor,
+log, snapshots and recovery against the simulated cluster, faults drawn from a
+seed, invariants after every step: ``python -m benchmarks.fuzz``).
 
 May import: ``engine.core``, ``engine.views``, ``engine.sim``,
-``engine.runtime`` (its executor) and itself.
+``engine.runtime`` (its decider and executor), ``engine.log`` (the fault
+simulator's envelopes and snapshots) and itself.
 """

@@ -1,0 +1,230 @@
+"""The invariants a fuzzed run must keep, written against what kreassign promises (not how it works).
+
+Checked where things happen (``engine.whatif.fuzz.world``): no cap or limit exceeded when kreassign
+starts copies, counted on the cluster (``caps``); never below min.insync.replicas through one of
+kreassign's requests (``min_insync``); no false alarm (``false_alarm``: a ``StepFailed`` that says
+another tool changed a partition no other tool touched, a ``ThrottlesDrifted`` when no other tool
+changed a throttle).
+
+Checked here, after every step of the run:
+
+* ``bounded_state``: finished requests retire from the working state (issue 27, defect 7): the
+  state keeps at most ``RETAINED_FINISHED`` of them;
+* ``throttle_leak``: once the engine has looked and decided (``LEAK_TICKS`` ticks in a row), no
+  throttle is set on the cluster that no step in flight needs (as the engine sees its steps),
+  except what the engine knows failed and retries, and a rate on a broker that is down (it is
+  changed on the broker);
+* ``idle_source``: work-conserving scheduling: a source broker that serves no copy, with a ready
+  step out of it that fits every limit on its own, does not stay idle for ``IDLE_LIMIT`` seconds.
+
+At the end (``Run.finish``): liveness (every request finished within ``bound`` seconds of the
+faults' end, or what holds it says why), nothing left in progress, no throttle left, the engine's
+view of every partition equal to the cluster's, every completed partition at its target on the
+cluster (``target``; partitions another tool touched are left out of both), and the state equal to
+the fold of its log (``fold``). And where kreassign acts: every alter sends a target some step of
+its log planned (``unplanned_alter``).
+"""
+
+from __future__ import annotations
+
+from engine.core.decide import plan, throttled
+from engine.core.partition import TopicPartition
+from engine.core.scheduler import A, WEIGHT_UNITS, refusal, resources
+from engine.core.state import ACTIVE, READY, TERMINAL, State, fold
+from engine.core.throttles import ThrottleSet, needed, union
+from engine.views.attention import attention
+from engine.whatif.fuzz.world import World, trs
+
+RETAINED_FINISHED = 16
+"""Finished requests the working state may keep (for ``status``/``list``); the rest retire to the log."""
+
+LEAK_TICKS = 3
+"""Looks in a row after which a throttle no step needs is a leak (a torn look may hide one change)."""
+
+IDLE_LIMIT = 20.0
+"""Seconds a source broker may stay idle while a ready step out of it fits every limit."""
+
+NETWORK = 125_000_000  # bytes/s: the simulated brokers' links
+MOVE_OVERHEAD = 15.0  # seconds per move beyond its bytes: ticks, log creation, the election and its grace
+BOUND_BASE = 120.0  # seconds: retries' backoff (at most 30 s), throttle verification, elections' retries
+
+
+def bounded_state(state: State) -> str | None:
+    finished = [r.request_id for r in state.requests.values() if r.status != ACTIVE]
+    if len(finished) > RETAINED_FINISHED:
+        return (f"the working state holds {len(finished)} finished requests (at most {RETAINED_FINISHED} may stay): "
+                f"{', '.join(sorted(finished)[:5])}...")
+    return None
+
+
+def throttle_leak(world: World, state: State) -> str | None:
+    """What is set on the cluster that no step in flight needs, after a tick (``None``: nothing)."""
+    if state.throttle_error is not None:
+        return None  # a change failed: the next tick due retries it
+    on = world.sim.state.throttles.as_set()
+    allowed = union(needed(throttled(state), state.throttle_rate), state.throttle_failed)
+    dead = {b for b, x in world.sim.state.brokers.items() if not x.alive}
+    extra = ThrottleSet(on.leader - allowed.leader, on.follower - allowed.follower,
+                        on.leader_brokers - allowed.leader_brokers - dead,
+                        on.follower_brokers - allowed.follower_brokers - dead)
+    if extra.is_empty():
+        return None
+    tps = sorted({TopicPartition(e.topic, e.partition) for e in extra.leader | extra.follower})
+    return (f"throttles no step in flight needs: {len(extra.leader)} leader and {len(extra.follower)} follower entries "
+            f"({', '.join(map(str, tps[:6]))}), rates on brokers "
+            f"{sorted(extra.leader_brokers | extra.follower_brokers)}")
+
+
+def idle_sources(state: State) -> dict[int, list[tuple]]:
+    """Source brokers that serve no copy while a ready step out of them fits every limit on its own:
+    source -> [(partition, its scheduling key)]."""
+    if state.paused or not state.throttle_failed.is_empty():
+        return {}
+    out: dict[int, list[TopicPartition]] = {}
+    c = state.in_flight
+    live = state.live_brokers()
+    for src, lanes in state.ready.sources.items():
+        if src is None or c.outgoing.get(src, 0) or (live is not None and src not in live):
+            continue
+        for chain in lanes.values():
+            for _seq, tp, key in chain:
+                if refusal(c, state.limits, key) is None:
+                    out.setdefault(src, []).append((tp, key))
+    return out
+
+
+def reserved(key, why) -> set:
+    """What the scheduler reserves for a blocked step (``engine.core.scheduler.next_batch``): its
+    brokers' capacity, and the cluster-wide additions if those are what it lacks."""
+    return {r for r in resources(key) if r != A or why == A}
+
+
+def oldest_blocked(state: State):
+    """The ready step the scheduler reserves capacity for: the first in its order refused by a
+    per-broker cap or by A (a replay of its order: sources whose outgoing cap is full skipped, then
+    leader moves, continuing, rank, seq)."""
+    c = state.in_flight
+    best = None
+    full = state.limits.max_outgoing_moves_per_broker * WEIGHT_UNITS
+    for src, lanes in state.ready.sources.items():
+        if src is not None and c.outgoing.get(src, 0) >= full:
+            continue  # the scheduler skips a source whose outgoing cap is full
+        for name, chain in lanes.items():
+            for seq, tp, key in chain:
+                why = refusal(c, state.limits, key)
+                if why in (None, "P", "L"):
+                    continue
+                r = state.requests.get(name[0])
+                prio = (name[1], name[2], r.rank if r is not None else 0, seq)
+                if best is None or prio < best[0]:
+                    best = (prio, tp, key, why)
+    return best
+
+
+# --- liveness ----------------------------------------------------------------------------------------
+
+
+def bound(world: World, state: State, pending_targets: dict) -> float:
+    """Seconds within which every request must finish once faults stop (docs/benchmarks.md derives it):
+    ``BOUND_BASE`` plus, for every unfinished partition, each replica its goal still lacks and one
+    more step (a reorder or the last one), copied one after another at the throttle rate less what
+    producers add meanwhile, plus ``MOVE_OVERHEAD`` each. Serial on purpose: it does not depend on the
+    limits or on any parallelism the scheduler finds."""
+    sim = world.sim.state
+    rate = state.throttle_rate or NETWORK
+    total = BOUND_BASE
+    goals = {}
+    for tp, e in state.partitions.items():
+        if e.status in TERMINAL:
+            continue
+        goals[tp] = e.original if e.rolling_back else (e.target if not e.cancelled else ())
+    for tp, target in pending_targets.items():
+        goals.setdefault(tp, target)
+    for tp, goal in sorted(goals.items()):
+        p = sim.partitions.get(tp)
+        if p is None:
+            continue
+        adds = len(set(goal or ()) - set(trs(p))) + (len(p.adding) if p.reassigning else 0)
+        eff = max(rate - p.produce_rate, rate / 2)
+        total += (adds + 1) * (p.size / eff + MOVE_OVERHEAD)
+    return total
+
+
+def stuck_report(world: World, state: State, now: float) -> list[dict]:
+    """Every unfinished partition: what the engine holds for it and what the cluster has."""
+    sim = world.sim.state
+    out = []
+    for tp, e in sorted(state.partitions.items()):
+        if e.status in TERMINAL:
+            continue
+        p = sim.partitions[tp]
+        f = state.steps.get(tp)
+        row = {"tp": tp, "request": e.request_id, "status": e.status, "waiting": state.waiting.get(tp),
+               "target": e.target, "original": e.original, "rolling_back": e.rolling_back, "cancelled": e.cancelled,
+               "retry_at": e.retry_at, "replicas": p.replicas, "adding": p.adding, "removing": p.removing,
+               "isr": tuple(sorted(p.isr)), "leader": p.leader,
+               "dead": tuple(sorted(b for b, x in sim.brokers.items() if not x.alive)), "now": now,
+               "election": state.elections.get(tp)}
+        if f is not None:
+            row["step"] = f
+        elif e.status == READY:
+            row["ready_step"] = plan(state, tp, now)
+        failed = state.throttle_failed
+        row["throttle_failed_brokers"] = tuple(sorted(failed.leader_brokers | failed.follower_brokers))
+        out.append(row)
+    return out
+
+
+def timers_ahead(state: State, now: float, slack: float = 60.0) -> list[str]:
+    """Timers of the state set further in the future than any backoff would put them (a clock that
+    stepped back, or a standby whose clock lags, left them in the old clock)."""
+    late = []
+    horizon = now + slack
+    for tp, f in state.steps.items():
+        if f.retry and f.retry_at is not None and f.retry_at > horizon:
+            late.append(f"step retry of {tp} in {f.retry_at - now:.0f} s")
+        if f.started_at is not None and f.started_at > horizon:
+            late.append(f"step of {tp} started {f.started_at - now:.0f} s in the future")
+    for tp in state.waiting.keys():
+        e = state.partitions[tp]
+        if e.retry_at is not None and e.retry_at > horizon:
+            late.append(f"replanning of {tp} in {e.retry_at - now:.0f} s")
+    for tp, el in state.elections.items():
+        if el.retry and el.retry_at is not None and el.retry_at > horizon:
+            late.append(f"election retry of {tp} in {el.retry_at - now:.0f} s")
+        if el.since is not None and el.since > horizon:
+            late.append(f"election of {tp} asked {el.since - now:.0f} s in the future")
+    if state.throttle_retry_at is not None and state.throttle_retry_at > horizon:
+        late.append(f"throttle retry in {state.throttle_retry_at - now:.0f} s")
+    for b, (_owed, at) in state.release_debt.items():
+        if at is not None and at > horizon:
+            late.append(f"release bucket of broker {b} refills from {at - now:.0f} s in the future")
+    return late
+
+
+def decider_ahead(d, now: float, slack: float = 5.0) -> list[str]:
+    """The decider's own timers (its last full look, its last throttle read-back) further in the
+    future than ``slack``: it skips its looks until its clock catches up with them."""
+    late = []
+    if d.full_at is not None and d.full_at > now + slack:
+        late.append(f"the decider's last full look is {d.full_at - now:.0f} s in the future")
+    if d.verified_at is not None and d.verified_at > now + slack:
+        late.append(f"the decider's last throttle read-back is {d.verified_at - now:.0f} s in the future")
+    return late
+
+
+def silent(state: State, rows: list[dict], now: float) -> list[str]:
+    """Unfinished partitions about which neither the waits nor ``attention`` say anything."""
+    if state.paused:
+        return []  # attention says so, for every partition
+    said = attention(state, now=now)
+    named = {p for a in said for p in a["partitions"]}
+    out = []
+    for row in rows:
+        if row["waiting"] is None and str(row["tp"]) not in named:
+            out.append(str(row["tp"]))
+    return out
+
+
+def fold_matches(log_records, state: State) -> bool:
+    return fold(e.payload for e in log_records) == state

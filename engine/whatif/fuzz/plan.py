@@ -1,0 +1,220 @@
+"""What one seed runs: a small cluster, and a schedule of faults and commands drawn from the seed.
+
+``draw(seed)`` is the only place randomness enters a run. It returns a ``Plan``:
+the cluster (a ``Scenario``: brokers, topics, partitions with sizes and produce
+rates), the engine's starting throttle and limits, when faults stop (``quiet_at``)
+and the schedule: ``Item`` values, each with its time, its kind and its own
+sub-seed. Whatever an item draws while it runs (which partition another tool
+alters, which call of a window loses its answer) comes from that sub-seed, so
+dropping items (``engine.whatif.fuzz.shrink``) leaves the others drawing what they
+drew: a schedule is a list that can be shrunk.
+
+Fault classes (``FAULTS``), each toggled by name (``--faults crash,torn``):
+
+| class | items |
+| --- | --- |
+| ``crash`` | the engine dies at the n-th point of a kind from then on: before an append to its log, halfway through one (half the batch written), after one, before or after a cluster call |
+| ``broker`` | a broker dies and returns after a while (or stays dead when no target names it) |
+| ``leader`` | the leader of a partition moves to another in-sync replica |
+| ``isr`` | a replica leaves the ISR right after one of kreassign's reassignments completes |
+| ``lost`` | a window in which calls lose their request or their answer, or looks time out |
+| ``late`` | a window in which calls are slow (time passes before the answer) or land after their answer timed out; looks delivered again later |
+| ``dup`` | a window in which calls reach the controller twice, looks are delivered twice, commands are redelivered |
+| ``other`` | another tool alters or cancels a reassignment, or removes every throttle (``kafka-reassign-partitions --verify``) |
+| ``clock`` | the engine's clock steps back or forward |
+| ``standby`` | the engine dies and a standby whose clock is skewed takes over |
+| ``elect`` | a window in which preferred-leader elections are refused |
+| ``throttle`` | a window in which throttle changes are refused |
+| ``torn`` | a window in which looks are torn: replicas, ISR, leaders and broker liveness from a broker's lagging metadata cache, reassignments in progress from the controller (current); throttle read-backs lag too |
+
+Commands (always on): submit, supersede (a new request for partitions in flight), replace
+(a dead broker, or any, replaced in every partition that holds it: the operator's answer to a lost
+broker), cancel (plain, ``--rollback``, ``--include-completed``, a subset of partitions),
+limits, throttle, pause/resume, many small requests; and snapshots of the fold
+written at random points (restarts then resume from them).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field, replace
+from typing import Iterable
+
+from engine.core.partition import TopicInfo, TopicPartition
+from engine.sim.scenario import BrokerSpec, PartitionSpec, Scenario
+
+FAULTS = ("crash", "broker", "leader", "isr", "lost", "late", "dup", "other", "clock", "standby", "elect",
+          "throttle", "torn")
+COMMANDS = ("submit", "supersede", "replace", "cancel", "limits", "throttle", "pause", "many")
+ALWAYS = ("cmd", "snapshot")  # item kinds that no --faults selection removes
+
+MB = 1_000_000
+
+
+@dataclass(frozen=True)
+class Item:
+    """One scheduled thing: at ``at`` (seconds of simulated time), a ``kind`` (a fault class, ``cmd``
+    or ``snapshot``), what exactly (``what``) and its parameters; ``seed`` feeds whatever it draws."""
+
+    at: float
+    kind: str
+    what: str
+    args: tuple = ()
+    seed: int = 0
+
+    def rng(self) -> random.Random:
+        return random.Random(self.seed)
+
+    def line(self) -> str:
+        return f"t={self.at:7.2f} {self.name()}"
+
+    def name(self) -> str:
+        args = ", ".join(_fmt(a) for a in self.args)
+        return f"{self.kind}:{self.what}" + (f"({args})" if args else "")
+
+
+def _fmt(a) -> str:
+    return f"{a:g}" if isinstance(a, float) else str(a)
+
+
+@dataclass(frozen=True)
+class Plan:
+    seed: int
+    scenario: Scenario
+    throttle: int | None  # the engine's throttle rate at the start (a ChangeThrottle before anything)
+    limits: dict  # limits changed at the start ({}: the defaults)
+    quiet_at: float  # no fault and no new command from then on
+    items: tuple[Item, ...] = field(default=())
+    faults: tuple[str, ...] = FAULTS  # the fault classes this plan keeps
+
+    def only(self, faults: Iterable[str]) -> "Plan":
+        keep = tuple(f for f in FAULTS if f in set(faults))
+        return replace(self, items=tuple(i for i in self.items if i.kind in ALWAYS or i.kind in keep), faults=keep)
+
+    def without(self, dropped: Iterable[Item]) -> "Plan":
+        gone = set(dropped)
+        return replace(self, items=tuple(i for i in self.items if i not in gone))
+
+    def describe(self) -> list[str]:
+        s = self.scenario
+        parts = ", ".join(
+            f"{tp}:{list(p.replicas)} {p.size / MB:.0f}MB" for tp, p in sorted(s.partitions.items()))
+        topics = ", ".join(f"{t} (min.insync {i.min_insync_replicas})" for t, i in sorted(s.topics.items()))
+        dead = [b.id for b in s.brokers if not b.alive]
+        return [
+            f"brokers {[b.id for b in s.brokers]}" + (f" (dead: {dead})" if dead else "") + f"; topics {topics}",
+            f"partitions {parts}",
+            f"throttle {self.throttle if self.throttle is None else f'{self.throttle / MB:g} MB/s'}; "
+            f"limits {self.limits or 'default'}; faults stop at t={self.quiet_at:.0f}",
+        ]
+
+
+def draw(seed: int) -> Plan:
+    """The cluster and the schedule of seed ``seed`` (every fault class; ``Plan.only`` selects)."""
+    rng = random.Random(seed)
+    n = rng.randint(4, 7)
+    racks = ("a", "b", "c")
+    brokers = tuple(BrokerSpec(i, racks[i % 3]) for i in range(n))
+    topics: dict[str, TopicInfo] = {}
+    partitions: dict[TopicPartition, PartitionSpec] = {}
+    for t in range(rng.choice((1, 1, 2))):
+        name = f"t{t}"
+        count = rng.randint(3, 10)
+        rf = min(rng.choice((2, 3, 3, 3)), n - 1)
+        min_isr = max(1, min(rf, rng.choice((1, 2, 2, rf))))
+        topics[name] = TopicInfo(count, min_isr)
+        for p in range(count):
+            replicas = tuple(rng.sample(range(n), rf))
+            size = int(MB * 10 ** rng.uniform(0.5, 3.2))  # 3 MB to 1.6 GB
+            produce = rng.choice((0, 0, 1_000, 20_000, 100_000))
+            partitions[TopicPartition(name, p)] = PartitionSpec(replicas, size, produce)
+    scenario = Scenario(name=f"fuzz-{seed}", brokers=brokers, topics=topics, partitions=partitions, seed=seed)
+    throttle = rng.choice((5 * MB, 10 * MB, 20 * MB, 50 * MB, 50 * MB, None))
+    limits = {} if rng.random() < 0.4 else draw_limits(rng)
+    quiet_at = round(rng.uniform(120.0, 420.0), 1)
+    items: list[Item] = []
+    at = [0.0]
+
+    def when(lo: float = 0.0) -> float:
+        # faults and commands come in bursts now and then: two events meeting is what breaks
+        if items and rng.random() < 0.4:
+            t = at[0] + rng.choice((0.0, 0.0, rng.uniform(0.0, 2.0)))
+        else:
+            t = rng.uniform(lo, quiet_at)
+        at[0] = min(round(t, 2), quiet_at)
+        return at[0]
+
+    def add(kind: str, what: str, args: tuple = (), lo: float = 0.0) -> None:
+        items.append(Item(when(lo), kind, what, args, rng.getrandbits(32)))
+
+    items.append(Item(round(rng.uniform(0.0, 5.0), 2), "cmd", "submit", (), rng.getrandbits(32)))
+    todo: list[tuple[str, str]] = []
+    for _ in range(rng.randint(1, 8)):
+        todo.append(("cmd", rng.choice(("submit", "submit", "supersede", "supersede", "replace", "cancel", "cancel",
+                                         "cancel", "limits", "throttle", "pause", "many"))))
+    todo += [("snapshot", "write")] * rng.randint(0, 3)
+    for kind in FAULTS:
+        if rng.random() < 0.45:
+            todo += [(kind, "")] * rng.choice((1, 1, 2, 3))
+    rng.shuffle(todo)  # drawn in a random order: a fault may come just before a command or just after
+    for kind, what in todo:
+        if kind == "cmd":
+            add("cmd", what)
+            if what == "pause":
+                items.append(Item(min(quiet_at, round(at[0] + rng.uniform(1.0, 60.0), 2)), "cmd", "resume", (),
+                                  rng.getrandbits(32)))
+        elif kind == "snapshot":
+            add("snapshot", "write")
+        else:
+            _fault(kind, rng, add, n)
+    items.sort(key=lambda i: i.at)  # stable: equal times keep their drawing order
+    return Plan(seed, scenario, throttle, limits, quiet_at, tuple(items))
+
+
+def draw_limits(rng: random.Random) -> dict:
+    """Some of the limits, small (the caps matter when they are small)."""
+    out = {}
+    for name, values in (("max_partitions_in_flight", (1, 2, 3, 5, 20)), ("max_leader_moves_in_flight", (1, 2, 5)),
+                         ("max_replica_additions_in_flight", (1, 2, 4, 10)), ("max_incoming_moves_per_broker", (1, 1, 2, 3)),
+                         ("max_outgoing_moves_per_broker", (1, 2, 3)), ("max_new_replicas_per_broker", (1, 1, 2, 3)),
+                         ("max_replicas_per_step", (1, 1, 2))):
+        if rng.random() < 0.5:
+            out[name] = rng.choice(values)
+    return out or {"max_outgoing_moves_per_broker": 1}
+
+
+def _fault(kind: str, rng: random.Random, add, n: int) -> None:
+    def window() -> float:
+        return round(rng.choice((rng.uniform(1.0, 10.0), rng.uniform(5.0, 60.0), rng.uniform(30.0, 300.0))), 1)
+
+    def p() -> float:
+        return rng.choice((0.2, 0.5, 1.0))
+
+    if kind == "crash":
+        add(kind, rng.choice(("append-before", "append-cut", "append-after", "call-before", "call-after")),
+            (rng.randint(1, 4),))
+    elif kind == "broker":
+        add(kind, "down", (rng.randrange(n), round(rng.choice((rng.uniform(2, 30), rng.uniform(30, 900))), 1),
+                           rng.random() < 0.5))
+    elif kind in ("leader", "isr"):
+        add(kind, "move" if kind == "leader" else "shrink")
+    elif kind == "lost":
+        add(kind, rng.choice(("answers", "answers", "looks")), (window(), p()))
+    elif kind == "late":
+        add(kind, rng.choice(("answers", "answers", "looks")), (window(), p()))
+    elif kind == "dup":
+        add(kind, rng.choice(("answers", "looks", "commands")), (window(), p()))
+    elif kind == "other":
+        add(kind, rng.choice(("alter", "alter", "cancel", "throttles")))
+    elif kind == "clock":
+        size = rng.choice((rng.uniform(1, 30), rng.uniform(30, 600), rng.uniform(600, 7200)))
+        add(kind, "step", (round(size if rng.random() < 0.35 else -size, 1),))
+    elif kind == "standby":
+        size = rng.choice((rng.uniform(0, 5), rng.uniform(5, 600), rng.uniform(600, 7200)))
+        add(kind, "takeover", (round(size * rng.choice((-1, 1)), 1),))
+    elif kind in ("elect", "throttle"):
+        add(kind, "refuse", (window(),))
+    elif kind == "torn":
+        add(kind, "looks", (window(), p()))
+    else:
+        raise ValueError(f"unknown fault class {kind!r}")

@@ -1,0 +1,602 @@
+"""The world a fuzzed engine lives in: the simulated cluster (the truth), the engine's clock, its
+events log, and the faults between them.
+
+* ``World`` holds the simulated KRaft cluster on virtual time, the engine's clock (virtual time
+  plus an offset that clock faults change), the recent history of the cluster (for looks from a
+  lagging metadata cache), the fault windows in force, requests that land late, and the
+  bookkeeping the checks need: which reassignments in progress are kreassign's, which partitions
+  another tool touched and when, what the engine's last look saw.
+* ``FaultyCluster`` is the ``engine.cluster.Cluster`` the engine talks to: every call goes to the
+  simulated cluster through the faults in force (lost request or answer, a slow call, a request
+  that lands after its answer timed out, one that lands twice, a refusal, a torn or lost look) and
+  may be where the engine dies (``Crash``).
+* ``FuzzLog`` is ``engine.runtime.decider.MemoryLog`` with deterministic ids and times, a place to
+  die before or after an append, and a tap that shows the world every event appended.
+
+Nothing here decides anything for the engine: it only delivers, loses, delays and breaks.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import random
+from collections import deque
+from datetime import datetime, timezone
+from typing import Callable, Collection, Iterable, Mapping
+
+from engine.core import events as ev
+from engine.core.commands import Observation
+from engine.core.limits import DEFAULT_LIMITS, Limits
+from engine.core.outcomes import OK, Ok, Refused, Result, Unavailable
+from engine.core.partition import Broker, PartitionState, Replicas, TopicPartition
+from engine.core.scheduler import WEIGHT_UNITS
+from engine.core.throttles import ThrottleSet
+from engine.log.envelope import EventEnvelope
+from engine.runtime.decider import MemoryLog
+from engine.sim import controller
+from engine.sim.cluster import SimulatedCluster
+from engine.sim.model import SimState
+from engine.whatif.fuzz.plan import Item, Plan
+
+EPOCH = 1_700_000_000.0
+"""The engine's clock at virtual time 0 (epoch seconds, so that times render as dates)."""
+
+HISTORY = 10.0  # seconds of cluster history kept for looks from a lagging metadata cache
+TORN_LAG = (0.1, 2.0)  # how far behind a lagging broker's metadata is (seconds; measured: 0.64 s)
+LATE_LANDING = (0.2, 3.0)  # a request whose answer timed out reaches the controller this much later
+SLOW_CALL = (0.5, 5.0)  # seconds a slow call takes (the cluster moves on meanwhile)
+
+
+class Crash(BaseException):
+    """The engine process dies here (a SIGKILL): nothing after this point of the loop happens."""
+
+
+@dataclasses.dataclass
+class Violation:
+    """One invariant that did not hold: which (``check``), when (world seconds), what exactly."""
+
+    check: str
+    at: float
+    detail: str
+    tps: tuple = ()
+    facts: dict = dataclasses.field(default_factory=dict)  # what the classifier reads
+    defect: str | None = None  # set by ``engine.whatif.fuzz.classify``
+
+    def line(self) -> str:
+        label = f"[{self.defect}] " if self.defect else ""
+        return f"{label}{self.check} at t={self.at:.2f}: {self.detail}"
+
+
+def trs(p) -> Replicas:
+    """The target replica set of a partition (RS without the replicas being removed)."""
+    return tuple(b for b in p.replicas if b not in p.removing)
+
+
+def in_sync(state: SimState, p) -> int:
+    return sum(1 for b in p.isr if state.alive(b))
+
+
+class World:
+    def __init__(self, plan: Plan):
+        self.plan = plan
+        self.sim = SimulatedCluster.from_scenario(plan.scenario)
+        self.offset = 0.0  # engine clock - (EPOCH + virtual time)
+        self.history: deque[tuple[float, SimState]] = deque()
+        self.windows: list[tuple[Item, float, random.Random]] = []
+        self.landings: list[tuple[float, int, str, Callable[[], None], str]] = []
+        self.seq = 0
+        self.armed: list[list] = []  # [point, countdown, item] of crashes to come
+        self.kreassign: dict[TopicPartition, Replicas] = {}  # kreassign's reassignments in progress: their TRS
+        self.completed: list[TopicPartition] = []  # kreassign's reassignments seen completed since the last step
+        self.planned_trs: dict[TopicPartition, set] = {}  # every TR the engine's log planned, by partition
+        self.weights: dict[TopicPartition, int] = {}  # the weight of each partition's latest planned step
+        self.observed_at: dict[TopicPartition, float] = {}  # world time of the engine's last recorded look
+        self.planned_on: dict[tuple, float] = {}  # (tp, step number) -> the look its plan came from
+        self.limits: Limits = DEFAULT_LIMITS  # the engine's limits, as its log says
+        self.planned_limits: dict[TopicPartition, Limits] = {}  # the limits when each partition's step was planned
+        self.touched: dict[object, list[float]] = {}  # tp or "throttles" -> when another tool changed it
+        self.unknown_entries: set = set()  # throttle entries the engine set by a call it was told failed
+        self.last_drift = 0.0
+        self.reapply_failed: list[float] = []  # when a failed apply named throttle entries set on the cluster
+        self.look: SimState | None = None  # the cluster when the engine last looked
+        self.look_torn = False
+        self.held_looks: list[tuple[float, int, float, Observation]] = []  # (due, seq, stamp, look) to redeliver
+        self.violations: list[Violation] = []
+        self.trace: list[str] = []
+        self.quiet = False
+        self.record()
+
+    # --- time -------------------------------------------------------------------------------------
+
+    @property
+    def now(self) -> float:
+        return self.sim.time
+
+    def clock(self) -> float:
+        """The engine's clock (epoch seconds)."""
+        return EPOCH + self.sim.time + self.offset
+
+    def advance_to(self, t: float) -> None:
+        while self.landings and self.landings[0][0] <= t:
+            due, _seq, _res, fn, _label = self.landings.pop(0)
+            if due > self.sim.time:
+                self.sim.advance_to(due)
+                self.record()
+            fn()
+            self.record()
+        if t > self.sim.time:
+            self.sim.advance_to(t)
+            self.record()
+        self._completions()
+
+    def record(self) -> None:
+        s = self.sim.state
+        if self.history and self.history[-1][0] == s.time:
+            self.history[-1] = (s.time, s)
+        else:
+            self.history.append((s.time, s))
+        while len(self.history) > 2 and self.history[1][0] < s.time - HISTORY:
+            self.history.popleft()
+
+    def lagging(self, lag: float) -> SimState:
+        """The cluster as a broker whose metadata is ``lag`` seconds behind sees it."""
+        t = self.sim.time - lag
+        times = [h[0] for h in self.history]
+        i = bisect.bisect_right(times, t) - 1
+        return self.history[max(i, 0)][1]
+
+    def note(self, line: str) -> None:
+        self.trace.append(f"t={self.now:7.2f} {line}")
+
+    def violate(self, check: str, detail: str, tps: Iterable = (), **facts) -> None:
+        self.violations.append(Violation(check, self.now, detail, tuple(tps), facts))
+        self.note(f"VIOLATION {check}: {detail}")
+
+    # --- fault windows and crash points ------------------------------------------------------------
+
+    def open_window(self, item: Item) -> None:
+        self.windows.append((item, min(item.at + item.args[0], self.plan.quiet_at), item.rng()))
+
+    def active(self, kind: str, what: str):
+        t = self.sim.time
+        for item, end, rng in self.windows:
+            if item.kind == kind and item.what == what and item.at <= t < end:
+                yield item, rng
+
+    def fate(self) -> tuple[str, float]:
+        """What happens to one request to the cluster: ``ok``, ``lost-request``, ``lost-answer``,
+        ``slow``, ``late`` (lands after its answer timed out) or ``twice``; and a delay."""
+        for kind, fates in (("lost", ("lost-request", "lost-answer")), ("late", ("slow", "late")), ("dup", ("twice",))):
+            for item, rng in self.active(kind, "answers"):
+                if rng.random() < item.args[1]:
+                    fate = rng.choice(fates)
+                    delay = rng.uniform(*SLOW_CALL) if fate == "slow" else rng.uniform(*LATE_LANDING)
+                    return fate, round(delay, 3)
+        return "ok", 0.0
+
+    def refused(self, kind: str) -> bool:
+        return any(True for _ in self.active(kind, "refuse"))
+
+    def arm(self, item: Item) -> None:
+        self.armed.append([item.what, item.args[0], item])
+
+    def point(self, kind: str) -> None:
+        """A place the engine may die: ``append-before``, ``append-cut`` (half the batch written),
+        ``append-after``, ``call-before``, ``call-after``."""
+        for entry in self.armed:
+            if entry[0] == kind:
+                entry[1] -= 1
+                if entry[1] <= 0:
+                    self.armed.remove(entry)
+                    self.note(f"engine crashes ({kind})")
+                    raise Crash(kind)
+                return
+
+    # --- requests landing --------------------------------------------------------------------------
+
+    def schedule(self, delay: float, resource: str, fn: Callable[[], None], label: str) -> None:
+        self.seq += 1
+        self.landings.append((self.sim.time + delay, self.seq, resource, fn, label))
+        self.landings.sort(key=lambda x: (x[0], x[1]))
+
+    def flush(self, resources: Collection[str]) -> None:
+        """Requests of the engine still on their way to the controller land before its next one on the
+        same resource (one client connection: the controller takes its requests in order)."""
+        keep = []
+        for entry in self.landings:
+            if entry[2] in resources:
+                entry[3]()
+            else:
+                keep.append(entry)
+        if len(keep) != len(self.landings):
+            self.landings = keep
+            self.record()
+
+    def land(self, op: str, tp: TopicPartition, target: Replicas | None = None) -> Result:
+        """One of the engine's partition requests reaches the controller."""
+        s = self.sim.state
+        before = s.partitions.get(tp)
+        if op == "alter":
+            state, result = controller.alter(s, tp, target)
+        elif op == "cancel":
+            state, result = controller.cancel(s, tp)
+        else:
+            state, result = controller.elect_preferred(s, tp)
+        self.sim.state = state
+        after = state.partitions.get(tp)
+        if before is None or after is None:
+            return result
+        if op == "alter" and isinstance(result, Ok):
+            if after.reassigning:
+                self.kreassign[tp] = trs(after)
+                new = set(after.adding) - (set(before.adding) if before.reassigning else set())
+                if new:
+                    self._check_caps(tp, after)
+            else:
+                self.kreassign.pop(tp, None)
+        elif op == "cancel" and isinstance(result, Ok):
+            self.kreassign.pop(tp, None)
+        lost, had, floor = in_sync(state, after), in_sync(s, before), state.min_insync(tp)
+        if lost < had and lost < floor:
+            self.violate("min_insync", f"{op} of {tp} by kreassign left {lost} in-sync replicas (min.insync.replicas "
+                         f"{floor}, {had} before): {list(before.replicas)} isr {sorted(before.isr)} -> "
+                         f"{list(after.replicas)} isr {sorted(after.isr)}", [tp], op=op)
+        return result
+
+    # --- the checks made where things happen ---------------------------------------------------------
+
+    def _check_caps(self, started: TopicPartition, p) -> None:
+        """kreassign just started copies of ``started``: every cap it touches must hold, counted on the
+        reassignments kreassign has in progress on the cluster, each copy charged to the partition's
+        leader as the engine's latest look at the cluster saw it (Kafka's truth then, not the engine's
+        belief), the weight of each as the engine recorded it."""
+        s = self.sim.state
+        seen = self.look or s
+        count = {"P": 0, "L": 0, "A": 0}
+        per: dict[tuple, int] = {}
+        who: dict[object, list] = {}
+        for tp in sorted(self.kreassign):
+            q = s.partitions[tp]
+            if not q.reassigning or trs(q) != self.kreassign[tp]:
+                continue
+            looked = seen.partitions.get(tp, q)
+            leader = looked.leader
+            w = self.weights.get(tp, WEIGHT_UNITS)
+            adding = q.adding
+            count["P"] += 1
+            count["A"] += len(adding)
+            moves = trs(q)[0] != leader
+            count["L"] += int(moves)
+            keys = [("out", leader)] + [("in", b) for b in adding] + [("new", b) for b in adding]
+            for key in keys:
+                per[key] = per.get(key, 0) + (1 if key[0] == "new" else w * (len(adding) if key[0] == "out" else 1))
+                who.setdefault(key, []).append(tp)
+            for key in ("P", "A") + (("L",) if moves else ()):
+                who.setdefault(key, []).append(tp)
+        # a step is planned within the limits then in force; one planned before they were lowered may
+        # still start (its retry, for one): the caps are the highest of the counted steps' limits
+        counted = {tp for tps in who.values() for tp in tps}
+        plans = [self.planned_limits.get(tp, self.limits) for tp in sorted(counted)] or [self.limits]
+
+        def cap(name: str) -> int:
+            return max(getattr(x, name) for x in plans)
+
+        limits = Limits(**{name: cap(name) for name in Limits.__dataclass_fields__})
+        caps = {"P": limits.max_partitions_in_flight, "L": limits.max_leader_moves_in_flight,
+                "A": limits.max_replica_additions_in_flight}
+        caps_per = {"out": limits.max_outgoing_moves_per_broker * WEIGHT_UNITS,
+                    "in": limits.max_incoming_moves_per_broker * WEIGHT_UNITS,
+                    "new": limits.max_new_replicas_per_broker}
+        over = []
+        for key, n in count.items():
+            if n > caps[key] and started in who.get(key, []):
+                over.append((key, n, caps[key]))
+        for key, n in per.items():
+            if n > caps_per[key[0]] and started in who.get(key, []):
+                over.append((key, n, caps_per[key[0]]))
+        for key, n, cap in over:
+            name = key if isinstance(key, str) else f"{key[0]} broker {key[1]}"
+            unit = "" if isinstance(key, str) or key[0] == "new" else f" (eighths of a move)"
+            self.violate("caps", f"starting {tp_str(started)} put {name} at {n} > {cap}{unit}: "
+                         f"{', '.join(tp_str(t) for t in who[key])}", who[key], resource=key, torn=self.look_torn)
+
+    def _completions(self) -> None:
+        s = self.sim.state
+        for tp in sorted(self.kreassign):
+            p = s.partitions[tp]
+            if not p.reassigning:
+                if p.replicas == self.kreassign[tp]:
+                    self.completed.append(tp)
+                del self.kreassign[tp]
+
+    def logged(self, envelopes: list[EventEnvelope]) -> None:
+        """Every event the engine appends: weights of its steps, and the false alarms."""
+        for e in envelopes:
+            x = e.payload
+            kind = type(x)
+            if kind is ev.LimitsChanged:
+                self.limits = x.limits
+            elif kind is ev.StepPlanned:
+                self.planned_trs.setdefault(x.tp, set()).add(tuple(x.step.tr))
+                self.weights[x.tp] = x.weight
+                self.planned_limits[x.tp] = self.limits
+                self.planned_on[(x.tp, x.number)] = self.observed_at.get(x.tp, 0.0)
+                self.note(f"engine: {x.request_id} {x.tp} step {x.number} {list(x.step.cr)} -> {list(x.step.tr)}")
+            elif kind is ev.StepFailed:
+                self.note(f"engine: {x.request_id} {x.tp} step {x.number} failed: {x.reason}")
+                if "outside kreassign" in x.reason:
+                    # another tool may have changed it after the look the step was planned from
+                    since = self.planned_on.get((x.tp, x.number), 0.0)
+                    if not any(t >= since - 1e-9 for t in self.touched.get(x.tp, [])):
+                        self.violate("false_alarm", f"{x.tp} step {x.number}: {x.reason}, but no other tool touched "
+                                     f"it since the look the step was planned from (t={since:.2f})", [x.tp],
+                                     torn=self.torn_since(since))
+            elif kind is ev.PartitionObserved:
+                self.observed_at[x.tp] = self.now
+            elif kind is ev.ThrottlesDrifted:
+                since = self.last_drift
+                self.last_drift = self.now
+                other = any(t >= since for t in self.touched.get("throttles", []))
+                own = (x.missing.is_empty() and not (x.unexpected.leader_brokers | x.unexpected.follower_brokers)
+                       and (x.unexpected.leader | x.unexpected.follower) <= self.unknown_entries)
+                if not other and not own:
+                    self.violate("false_alarm", f"ThrottlesDrifted (missing {_entries(x.missing)}, unexpected "
+                                 f"{_entries(x.unexpected)}), but no other tool changed a throttle since t={since:.2f}",
+                                 torn=self.torn_since(since), missing=not x.missing.is_empty(),
+                                 reapply_failed=bool(self.reapply_failed))
+
+            elif kind in (ev.StepCompleted, ev.StepAborted, ev.PartitionCancelled, ev.PartitionCompleted,
+                          ev.PartitionReverted, ev.RequestAccepted, ev.RequestCompleted, ev.CancelSkipped):
+                self.note("engine: " + _short(x))
+            elif kind is ev.ActionFailed and x.action in ("start_step", "cancel_step"):
+                self.note(f"engine: {x.action} of {x.tp} step {x.number} failed ({x.code}) attempt {x.attempt}")
+            elif kind is ev.ActionRetried and x.action in ("start_step", "cancel_step"):
+                self.note(f"engine: {x.action} of {x.tp} step {x.number} retried (attempt {x.attempt})")
+
+    def torn_since(self, since: float) -> bool:
+        return any(item.at <= self.now and end >= since for item, end, _ in self.windows if item.kind == "torn")
+
+
+def tp_str(tp) -> str:
+    return str(tp)
+
+
+def _entries(t: ThrottleSet) -> str:
+    n = len(t.leader) + len(t.follower)
+    brokers = sorted(t.leader_brokers | t.follower_brokers)
+    return f"{n} entries" + (f", rates of brokers {brokers}" if brokers else "")
+
+
+def _short(x) -> str:
+    name = type(x).__name__
+    if isinstance(x, ev.StepCompleted):
+        return f"{x.request_id} {x.tp} step {x.number} completed"
+    if isinstance(x, ev.StepAborted):
+        return f"{x.request_id} {x.tp} step {x.number} aborted at {list(x.replicas)}"
+    if isinstance(x, ev.PartitionCancelled):
+        extra = f" aborting step {x.aborting}" if x.aborting else ""
+        extra += f" superseded by {x.superseded_by}" if x.superseded_by else ""
+        extra += " final" if x.final else ""
+        return f"{x.request_id} {x.tp} cancelled{' (rollback)' if x.rollback else ''}{extra}"
+    if isinstance(x, ev.PartitionCompleted):
+        return f"{x.request_id} {x.tp} completed at {list(x.replicas)}"
+    if isinstance(x, ev.RequestAccepted):
+        return f"{x.request_id} accepted ({x.partitions} partitions)"
+    if isinstance(x, ev.CancelSkipped):
+        return f"{x.request_id} {x.tp} cancel skipped: {x.reason}"
+    return f"{name} {getattr(x, 'request_id', '') or ''} {getattr(x, 'tp', '') or ''}".strip()
+
+
+class FaultyCluster:
+    """The simulated cluster as the engine reaches it, through the faults in force."""
+
+    def __init__(self, world: World):
+        self.w = world
+        self.pending_reapply = False
+
+    # --- looks ---------------------------------------------------------------------------------------
+
+    def _lost_look(self) -> bool:
+        return any(rng.random() < item.args[1] for item, rng in self.w.active("lost", "looks"))
+
+    def _lag(self) -> float | None:
+        for item, rng in self.w.active("torn", "looks"):
+            if rng.random() < item.args[1]:
+                return round(rng.uniform(*TORN_LAG), 3)
+        return None
+
+    def observe(self, partitions: Collection[TopicPartition] | None = None) -> Observation | Unavailable:
+        w = self.w
+        w.point("call-before")
+        if self._lost_look():
+            w.point("call-after")
+            return Unavailable("the metadata request timed out")
+        stamp = w.clock()
+        obs = w.sim.observe(partitions)
+        lag = self._lag()
+        if lag is not None:  # metadata from a broker whose cache lags; reassignments from the controller
+            old = w.lagging(lag)
+            cur = w.sim.state
+            parts = {}
+            for tp, ps in obs.partitions.items():
+                q = old.partitions.get(tp, cur.partitions[tp])
+                parts[tp] = PartitionState(q.replicas, q.isr, q.leader, None, ps.adding, ps.removing)
+            brokers = tuple(Broker(b.id, b.rack, b.alive) for b in sorted(old.brokers.values()))
+            obs = dataclasses.replace(obs, partitions=parts, brokers=brokers)
+        w.look, w.look_torn = w.sim.state, lag is not None
+        for item, rng in w.active("late", "looks"):
+            if rng.random() < item.args[1]:
+                self._hold(rng.uniform(1.0, 5.0), stamp, obs)
+        for item, rng in w.active("dup", "looks"):
+            if rng.random() < item.args[1]:
+                self._hold(0.0, stamp, obs)
+        w.point("call-after")
+        return obs
+
+    def _hold(self, delay: float, stamp: float, obs: Observation) -> None:
+        w = self.w
+        w.seq += 1
+        w.held_looks.append((w.now + delay, w.seq, stamp, obs))
+        w.held_looks.sort(key=lambda x: (x[0], x[1]))
+
+    def sizes(self, partitions: Collection[TopicPartition]):
+        self.w.point("call-before")
+        out = Unavailable("DescribeLogDirs timed out") if self._lost_look() else self.w.sim.sizes(partitions)
+        self.w.point("call-after")
+        return out
+
+    def catch_up(self, steps):
+        self.w.point("call-before")
+        out = Unavailable("DescribeLogDirs timed out") if self._lost_look() else self.w.sim.catch_up(steps)
+        self.w.point("call-after")
+        return out
+
+    def throttles(self, topics: Collection[str], brokers: Collection[int]):
+        w = self.w
+        w.point("call-before")
+        if self._lost_look():
+            out = Unavailable("DescribeConfigs timed out")
+        else:
+            lag = self._lag()
+            state = w.lagging(lag) if lag is not None else w.sim.state
+            out = state.throttles.as_set(set(topics), set(brokers))
+        w.point("call-after")
+        return out
+
+    def snapshot(self):
+        return self.w.sim.snapshot()
+
+    # --- actions -------------------------------------------------------------------------------------
+
+    def _partition_call(self, op: str, targets: Mapping[TopicPartition, Replicas | None],
+                        refused: Refused | None = None) -> dict[TopicPartition, Result]:
+        w = self.w
+        w.point("call-before")
+        w.flush({str(tp) for tp in targets})
+        if refused is not None:
+            w.point("call-after")
+            return {tp: refused for tp in targets}
+        fate, delay = w.fate()
+        out: dict[TopicPartition, Result] = {}
+        if fate in ("lost-request", "late"):
+            for tp, target in targets.items():
+                out[tp] = Unavailable("the request timed out")
+                if fate == "late":
+                    w.schedule(delay, str(tp), lambda tp=tp, target=target: w.land(op, tp, target), f"{op} {tp}")
+            w.note(f"{op} {', '.join(map(str, targets))}: {fate}" + (f" (lands in {delay:g} s)" if fate == "late" else ""))
+        else:
+            for tp, target in targets.items():
+                r = w.land(op, tp, target)
+                out[tp] = Unavailable("the answer timed out") if fate == "lost-answer" else r
+                if fate == "twice":
+                    w.schedule(delay, str(tp), lambda tp=tp, target=target: w.land(op, tp, target), f"{op} {tp} again")
+            if fate != "ok":
+                w.note(f"{op} {', '.join(map(str, targets))}: {fate}")
+            if fate == "slow":
+                w.advance_to(w.now + delay)
+        w.record()
+        w.point("call-after")
+        return out
+
+    def alter_reassignments(self, targets: Mapping[TopicPartition, Replicas]) -> dict[TopicPartition, Result]:
+        for tp, target in sorted(targets.items()):
+            if tuple(target) not in self.w.planned_trs.get(tp, ()):
+                self.w.violate("unplanned_alter", f"kreassign altered {tp} to {list(target)}, a target no step it "
+                               f"logged has", [tp])
+        return self._partition_call("alter", dict(targets))
+
+    def cancel_reassignments(self, partitions: Collection[TopicPartition]) -> dict[TopicPartition, Result]:
+        return self._partition_call("cancel", {tp: None for tp in partitions})
+
+    def elect_preferred_leaders(self, partitions: Collection[TopicPartition]) -> dict[TopicPartition, Result]:
+        refused = (Refused("PREFERRED_LEADER_NOT_AVAILABLE", "the election was refused")
+                   if self.w.refused("elect") else None)
+        return self._partition_call("elect", {tp: None for tp in partitions}, refused)
+
+    def _throttle_call(self, op: str, throttles: ThrottleSet) -> Result:
+        w = self.w
+        w.point("call-before")
+        w.flush({"throttles"})
+        if op == "apply":  # entries already set that this change names: if it fails, the log drops them
+            on = w.sim.state.throttles.as_set()
+            if (throttles.leader & on.leader) or (throttles.follower & on.follower):
+                self.pending_reapply = True
+        if w.refused("throttle"):
+            self._reapply_failed(op)
+            w.point("call-after")
+            return Refused("POLICY_VIOLATION", "the throttle change was refused")
+        fate, delay = w.fate()
+        change = controller.apply_throttles if op == "apply" else controller.remove_throttles
+        # a broker's rate is changed on that broker (the admin client sends a BROKER resource to it): a
+        # dead broker cannot be asked, the rest of the change goes through
+        dead = frozenset(b for b in throttles.leader_brokers | throttles.follower_brokers if not w.sim.state.alive(b))
+        if dead:
+            throttles = throttles._replace(leader_brokers=throttles.leader_brokers - dead,
+                                           follower_brokers=throttles.follower_brokers - dead)
+
+        def carry_out() -> None:
+            w.sim.state = change(w.sim.state, throttles)
+
+        out: Result = Unavailable(f"broker(s) {sorted(dead)} not available") if dead else OK
+        if op == "apply" and fate in ("late", "lost-answer"):  # set, though the engine hears it failed
+            w.unknown_entries |= throttles.leader | throttles.follower
+        if fate in ("lost-request", "late"):
+            out = Unavailable("the request timed out")
+            self._reapply_failed(op)
+            if fate == "late":
+                w.schedule(delay, "throttles", carry_out, f"{op} throttles")
+        else:
+            carry_out()
+            if fate == "lost-answer":
+                out = Unavailable("the answer timed out")
+                self._reapply_failed(op)
+            elif fate == "twice":
+                w.schedule(delay, "throttles", carry_out, f"{op} throttles again")
+            elif fate == "slow":
+                w.advance_to(w.now + delay)
+        w.record()
+        w.point("call-after")
+        return out
+
+    def _reapply_failed(self, op: str) -> None:
+        if op == "apply" and self.pending_reapply:
+            self.w.reapply_failed.append(self.w.now)
+        self.pending_reapply = False
+
+    def apply_throttles(self, throttles: ThrottleSet) -> Result:
+        return self._throttle_call("apply", throttles)
+
+    def remove_throttles(self, throttles: ThrottleSet) -> Result:
+        return self._throttle_call("remove", throttles)
+
+    def close(self) -> None:
+        pass
+
+
+class FuzzLog(MemoryLog):
+    """The events log in memory, with ids and times the run decides (byte-for-byte reproducible), a
+    place to die before or after each append, and the world's tap on every event."""
+
+    def __init__(self, world: World):
+        super().__init__()
+        self.world = world
+
+    def append(self, events: Iterable[ev.Event]) -> list[EventEnvelope]:
+        events = list(events)
+        w = self.world
+        w.point("append-before")
+        at = datetime.fromtimestamp(round(w.clock(), 3), tz=timezone.utc)
+        base = len(self.records)
+        envelopes = [EventEnvelope(f"e{base + i}", at, e) for i, e in enumerate(events)]
+        try:
+            w.point("append-cut")
+        except Crash:  # the process dies with only the first half of the batch written
+            half = envelopes[:len(envelopes) // 2]
+            self.records.extend(half)
+            w.logged(half)
+            raise
+        self.records.extend(envelopes)
+        w.logged(envelopes)
+        w.point("append-after")
+        return envelopes
