@@ -124,6 +124,7 @@ class Request(NamedTuple):
     vstart: int = 0  # where it joined the turn-taking between requests (engine.core.scheduler)
     started: int = 0  # steps it has started
     finished_pos: int = -1  # its place in State.finished while it is finished and kept whole
+    steps: str = "incremental"  # how its partitions step (engine.core.step.STEP_MODES)
 
     @property
     def rank(self) -> int:
@@ -404,7 +405,7 @@ def _(s: State, e: ev.RequestAccepted) -> State:
     # it joins level with the least served request still running, so it neither waits behind the
     # others' backlog nor overtakes them for long (the ranks of the running requests are indexed)
     vstart = s.ranks.least(0)
-    r = Request(e.request_id, s.seq, e.partitions, e.digest, vstart=vstart)
+    r = Request(e.request_id, s.seq, e.partitions, e.digest, vstart=vstart, steps=e.steps)
     s = s._replace(requests=s.requests.set(e.request_id, r), seq=s.seq + 1, ranks=s.ranks.add(vstart))
     return _touch(s, e.request_id)
 

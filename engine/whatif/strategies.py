@@ -280,7 +280,8 @@ def _kreassign(scenario: Scenario, limit: float) -> RunResult:
         feed(ChangeLimits(dict(scenario.limits)))
     if scenario.throttle != DEFAULT_THROTTLE_RATE:
         feed(ChangeThrottle(scenario.throttle))
-    rejected = [e for e in feed(Submit(REQUEST_ID, scenario.targets)) if isinstance(e, ev.CommandRejected)]
+    rejected = [e for e in feed(Submit(REQUEST_ID, scenario.targets, steps=scenario.steps))
+                if isinstance(e, ev.CommandRejected)]
     if rejected:
         raise SimulationError("the core rejected the reassignment: " + "; ".join(rejected[0].reasons))
     # ``Decider.tick`` at the worker's cadence: every poll_interval a full look at what the core watches,
