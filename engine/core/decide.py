@@ -52,7 +52,7 @@ from engine.core.commands import (
 )
 from engine.core.limits import resolve_changes
 from engine.core.partition import TopicPartition
-from engine.core.scheduler import WEIGHT_UNITS, Hold, Requeue, Start, next_batch, weight_units
+from engine.core.scheduler import WEIGHT_UNITS, Hold, Requeue, Start, creation_caps, next_batch, weight_units
 from engine.core.state import (
     ABORTING, CANCELLED, COMPLETED, FINISHED_KEPT, IN_FLIGHT, REVERTED, TERMINAL, Retired, State, apply,
     release_debt, set_back,
@@ -219,7 +219,15 @@ def _batch(s: State, now: float | None, looked: frozenset | None) -> list:
         replan = lambda tp: plan(s, tp, now)  # noqa: E731
     else:
         replan = lambda tp: plan(s, tp, now) if tp in looked else None  # noqa: E731
-    return next_batch(s.ready, s.in_flight, s.limits, replan, rank, lambda tp, step: weight(s, tp, step))
+    return next_batch(s.ready, s.in_flight, s.limits, replan, rank, lambda tp, step: weight(s, tp, step),
+                      creations(s))
+
+
+def creations(s: State):
+    """Each broker's new-replica caps (in flight, per decision: ``scheduler.creation_caps``) from how fast
+    the state has seen it make new replicas (``State.creation``)."""
+    lim, seen = s.limits, s.creation
+    return lambda b: creation_caps(lim, seen[b].seconds if b in seen else None)
 
 
 def _resolve(d: _Decision, tp: TopicPartition, result: PlanResult) -> None:
