@@ -4,6 +4,7 @@
     python -m benchmarks.engine recovery --partitions 100000
     python -m benchmarks.engine kills --kills 100
     python -m benchmarks.engine failover --profile kafka --runs 5
+    python -m benchmarks.engine cycle [--partitions 300] [--steps incremental]
 
 * ``throughput``: a worker against a sim-cluster process (fast clock, high
   limits) reassigns N partitions; events appended per second from the submit
@@ -26,6 +27,16 @@
   active (claimed, snapshot read, tail folded), and to the first event it
   appends (after the fencing lease). ``--runs`` kills in a row, a new standby
   started after each.
+
+* ``cycle`` (issue 26, item 3): a worker with its default cadence, its log on
+  the embedded broker, reassigns P partitions of 1 MiB onto a new broker at
+  50 MB/s (the measured 300 x 1 MiB runs) on a sim-cluster process at speed 1
+  (its brokers create a log in 0.1 s), reached through its Kafka front by the
+  real adapter. The step cycle: for every completion on the cluster (the
+  controller's Phase B, ``GET /v1/completions``), the seconds until the next
+  alter reaches it (``GET /v1/alters``), as a distribution; and the makespan
+  against Kafka's tool's in the simulator (all 225 at once: the broker
+  creates their logs one at a time).
 
 Prints one JSON line per measurement.
 """
@@ -113,6 +124,60 @@ def throughput(partitions: int, via: str = "http") -> None:
                 print(json.dumps({"benchmark": "engine commands", "commands": count, "seconds": round(seconds, 1),
                                   "commands_per_second": round(count / seconds)}), flush=True)
             tail.close()
+        finally:
+            worker.cleanup()
+            sim.cleanup()
+
+
+def cycle(partitions: int, steps: str, fast: float, logs: str | None = None) -> None:
+    """The engine's step cycle on many small moves (module doc)."""
+    doc = {
+        "name": f"cycle-{partitions}", "seed": 1, "network": {"in": "125 MB/s", "out": "125 MB/s"},
+        "brokers": {"count": 4},
+        "topics": [{"name": "probe", "partitions": partitions, "replication_factor": 3, "min_insync_replicas": 2,
+                    "brokers": [1, 2, 3], "size": "1 MiB", "produce_rate": "113 B/s"}],
+        "reassignment": {"kind": "add-broker", "brokers": [4], "threshold_percentage": 0},
+        "throttle": "50 MB/s", "replica_creation_time": "100 ms",
+    }
+    with EmbeddedBroker() as b, tempfile.TemporaryDirectory() as tmp:
+        prefix = "cycle."
+        create({"bootstrap.servers": b.bootstrap}, prefix)
+        topics = Topics.named(prefix)
+        sc = S.from_document(doc)
+        sim = SimCluster(doc, speed=1, tmp_path=Path(tmp))
+        worker = Worker(b, prefix, sim.kafka, poll=1.0, extra=("--fast-interval", str(fast)))
+        try:
+            worker.wait_active()
+            tail = EventTail(b, topics.events)
+            with Publisher(b.bootstrap, prefix=prefix, profile=EMBEDDED) as p:
+                t0 = time.monotonic()
+                p.submit(tuple(sc.targets), throttle_rate=50_000_000, request_id="cycle", steps=steps)
+                wait_for(lambda: tail.payloads(ev.RequestCompleted), 1800, "the request to complete", interval=0.2)
+                wall = time.monotonic() - t0
+            tail.close()
+            alters = sorted(a["time"] for a in sim.alters())
+            done = sorted(c["time"] for c in sim.completions())
+            gaps = []
+            for t in done:
+                later = [a for a in alters if a > t]
+                if later:
+                    gaps.append(later[0] - t)
+            gaps.sort()
+
+            def q(x):
+                return round(gaps[min(len(gaps) - 1, int(x * len(gaps)))], 3) if gaps else None
+
+            from engine.whatif.strategies import run as simulate
+            tool = simulate(sc, "all-at-once")
+            print(json.dumps({
+                "benchmark": "engine step cycle", "partitions": partitions, "moves": len(sc.targets), "steps": steps,
+                "fast_interval": fast, "alters": len(alters), "completions": len(done),
+                "cycle_s": {"median": q(0.5), "p90": q(0.9), "max": q(1.0), "n": len(gaps)},
+                "makespan_s": round(done[-1] - alters[0], 2) if done and alters else None,
+                "wall_s": round(wall, 1),
+                "kafka_tool_simulated_s": round(tool.makespan - (tool.first_alter or 0.0), 2),
+            }), flush=True)
+            _keep(worker, logs, "cycle")
         finally:
             worker.cleanup()
             sim.cleanup()
@@ -350,8 +415,15 @@ def main() -> None:
     f.add_argument("--profile", choices=["kafka", "embedded"], default="kafka",
                    help="the workers' broker profile (its group session and heartbeat)")
     f.add_argument("--keep-logs", metavar="DIR", help="copy each run's workers' logs into DIR")
+    c = sub.add_parser("cycle")
+    c.add_argument("--partitions", type=int, default=300)
+    c.add_argument("--steps", choices=["incremental", "kip-435", "whole"], default="incremental")
+    c.add_argument("--fast-interval", type=float, default=0.1, help="the engine's --fast-interval (default 0.1)")
+    c.add_argument("--keep-logs", metavar="DIR", help="copy the worker's log into DIR")
     args = ap.parse_args()
-    if args.what == "throughput":
+    if args.what == "cycle":
+        cycle(args.partitions, args.steps, args.fast_interval, args.keep_logs)
+    elif args.what == "throughput":
         throughput(args.partitions, args.via)
     elif args.what == "recovery":
         recovery(args.partitions, args.keep_logs)

@@ -107,6 +107,9 @@ class SimCluster(Process):
     def alters(self) -> list[dict]:
         return get_json(self.url + "/v1/alters")["alters"]
 
+    def completions(self) -> list[dict]:
+        return get_json(self.url + "/v1/completions")["completions"]
+
 
 class Worker(Process):
     def __init__(self, broker, prefix: str, cluster: str, poll: float = 0.2, extra: tuple = (),

@@ -26,10 +26,18 @@ def test_json_format_reproduces_the_kip_example(tmp_path, capsys):
     cur = write(tmp_path, "cur.json", current_doc({("t", 0): [0, 1, 2, 3, 4]}))
     tgt = write(tmp_path, "tgt.json", current_doc({("t", 0): [5, 6, 7, 8, 9]}))
     assert main(["plan", "--reassignment-json-file", tgt, "--current-json-file", cur,
-                 "--max-replicas-per-step", "2", "--format", "json"]) == 0
+                 "--max-replicas-per-step", "2", "--format", "json", "--steps", "kip-435"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out == {"version": 1, "partitions": [{"topic": "t", "partition": 0, "steps": [
         [5, 0, 1, 2, 3, 4], [5, 6, 2, 3, 4], [5, 6, 7, 8, 4], [5, 6, 7, 8, 9]]}]}
+    # the default: the new preferred leader joins in the step that drops the old one (one epoch bump)
+    assert main(["plan", "--reassignment-json-file", tgt, "--current-json-file", cur,
+                 "--max-replicas-per-step", "2", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["partitions"][0]["steps"] == [
+        [5, 1, 2, 3, 4], [5, 6, 7, 3, 4], [5, 6, 7, 8, 9]]
+    assert main(["plan", "--reassignment-json-file", tgt, "--current-json-file", cur,
+                 "--format", "json", "--steps", "whole"]) == 0
+    assert json.loads(capsys.readouterr().out)["partitions"][0]["steps"] == [[5, 6, 7, 8, 9]]
 
 
 def test_text_format_names_each_step(tmp_path, capsys):
@@ -37,10 +45,10 @@ def test_text_format_names_each_step(tmp_path, capsys):
     tgt = write(tmp_path, "tgt.json", current_doc({("t", 0): [3, 1, 2], ("t", 1): [1, 2, 0]}))
     assert main(["plan", "--reassignment-json-file", tgt, "--current-json-file", cur]) == 0
     out = capsys.readouterr().out
-    assert "t-0: [0,1,2] -> [3,1,2] in 2 steps" in out
-    assert "+[3] leader 0 -> 3" in out
+    assert "t-0: [0,1,2] -> [3,1,2] in 1 step" in out
+    assert "+[3] -[0] leader 0 -> 3" in out
     assert "t-1: already at target [1,2,0]" in out
-    assert "2 partitions, 2 steps, 1 replicas to copy" in out
+    assert "2 partitions, 1 steps, 1 replicas to copy" in out
 
 
 @pytest.mark.parametrize("content, message", [
@@ -73,4 +81,4 @@ def test_console_script_runs_the_bundled_example():
          "--current-json-file", str(EXAMPLES / "current.json")],
         capture_output=True, text=True, check=True,
     )
-    assert "orders-0: [0,1,2,3,4] -> [5,6,7,8,9] in 6 steps" in result.stdout
+    assert "orders-0: [0,1,2,3,4] -> [5,6,7,8,9] in 5 steps" in result.stdout

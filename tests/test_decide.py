@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 from engine.core import events as ev
 from engine.core.actions import StartStep
 from engine.core.outcomes import Refused
+from engine.core.step import KIP_435
 from engine.core.commands import (
     ActionOutcome, Cancel, ChangeLimits, ChangeThrottle, Observation, Pause, PartitionTarget, Resume, Submit, Tick,
 )
@@ -357,7 +358,7 @@ def test_kip236_skip_rule_is_kraft_revert_rule():
 def test_cancel_in_flight_that_kafka_cannot_revert_applies_when_the_step_completes():
     c = FakeCluster({tp(0): (0, 1, 2)}, range(8))
     d = Driver(c)
-    d.feed(submit("r", {tp(0): (5, 1, 2)}))
+    d.feed(submit("r", {tp(0): (5, 1, 2)}, steps=KIP_435))
     d.tick()
     # step (5,0,1,2) in flight; brokers 0,1,2 drop out of the ISR while 5 caught up
     p = c.parts[tp(0)]
@@ -379,7 +380,7 @@ def test_cancel_in_flight_that_kafka_cannot_revert_applies_when_the_step_complet
 def test_an_abort_kafka_refuses_lets_the_step_go_on_and_the_cancel_applies_after():
     c = FakeCluster({tp(0): (0, 1, 2)}, range(8))
     d = Driver(c)
-    d.feed(submit("r", {tp(0): (5, 1, 2)}))
+    d.feed(submit("r", {tp(0): (5, 1, 2)}, steps=KIP_435))
     d.tick()
     c.refuse("cancel", "INVALID_REPLICA_ASSIGNMENT", "unable to revert")
     d.feed(Cancel("r"))
@@ -475,7 +476,7 @@ def test_any_run_converges_exactly_within_limits_and_leaves_no_throttle(scenario
 def test_cancel_without_rollback_never_leaves_a_surplus_replica_and_says_where_it_stopped():
     c = FakeCluster({tp(0): (0, 1, 2)}, range(8))
     d = Driver(c)
-    d.feed(submit("r", {tp(0): (3, 4, 5)}))
+    d.feed(submit("r", {tp(0): (3, 4, 5)}, steps=KIP_435))
     d.tick()
     c.finish(tp(0))  # step 1 done: (3, 0, 1, 2), 4 replicas, 3 the preferred leader
     d.observe()
@@ -493,7 +494,7 @@ def test_cancel_without_rollback_never_leaves_a_surplus_replica_and_says_where_i
 def test_cancel_midway_keeps_the_moves_done_at_the_original_size():
     c = FakeCluster({tp(0): (0, 1, 2)}, range(8))
     d = Driver(c)
-    d.feed(submit("r", {tp(0): (3, 4, 5)}))
+    d.feed(submit("r", {tp(0): (3, 4, 5)}, steps=KIP_435))
     for _ in range(3):  # (3,0,1,2) -> (3,4,1,2) ... stop somewhere in the middle, nothing in flight
         d.tick()
         for t in c.in_progress():

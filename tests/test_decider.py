@@ -412,3 +412,30 @@ def test_a_reservation_never_idles_a_source_its_step_cannot_use():
     assert cluster.state.partitions[TopicPartition("t", 0)].reassigning  # stuck: broker 3 is down
     assert d.state.partitions[TopicPartition("t", 2)].status == COMPLETED
     assert cluster.state.partitions[TopicPartition("t", 2)].replicas == (0, 2, 4, 6)
+
+
+def test_the_answers_of_a_round_of_actions_are_appended_at_once():
+    """Issue 26, item 3 (the step cycle): a tick that starts n steps appends their n answers
+    (StepStarted) in one append, not one append per answer: each append is a transaction (three round
+    trips) before the next look."""
+    sc = S.from_document({
+        "seed": 1, "brokers": {"count": 4},
+        "topics": [{"name": "t", "partitions": 12, "replication_factor": 3, "brokers": [1, 2, 3],
+                    "size": "1 MiB", "produce_rate": 0}],
+        "reassignment": {"kind": "add-broker", "brokers": [4], "threshold_percentage": 0},
+        "throttle": "50 MB/s",
+    })
+    cluster = SimulatedCluster.from_scenario(sc)
+    log = DyingLog()
+    d = Decider(log, cluster, clock=lambda: cluster.time)
+    d.recover(None)
+    d.decide(ChangeLimits({"max_new_replicas_per_broker": 4}))
+    d.decide(Submit("r", tuple(sc.targets)))
+    before = log.appends
+    d.tick()
+    started = [e.payload for e in log.records if isinstance(e.payload, ev.StepStarted)]
+    assert len(started) == 4
+    batches = log.appends - before
+    # the tick's observation (if it changed anything), the tick's plans and throttles, the 4 answers
+    assert batches <= 3, batches
+    assert len({e.recorded_at for e in log.records if isinstance(e.payload, ev.StepStarted)}) == 1

@@ -41,7 +41,9 @@ def story() -> Driver:
     """A run that leaves almost every kind of event in the log and steps in flight at the end."""
     c = FakeCluster({tp(i): tuple((i + k) % 4 for k in range(3)) for i in range(6)}, range(8))
     d = Driver(c)
-    d.feed(Submit("r1", tuple(PartitionTarget("t", i, (5, 6, 7)) for i in range(4)), throttle_rate=10_000_000))
+    # kip-435 steps (the new preferred leader added alone, then elected): the most kinds of events
+    d.feed(Submit("r1", tuple(PartitionTarget("t", i, (5, 6, 7)) for i in range(4)), throttle_rate=10_000_000,
+                  steps="kip-435"))
     d.feed(ChangeLimits({"reassignment.parallel.partition.count": 3}))
     c.unavailable("alter")  # the first alter goes unanswered: retried
     c.refuse("apply", "TOPIC_AUTHORIZATION_FAILED", "not authorized", times=2)  # and a throttle change
@@ -58,7 +60,7 @@ def story() -> Driver:
     d.tick()
     d.feed(Resume())
     d.feed(Cancel("r1", partitions=(tp(3),), rollback=True))
-    d.feed(Submit("r2", (PartitionTarget("t", 4, (4, 5, 6)), PartitionTarget("t", 2, (1, 2, 3)))))
+    d.feed(Submit("r2", (PartitionTarget("t", 4, (4, 5, 6)), PartitionTarget("t", 2, (1, 2, 3))), steps="kip-435"))
     d.feed(Submit("bad", (PartitionTarget("nope", 0, (1,)),)))
     d.feed(Observation(denied={"secret": "User:engine is not authorized to Describe on topic secret "
                                          "(TOPIC_AUTHORIZATION_FAILED): grant it with: kafka-acls.sh ..."}))

@@ -24,12 +24,12 @@ def of_type(events, kind):
     return [e for e in events if isinstance(e, kind)]
 
 
-def setup(n=4, targets=None, min_isr=1):
+def setup(n=4, targets=None, min_isr=1, steps="incremental"):
     c = FakeCluster({tp(i): tuple((i + k) % 4 for k in range(3)) for i in range(n)}, range(8), min_isr)
     d = Driver(c)
     d.now = 1000.0
     targets = targets or {tp(i): (5, 6, 7) for i in range(n)}
-    d.feed(Submit("r", tuple(PartitionTarget(t.topic, t.partition, r) for t, r in targets.items())))
+    d.feed(Submit("r", tuple(PartitionTarget(t.topic, t.partition, r) for t, r in targets.items()), steps=steps))
     return c, d
 
 
@@ -158,7 +158,7 @@ def test_one_partition_refused_forever_never_holds_up_the_others_and_says_why():
 
 
 def test_a_refused_election_is_retried_then_given_up_and_the_partition_goes_on():
-    c, d = setup(1, {tp(0): (5, 6, 7)})
+    c, d = setup(1, {tp(0): (5, 6, 7)}, steps="kip-435")  # the new preferred leader is elected on its own
     c.elections = "refuse"
     run(d, c)
     failed = [f for f in of_type(d.events, ev.ActionFailed) if f.action == "elect_leader"]
@@ -169,7 +169,7 @@ def test_a_refused_election_is_retried_then_given_up_and_the_partition_goes_on()
 
 
 def test_a_lost_election_is_noticed_on_the_clock_and_asked_again():
-    c, d = setup(1, {tp(0): (5, 6, 7)})
+    c, d = setup(1, {tp(0): (5, 6, 7)}, steps="kip-435")  # the new preferred leader is elected on its own
     c.elections = "lose"  # Ok, but nothing happens
     d.tick()
     c.finish(tp(0))

@@ -273,7 +273,7 @@ def test_a_pending_preferred_leader_election_holds_its_place_in_l_until_it_shows
     d = Driver(c)
     d.now = 1000.0
     d.feed(ChangeLimits({"max_leader_moves_in_flight": 1}))
-    d.feed(Submit("r", (PartitionTarget("t", 0, (3, 1, 2)), PartitionTarget("t", 1, (4, 2, 0)))))
+    d.feed(Submit("r", (PartitionTarget("t", 0, (3, 1, 2)), PartitionTarget("t", 1, (4, 2, 0))), steps="kip-435"))
     d.tick()
     assert set(d.state.steps.keys()) == {t0}
     c.finish(t0)
@@ -486,7 +486,7 @@ def test_a_lost_election_is_asked_again_after_its_grace_although_the_clock_was_s
 
     d, cluster, log = engine(one_partition(size="1 MB"), offset=10_000.0)
     cluster.lost_elections = 1
-    d.decide(Submit("r1", (PartitionTarget("t", 0, (3, 1, 2)),)))
+    d.decide(Submit("r1", (PartitionTarget("t", 0, (3, 1, 2)),), steps="kip-435"))
     took = until(d, cluster, lambda: len(cluster.elections) == 1, seconds=30)
     assert took is not None and TP in d.state.elections
     d.host.offset -= 600.0

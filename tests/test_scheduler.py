@@ -378,7 +378,7 @@ def test_a_decision_never_scans_the_queue(monkeypatch):
     index, plans = index_of(entries)
     looked = []
     real = scheduler.refusal
-    monkeypatch.setattr(scheduler, "refusal", lambda c, limits, key: looked.append(key) or real(c, limits, key))
+    monkeypatch.setattr(scheduler, "refusal", lambda c, limits, key, *more: looked.append(key) or real(c, limits, key, *more))
     busy = InFlight().plus(step((9,), leader=7)).plus(step((9,), leader=8))
     assert next_batch(index, busy, Limits(), plans.get) == []
     assert len(looked) <= 5 * (scheduler.SCAN + 1)

@@ -147,7 +147,9 @@ def lagging_run(decider_cluster, sim_cluster, targets, advance, until=600.0, ver
     log = MemoryLog()
     d = Decider(log, decider_cluster, clock=lambda: sim_cluster.time, verify_interval=verify)
     d.recover(None)
-    d.decide(Submit("r", tuple(targets)))
+    # kip-435's steps (the new preferred leader added alone, then the rest): the most completions, so the
+    # most looks a lagging broker can tear
+    d.decide(Submit("r", tuple(targets), steps="kip-435"))
     start = sim_cluster.time
     while sim_cluster.time - start < until:
         d.tick()

@@ -17,6 +17,7 @@ from engine.cli import CliError, read_text
 from engine.cli import verdicts
 from engine.cli.connection import add_arguments, positive_rate
 from engine.core.commands import PartitionTarget, Submit
+from engine.core.step import DEFAULT_STEP_MODE, STEP_MODES
 from engine.log.envelope import new_id
 from engine.core.partition import TopicInfo
 from engine.core.validation import submission_problems
@@ -28,6 +29,13 @@ def add_parser(sub) -> None:
     p.add_argument("--throttle", type=positive_rate, metavar="BYTES_PER_SEC",
                    help="replication throttle for this and later moves (default: keep the current rate)")
     p.add_argument("--request-id", metavar="ID", help="request id to use (default: a new UUID)")
+    p.add_argument("--steps", choices=STEP_MODES, default=DEFAULT_STEP_MODE,
+                   help="how the partitions step (docs/algorithm.md, section 1): incremental (default: KIP-435's "
+                        "R replicas a step, a new preferred leader joining in the step that drops the old one: "
+                        "one leader epoch bump), kip-435 (KIP-435 exactly: a new preferred leader added alone "
+                        "and elected after its step, two bumps) or whole (one step to the target, as Kafka's "
+                        "tool: one completion and one bump per partition). Each bump holds the partition's "
+                        "acks=all writes up about a second (docs/engine.md)")
     p.add_argument("--allow-below-min-insync", action="store_true",
                    help="accept targets with fewer replicas than the topic's min.insync.replicas "
                         "(acks=all producers would then fail with NOT_ENOUGH_REPLICAS)")
@@ -60,7 +68,7 @@ def run(args) -> int:
     if problems:
         raise CliError(f"{path}: " + "; ".join(problems))
     command = Submit(args.request_id or new_id(), targets, args.throttle,
-                     allow_below_min_insync=args.allow_below_min_insync)
+                     allow_below_min_insync=args.allow_below_min_insync, steps=args.steps)
     if args.request_id is not None and not args.no_wait:
         from engine.core.decide import _digest  # the core's digest of a submit's targets
 

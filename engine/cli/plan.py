@@ -15,7 +15,7 @@ from engine.cli import CliError, read_text
 from engine.cli.connection import int_at_least
 from engine.core.commands import PartitionTarget, Submit
 from engine.core.partition import TopicInfo, TopicPartition, in_sync
-from engine.core.step import plan_all
+from engine.core.step import DEFAULT_STEP_MODE, STEP_MODES, plan_all
 from engine.core.validation import submission_problems
 
 
@@ -30,6 +30,8 @@ def add_parser(sub) -> None:
                    help="replicas added/removed per step (KIP-435 R, default 1)")
     p.add_argument("--min-insync-replicas", type=_positive_int, default=1, metavar="N",
                    help="min.insync.replicas of the topics (default 1)")
+    p.add_argument("--steps", choices=STEP_MODES, default=DEFAULT_STEP_MODE,
+                   help="how the partitions step, as execute --steps (default: incremental)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(func=run)
 
@@ -41,11 +43,11 @@ def _load(path: str) -> tuple[PartitionTarget, ...]:
         raise CliError(f"{path}: {e}") from None
 
 
-def plan_partitions(targets, current, min_insync: int, r: int):
+def plan_partitions(targets, current, min_insync: int, r: int, steps: str = DEFAULT_STEP_MODE):
     """[(tp, current replicas, steps)] in the order of the target file."""
     observed = {c.tp: in_sync(c.replicas) for c in current}
     return [
-        (t.tp, observed[t.tp].replicas, plan_all(observed[t.tp].replicas, t.replicas, min_insync, r))
+        (t.tp, observed[t.tp].replicas, plan_all(observed[t.tp].replicas, t.replicas, min_insync, r, steps=steps))
         for t in targets
     ]
 
@@ -68,7 +70,7 @@ def run(args) -> int:
     problems = submission_problems(Submit("plan", targets), topics, {}, observed)
     if problems:
         raise CliError(f"{args.reassignment_json_file}: " + "; ".join(problems))
-    planned = plan_partitions(targets, current, args.min_insync_replicas, args.max_replicas_per_step)
+    planned = plan_partitions(targets, current, args.min_insync_replicas, args.max_replicas_per_step, args.steps)
     if args.format == "json":
         print(json.dumps({
             "version": 1,
@@ -94,7 +96,7 @@ def run(args) -> int:
         total_steps += len(steps)
         added += sum(len(s.nr) for s in steps)
     print(f"{len(planned)} partitions, {total_steps} steps, {added} replicas to copy "
-          f"(R={args.max_replicas_per_step}, min.insync.replicas={args.min_insync_replicas})")
+          f"(R={args.max_replicas_per_step}, min.insync.replicas={args.min_insync_replicas}, steps {args.steps})")
     return 0
 
 

@@ -11,11 +11,14 @@ report gives the makespan against the physical lower bound
 
 from __future__ import annotations
 
+import dataclasses
+
 from engine.cli import CliError
 from engine.sim import scenario as scenario_file
 from engine.whatif import report
 from engine.sim.bound import lower_bound
 from engine.whatif.strategies import STRATEGIES, SimulationError, run as run_strategy
+from engine.core.step import STEP_MODES
 
 
 def add_parser(sub) -> None:
@@ -23,6 +26,9 @@ def add_parser(sub) -> None:
     p.add_argument("--scenario", required=True, metavar="FILE", help="scenario file (YAML or JSON)")
     p.add_argument("--strategy", choices=STRATEGIES, default="kreassign", help="how to run the reassignment")
     p.add_argument("--compare", action="store_true", help="run all three strategies side by side")
+    p.add_argument("--steps", choices=STEP_MODES, metavar="MODE",
+                   help="how kreassign's request steps (incremental, kip-435, whole; default: the scenario's "
+                        "steps, else incremental)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(func=run)
 
@@ -32,6 +38,8 @@ def run(args) -> int:
         scenario = scenario_file.load(args.scenario)
     except scenario_file.ScenarioError as e:
         raise CliError(str(e)) from None
+    if args.steps is not None:
+        scenario = dataclasses.replace(scenario, steps=args.steps)
     bound = lower_bound(scenario)
     strategies = STRATEGIES if args.compare else (args.strategy,)
     try:

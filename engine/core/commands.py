@@ -45,6 +45,8 @@ class Submit:
     throttle_rate: int | None = None  # bytes/s for this and later moves; None: keep current
     command_id: str = ""
     allow_below_min_insync: bool = False  # accept targets with fewer replicas than min.insync.replicas
+    # how its partitions step (engine.core.step.STEP_MODES): incremental, kip-435 or whole
+    steps: str = "incremental"
 
 
 @dataclass(frozen=True, slots=True)

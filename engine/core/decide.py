@@ -52,12 +52,12 @@ from engine.core.commands import (
 )
 from engine.core.limits import resolve_changes
 from engine.core.partition import TopicPartition
-from engine.core.scheduler import WEIGHT_UNITS, Hold, Requeue, Start, next_batch, weight_units
+from engine.core.scheduler import WEIGHT_UNITS, Hold, Requeue, Start, creation_caps, next_batch, weight_units
 from engine.core.state import (
     ABORTING, CANCELLED, COMPLETED, FINISHED_KEPT, IN_FLIGHT, REVERTED, TERMINAL, Retired, State, apply,
     release_debt, set_back,
 )
-from engine.core.step import Done, PlanResult, Step, Waiting, plan_step
+from engine.core.step import DEFAULT_STEP_MODE, Done, PlanResult, Step, Waiting, plan_step
 from engine.core.throttles import ThrottleSet, in_force, minus, needed, reconcile, union
 from engine.core.validation import submission_problems
 
@@ -157,11 +157,13 @@ def plan(s: State, tp: TopicPartition, now: float | None = None) -> PlanResult:
             f"(adding {list(obs.adding)}, removing {list(obs.removing)})"
         )
     lim = s.limits
+    request = s.requests.get(entry.request_id)
     result = plan_step(
         obs.replicas, goal, obs.isr, obs.leader, s.min_insync(tp.topic), lim.max_replicas_per_step, live,
         # a step's copies all come out of one leader and count against the cluster-wide additions:
         # no step may need more than either allows, not even the min.insync catch-up
         max_new=min(lim.max_outgoing_moves_per_broker, lim.max_replica_additions_in_flight),
+        steps=request.steps if request is not None else DEFAULT_STEP_MODE,
     )
     if isinstance(result, Waiting) and entry.rolling_back:
         why = rollback_waits(goal, live)
@@ -217,7 +219,15 @@ def _batch(s: State, now: float | None, looked: frozenset | None) -> list:
         replan = lambda tp: plan(s, tp, now)  # noqa: E731
     else:
         replan = lambda tp: plan(s, tp, now) if tp in looked else None  # noqa: E731
-    return next_batch(s.ready, s.in_flight, s.limits, replan, rank, lambda tp, step: weight(s, tp, step))
+    return next_batch(s.ready, s.in_flight, s.limits, replan, rank, lambda tp, step: weight(s, tp, step),
+                      creations(s))
+
+
+def creations(s: State):
+    """Each broker's new-replica caps (in flight, per decision: ``scheduler.creation_caps``) from how fast
+    the state has seen it make new replicas (``State.creation``)."""
+    lim, seen = s.limits, s.creation
+    return lambda b: creation_caps(lim, seen[b].seconds if b in seen else None)
 
 
 def _resolve(d: _Decision, tp: TopicPartition, result: PlanResult) -> None:
@@ -348,7 +358,7 @@ def _submit(d: _Decision, cmd: Submit) -> None:
     if problems:
         d.emit(ev.CommandRejected("submit", tuple(problems), cmd.request_id, cmd.command_id))
         return
-    d.emit(ev.RequestAccepted(cmd.request_id, len(cmd.partitions), digest, cmd.command_id))
+    d.emit(ev.RequestAccepted(cmd.request_id, len(cmd.partitions), digest, cmd.command_id, cmd.steps))
     if cmd.throttle_rate is not None and cmd.throttle_rate != s.throttle_rate:
         d.emit(ev.ThrottleRateChanged(cmd.throttle_rate, f"request {cmd.request_id}", cmd.command_id))
     for p in cmd.partitions:
@@ -374,7 +384,9 @@ def _queue(d: _Decision, request_id: str, tp: TopicPartition, target) -> None:
 
 
 def _digest(cmd: Submit) -> str:
-    doc = [[p.topic, p.partition, list(p.replicas)] for p in cmd.partitions]
+    doc: object = [[p.topic, p.partition, list(p.replicas)] for p in cmd.partitions]
+    if cmd.steps != DEFAULT_STEP_MODE:  # (the default leaves the digest of a submit as it was before the field)
+        doc = {"targets": doc, "steps": cmd.steps}
     return hashlib.sha256(json.dumps(doc, separators=(",", ":")).encode()).hexdigest()[:32]
 
 

@@ -47,6 +47,7 @@ class RequestAccepted:
     partitions: int
     digest: str  # of the submitted targets: a re-delivered submit is recognised
     command_id: str = ""
+    steps: str = "incremental"  # how its partitions step (engine.core.step.STEP_MODES)
 
 
 @dataclass(frozen=True, slots=True)

@@ -75,8 +75,21 @@ SETTINGS: tuple[Setting, ...] = (
         "A broker applies metadata changes one at a time and creates each new replica's log on that one "
         "thread (Kafka's metadata loader, ReplicaManager.applyDelta); a finished move's leader epoch "
         "change waits behind the logs queued before it, and meanwhile its leader refuses the new "
-        "follower's fetches, so acks=all writes wait. Two new replicas per broker at once, whatever their "
-        "size, keep its log creation busy and queue at most one log ahead of an epoch change.",
+        "follower's fetches, so acks=all writes wait. Until the engine has seen how fast a broker makes new "
+        "replicas it asks it for two at once, whatever their size; afterwards for what creation_window_ms "
+        "allows, and never fewer than this.",
+    ),
+    Setting(
+        "creation_window_ms", "W", 2000,
+        ("reassignment.creation.window.ms",),
+        "Once the engine has seen how fast a broker completes new replicas (seconds per replica while steps "
+        "adding one to it are in flight, from the alter's answer to the look that sees it complete: log "
+        "created, copy made, ISR joined, the look's own delay included), each decision asks it for as many "
+        "as it completes in this many ms, and at most twice that are in flight: one batch is created while "
+        "the next is decided, so the broker does not idle through the engine's cycle. Small copies are bound "
+        "by log creation (one at a time per broker; one alter's new replicas start fetching together, once "
+        "all their logs exist, as with Kafka's tool); a finished move's epoch change waits behind at most "
+        "about one batch of it.",
     ),
     Setting(
         "throttle_release_ms", "U", 500,
@@ -114,6 +127,7 @@ class Limits:
     full_move_seconds: int = 2
     max_new_replicas_per_broker: int = 2
     throttle_release_ms: int = 500
+    creation_window_ms: int = 2000
 
     def changed(self, changes: Mapping[str, int]) -> "Limits":
         """A copy with ``changes`` applied; keys may be field names or KIP aliases.

@@ -5,7 +5,9 @@ flight that move a leader, A replica additions in flight cluster-wide,
 per-broker caps on incoming copies (a broker in NR) and outgoing copies (the
 leader that feeds NR), weighted by their seconds at the throttle, and a count
 of the new replicas each broker is asked to create at once, whatever their
-size (a broker creates logs one at a time). No limit is ever exceeded: the planner never plans a
+size (a broker creates logs one at a time): two until the broker's rate of
+making them is known, then what it makes in ``creation_window_ms`` per
+decision and twice that in flight (``creation_caps``). No limit is ever exceeded: the planner never plans a
 step that could not fit on its own (|NR| <= the outgoing cap and A, the
 min.insync catch-up included), and a step planned before a limit was lowered
 is planned again when it is reached.
@@ -298,9 +300,41 @@ def _bump(m, key, delta: int) -> None:
 A = "additions"  # the cluster-wide cap on replica additions, as a resource
 
 
-def refusal(c: InFlight, limits: Limits, key: SchedulingKey) -> object | None:
+def creation_caps(limits: Limits, seconds: float | None) -> tuple[int, int]:
+    """(in flight, per decision): how many new replicas a broker that makes one in ``seconds`` (``None``:
+    not known yet) may be asked to create at once, and in one decision (one alter: its new replicas
+    start fetching together, once the last of their logs exists). Unknown: ``max_new_replicas_per_broker``
+    both. Known: what it makes in ``creation_window_ms`` per decision, twice that in flight (one batch
+    created while the next is decided), never fewer than ``max_new_replicas_per_broker``."""
+    floor = limits.max_new_replicas_per_broker
+    if seconds is None or seconds <= 0:
+        return floor, floor
+    batch = int(limits.creation_window_ms / 1000 / seconds)
+    return max(floor, 2 * batch), max(floor, batch)
+
+
+Creations = Callable[[int], tuple[int, int]]  # broker -> creation_caps of it
+
+
+def _fixed(limits: Limits) -> Creations:
+    caps = (limits.max_new_replicas_per_broker,) * 2
+    return lambda _b: caps
+
+
+def _new_full(c: InFlight, b: int, caps: tuple[int, int], base: InFlight | None) -> bool:
+    """Whether broker ``b`` may not be asked for one more new replica: ``caps`` in flight reached, or
+    (``base``: the counters when this decision began) its share of this decision."""
+    n = c.new_replicas.get(b, 0)
+    return n >= caps[0] or (base is not None and n - base.new_replicas.get(b, 0) >= caps[1])
+
+
+def refusal(c: InFlight, limits: Limits, key: SchedulingKey, creations: Creations | None = None,
+            base: InFlight | None = None) -> object | None:
     """What stops one more step with ``key`` from starting given the counters ``c``: ``None`` (it
-    may start), ``"P"``, ``"L"``, ``A`` or the per-broker resource ``("in", b)`` / ``("out", b)``."""
+    may start), ``"P"``, ``"L"``, ``A`` or the per-broker resource ``("in", b)`` / ``("out", b)``.
+    ``creations``: each broker's new-replica caps (``creation_caps``; default: the fixed
+    ``max_new_replicas_per_broker``); ``base``: the counters when this decision began (its share per
+    decision is then enforced)."""
     if c.partitions >= limits.max_partitions_in_flight:
         return "P"
     if key.moves_leader and c.leader_moves >= limits.max_leader_moves_in_flight:
@@ -311,15 +345,17 @@ def refusal(c: InFlight, limits: Limits, key: SchedulingKey) -> object | None:
             return A
         w = key.weight
         cap_in = limits.max_incoming_moves_per_broker * WEIGHT_UNITS
+        caps = creations or _fixed(limits)
         for b in key.nr:
-            if c.incoming.get(b, 0) + w > cap_in or c.new_replicas.get(b, 0) >= limits.max_new_replicas_per_broker:
+            if c.incoming.get(b, 0) + w > cap_in or _new_full(c, b, caps(b), base):
                 return ("in", b)
         if c.outgoing.get(key.source, 0) + n * w > limits.max_outgoing_moves_per_broker * WEIGHT_UNITS:
             return ("out", key.source)
     return None
 
 
-def lacking(c: InFlight, limits: Limits, key: SchedulingKey) -> set:
+def lacking(c: InFlight, limits: Limits, key: SchedulingKey, creations: Creations | None = None,
+            base: InFlight | None = None) -> set:
     """Every per-broker resource (``("in", b)``, ``("out", b)``) and ``A`` a step with ``key`` lacks
     given the counters ``c``: what keeps it from starting besides P and L."""
     n = len(key.nr)
@@ -330,8 +366,9 @@ def lacking(c: InFlight, limits: Limits, key: SchedulingKey) -> set:
         out.add(A)
     w = key.weight
     cap_in = limits.max_incoming_moves_per_broker * WEIGHT_UNITS
+    caps = creations or _fixed(limits)
     for b in key.nr:
-        if c.incoming.get(b, 0) + w > cap_in or c.new_replicas.get(b, 0) >= limits.max_new_replicas_per_broker:
+        if c.incoming.get(b, 0) + w > cap_in or _new_full(c, b, caps(b), base):
             out.add(("in", b))
     if c.outgoing.get(key.source, 0) + n * w > limits.max_outgoing_moves_per_broker * WEIGHT_UNITS:
         out.add(("out", key.source))
@@ -393,7 +430,8 @@ costs O(lanes + steps started + SCAN x lanes), never O(queue)."""
 
 
 def next_batch(index: ReadyIndex, in_flight: InFlight, limits: Limits, replan: Replan,
-               rank: Rank = lambda _rid: 0, weigh: Weigh = lambda _tp, _step: WEIGHT_UNITS) -> list[Decision]:
+               rank: Rank = lambda _rid: 0, weigh: Weigh = lambda _tp, _step: WEIGHT_UNITS,
+               creations: Creations | None = None) -> list[Decision]:
     """Choose the steps to start now (the module doc has the order and the rules).
 
     ``replan(tp)`` returns the partition's next step from the latest observation, or ``None`` when
@@ -401,7 +439,8 @@ def next_batch(index: ReadyIndex, in_flight: InFlight, limits: Limits, replan: R
     from a fresh look at its partition's leader); a partition whose step changed since it was
     queued is re-queued (or held) instead of started, so a stale plan never runs.
     ``rank(request_id)`` orders requests (lowest first); it grows by one per step a request starts
-    here.
+    here. ``creations(broker)``: its new-replica caps (in flight, this decision: ``creation_caps``);
+    default: ``max_new_replicas_per_broker`` both.
     """
     if in_flight.partitions >= limits.max_partitions_in_flight:
         return []
@@ -463,7 +502,7 @@ def next_batch(index: ReadyIndex, in_flight: InFlight, limits: Limits, replan: R
         _seq, tp, key = chain.entry(pos)
         if key.moves_leader and leaders_full:
             continue  # L is full: no leader-moving step of any lane may start
-        why = refusal(c, limits, key)
+        why = refusal(c, limits, key, creations, in_flight)
         if why is None and reserved & resources(key):
             why = "reserved"
         nxt = chain.after(pos)
@@ -476,7 +515,7 @@ def next_batch(index: ReadyIndex, in_flight: InFlight, limits: Limits, replan: R
                 # additions) so no younger step takes it first; never capacity it has room on: that it
                 # could not use before what it lacks frees, which may be never (a step into its target
                 # stuck on a dead replica).
-                reserved = lacking(c, limits, key)
+                reserved = lacking(c, limits, key, creations, in_flight)
             if nxt >= 0 and skipped < SCAN and why != ("out", src):
                 push(name, src, nxt, skipped + 1)
             continue

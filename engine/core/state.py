@@ -81,6 +81,27 @@ class InFlightStep(NamedTuple):
         return self._replace(answers_due=max(0, self.answers_due - 1))
 
 
+class Creation(NamedTuple):
+    """How fast a broker makes new replicas (``engine.core.scheduler.creation_caps``): the seconds it had
+    steps adding a replica to it in flight (the union of their [started, completed] intervals: the
+    log created, the copy made, the ISR joined, the completion seen), over the replicas completed,
+    both decayed by ``CREATION_DECAY`` at each completion (about the last eight count)."""
+
+    last: float  # the latest completion time counted (the shell's clock)
+    busy: float  # decayed seconds with a step adding a replica to it in flight
+    count: float  # decayed replicas completed
+
+    @property
+    def seconds(self) -> float:
+        """Seconds per new replica."""
+        return self.busy / self.count
+
+
+CREATION_DECAY = 7 / 8
+"""Weight of the earlier history at each completion (``Creation``): the rate follows the broker within
+about eight completions."""
+
+
 class Election(NamedTuple):
     """A preferred-leader election asked for after a step that moved the preferred leader."""
 
@@ -124,6 +145,7 @@ class Request(NamedTuple):
     vstart: int = 0  # where it joined the turn-taking between requests (engine.core.scheduler)
     started: int = 0  # steps it has started
     finished_pos: int = -1  # its place in State.finished while it is finished and kept whole
+    steps: str = "incremental"  # how its partitions step (engine.core.step.STEP_MODES)
 
     @property
     def rank(self) -> int:
@@ -203,6 +225,7 @@ class State(NamedTuple):
     finished: Chain = Chain()  # ids of the finished requests kept whole, oldest first (FINISHED_KEPT)
     retired: immutables.Map = immutables.Map()  # id -> Retired: finished requests beyond FINISHED_KEPT
     retired_partitions: immutables.Map = immutables.Map()  # status -> partitions that left with them
+    creation: immutables.Map = immutables.Map()  # broker -> Creation: how fast it makes new replicas
 
     def request(self, request_id: str) -> "Request | Retired | None":
         """The request with this id: running, finished and kept whole, or retired."""
@@ -404,7 +427,7 @@ def _(s: State, e: ev.RequestAccepted) -> State:
     # it joins level with the least served request still running, so it neither waits behind the
     # others' backlog nor overtakes them for long (the ranks of the running requests are indexed)
     vstart = s.ranks.least(0)
-    r = Request(e.request_id, s.seq, e.partitions, e.digest, vstart=vstart)
+    r = Request(e.request_id, s.seq, e.partitions, e.digest, vstart=vstart, steps=e.steps)
     s = s._replace(requests=s.requests.set(e.request_id, r), seq=s.seq + 1, ranks=s.ranks.add(vstart))
     return _touch(s, e.request_id)
 
@@ -484,7 +507,7 @@ def _(s: State, e: ev.StepFailed) -> State:
 @_on(ev.StepCompleted)
 def _(s: State, e: ev.StepCompleted) -> State:
     s, f = _end_step(s, e.tp)
-    s = _known(s, e.tp, e.at)
+    s = _created(_known(s, e.tp, e.at), f, e.at)
     if e.elect_leader:
         s = _elections(s, s.elections.set(e.tp, Election(f.step.tr[0], 1, e.at)))
     old = s.partitions[e.tp]
@@ -508,6 +531,25 @@ def _(s: State, e: ev.RequestCompleted) -> State:
                    completable=s.completable.delete(e.request_id) if e.request_id in s.completable else s.completable)
     gone = retiring(s)
     return _retire(s, gone) if gone is not None else s
+
+
+def _created(s: State, f: InFlightStep, at: float | None) -> State:
+    """A completed step's new replicas into the brokers' creation rates (``Creation``): each broker of NR
+    was busy with it from when the cluster accepted it, or its previous completion if later, to now."""
+    if not f.step.nr or at is None or f.started_at is None:
+        return s
+    creation = s.creation
+    for b in f.step.nr:
+        c = creation.get(b)
+        if c is None:
+            c = Creation(at, at - f.started_at, 1.0)
+        elif at >= c.last:
+            busy = max(0.0, at - max(f.started_at, c.last))
+            c = Creation(at, c.busy * CREATION_DECAY + busy, c.count * CREATION_DECAY + 1)
+        else:
+            continue  # an answer from before the last completion counted (clock stepped): nothing learnt
+        creation = creation.set(b, c)
+    return s._replace(creation=creation)
 
 
 def retires(s: State, e: "ev.RequestCompleted") -> str | None:
@@ -762,12 +804,13 @@ def _(s: State, e: ev.ClockSetBack) -> State:
     elections = immutables.Map({tp: el._replace(since=back(el.since), retry_at=back(el.retry_at))
                                 for tp, el in s.elections.items()})
     debt = immutables.Map({b: (owed, back(at)) for b, (owed, at) in s.release_debt.items()})
+    creation = immutables.Map({b: c._replace(last=c.last - shift) for b, c in s.creation.items()})
     with s.known_at.mutate() as known:
         for tp, at in s.known_at.items():
             known[tp] = at - shift
         known = known.finish()
     return s._replace(steps=steps, partitions=partitions, elections=elections, release_debt=debt, known_at=known,
-                      throttle_retry_at=back(s.throttle_retry_at), clock=e.now)
+                      throttle_retry_at=back(s.throttle_retry_at), clock=e.now, creation=creation)
 
 
 @_on(ev.ClusterUnreachable)

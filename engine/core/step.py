@@ -4,13 +4,23 @@ Terms (KIP-435): CR = current replicas, FTR = final target replicas,
 TR = this step's target, NR = new replicas (TR - CR), DR = dropped replicas
 (CR - TR), R = replicas added/removed per step.
 
-Rules (docs/algorithm.md has the traces):
+Rules (docs/algorithm.md has the traces). A request chooses how its partitions
+step (``STEP_MODES``, the Submit's ``steps``): ``incremental`` (the default),
+``kip-435`` or ``whole``; every rule below holds for the three unless it names
+one.
 
 1. *Leader first.* If the final preferred leader FTR[0] is not yet a replica,
-   the step adds it and nothing else, so it can take over leadership early and
-   unload the old leader. It drops nothing that is in sync; it may drop up to
-   ``min(R, |NR|)`` live excess replicas that are out of the ISR (they carry no
-   data anyone is waiting for).
+   the step adds it and no other new replica, so it can take over leadership
+   early and unload the old leader. It may drop up to ``min(R, |NR|)`` live
+   excess replicas that are out of the ISR (they carry no data anyone is
+   waiting for). ``incremental``: if the current leader is leaving (not in
+   FTR), the step drops it too, in the same ``min(R, |NR|)``: at Phase B KRaft
+   removes it and elects the first of TR in the ISR, FTR[0], so the partition's
+   leader epoch is bumped once for both (a bump holds acks=all writes up about a
+   second: docs/simulator.md, "The epoch bump"). ``kip-435``: it drops nothing
+   that is in sync, and the new leader is elected on its own after the step:
+   two bumps (that election, then the later step that drops the old leader).
+   ``whole``: no leader-first step (rule 2 adds FTR[0] with the rest).
 2. *Otherwise* DR = the first R excess replicas (CR - FTR), out-of-ISR ones
    first, then CR order; NR = as many of FTR - CR (FTR order) as bring the size
    back to |FTR|, never more than R.
@@ -28,7 +38,10 @@ Rules (docs/algorithm.md has the traces):
    and a step whose target kept one could never complete (Kafka completes a
    step only when all of TR is in the ISR). Replacing a failed broker is the
    most urgent reassignment an operator runs.
-7. A partition that cannot make progress now is ``Waiting`` with the reason:
+7. *Whole.* ``whole`` takes R as unbounded: one step to FTR (Kafka's tool's
+   single alter: one completion, one bump), split only where the caps bound
+   |NR| (``max_new``).
+8. A partition that cannot make progress now is ``Waiting`` with the reason:
    partition offline, target brokers offline, or a replica the step must keep
    is offline (Kafka completes a step only when all of TR is in the ISR).
 """
@@ -70,6 +83,14 @@ DONE = Done()
 
 PlanResult = Step | Done | Waiting
 
+INCREMENTAL, KIP_435, WHOLE = "incremental", "kip-435", "whole"
+STEP_MODES = (INCREMENTAL, KIP_435, WHOLE)
+"""How a request's partitions step (the Submit's ``steps``; docs/algorithm.md, section 1):
+``incremental`` R replicas a step, the new preferred leader first, joined in the step that drops
+the old leader (one epoch bump); ``kip-435`` KIP-435 exactly (the new preferred leader first and
+alone, elected after its step); ``whole`` one step to the final target."""
+DEFAULT_STEP_MODE = INCREMENTAL
+
 
 def plan_step(
     cr: Replicas,
@@ -80,19 +101,23 @@ def plan_step(
     max_replicas_per_step: int = 1,
     live: AbstractSet[int] | None = None,
     max_new: int | None = None,
+    steps: str = DEFAULT_STEP_MODE,
 ) -> PlanResult:
     """The next step from CR towards FTR, ``DONE``, or ``Waiting(reason)``.
 
     ``max_new`` bounds |NR| whatever the rules above say (the scheduler's caps: a step that
     could not fit alone would never start); ``None``: no bound.
 
-    ``live`` is the set of live brokers; ``None`` means all are alive.
+    ``live`` is the set of live brokers; ``None`` means all are alive. ``steps``: one of
+    ``STEP_MODES``.
     """
     if cr == ftr:
         return DONE
     if leader is None or not isr:
         return Waiting("partition offline: no leader in sync")
-    r = max_replicas_per_step
+    if steps not in STEP_MODES:
+        raise ValueError(f"unknown step mode {steps!r}: one of {', '.join(STEP_MODES)}")
+    r = max(len(cr), len(ftr)) if steps == WHOLE else max_replicas_per_step
     ftr_set = set(ftr)
     cr_set = set(cr)
     if len(ftr_set) == len(cr_set) and ftr_set == cr_set:
@@ -115,7 +140,7 @@ def plan_step(
     in_sync_now = sum(1 for b in cr if b in isr)
     live_cr = len(cr) - len(dead)
 
-    if ftr[0] not in cr_set:  # rule 1: the new preferred leader first
+    if ftr[0] not in cr_set and steps != WHOLE:  # rule 1: the new preferred leader first
         if not alive(ftr[0]):
             return Waiting(f"new preferred leader broker {ftr[0]} is offline")
         nr = [ftr[0]]
@@ -124,7 +149,13 @@ def plan_step(
             nr += [b for b in candidates[1:] if alive(b)][:catch_up]
         if max_new is not None:
             nr = nr[:max(max_new, 1)]
-        dr = dead + excess_out[: min(r, len(nr))]
+        k = min(r, len(nr))
+        dr = dead + excess_out[:k]
+        if (steps == INCREMENTAL and leader in excess_in and len(dr) - len(dead) < k
+                and live_cr + len(nr) - (len(dr) - len(dead) + 1) >= min(len(cr), len(ftr))):
+            # the old leader leaves in this step: at Phase B KRaft elects the first of TR in the ISR,
+            # FTR[0], so one epoch bump does both (rule 5's floor holds)
+            dr.append(leader)
     else:  # rule 2
         live_dr = (excess_out + excess_in)[:r]
         need = min(max(len(ftr) - (live_cr - len(live_dr)), 0), r)
@@ -161,6 +192,7 @@ def plan_all(
     max_replicas_per_step: int = 1,
     isr: AbstractSet[int] | None = None,
     leader: int | None = None,
+    steps: str = DEFAULT_STEP_MODE,
 ) -> list[Step]:
     """Every step from CR to FTR, assuming each completes with all of TR in sync
     and the preferred leader elected. Raises ``ValueError`` if it cannot start.
@@ -173,29 +205,35 @@ def plan_all(
     if isr is None and leader is None and min_insync_replicas <= min(len(cr), len(ftr)):
         # Every step of a healthy walk keeps at least min(|CR|, |FTR|) replicas in sync, so the
         # min.insync catch-up (rule 3) can never apply: the direct walk equals iterating plan_step.
-        return _plan_all_healthy(cr, ftr, max_replicas_per_step)
-    steps: list[Step] = []
+        return _plan_all_healthy(cr, ftr, max_replicas_per_step, steps)
+    out: list[Step] = []
     isr = set(cr) if isr is None else isr
     leader = (cr[0] if cr else None) if leader is None else leader
     while True:
-        result = plan_step(cr, ftr, isr, leader, min_insync_replicas, max_replicas_per_step)
+        result = plan_step(cr, ftr, isr, leader, min_insync_replicas, max_replicas_per_step, steps=steps)
         if type(result) is Done:
-            return steps
+            return out
         if type(result) is Waiting:
             raise ValueError(result.reason)
-        steps.append(result)
+        out.append(result)
         cr = result.tr
         isr = cr
         leader = cr[0]
 
 
-def _plan_all_healthy(cr: Replicas, ftr: Replicas, r: int) -> list[Step]:
+def _plan_all_healthy(cr: Replicas, ftr: Replicas, r: int, mode: str = DEFAULT_STEP_MODE) -> list[Step]:
     """``plan_all`` when every replica is in sync at every step.
 
     Then no replica is out of the ISR and no catch-up applies, so DR is always
     the next R of the excess replicas (CR order) and NR the next candidates
-    (FTR order): two cursors replace re-deriving sets at each step.
+    (FTR order): two cursors replace re-deriving sets at each step. The leader is
+    CR[0] and then each step's TR[0]; the only excess replica that can lead is
+    CR[0], the first of the excess (the ``incremental`` leader-first step drops it).
     """
+    if mode not in STEP_MODES:
+        raise ValueError(f"unknown step mode {mode!r}: one of {', '.join(STEP_MODES)}")
+    if mode == WHOLE:
+        r = max(len(cr), len(ftr))
     if cr == ftr:
         return []
     cr_set = set(cr)
@@ -212,8 +250,9 @@ def _plan_all_healthy(cr: Replicas, ftr: Replicas, r: int) -> list[Step]:
     steps: list[Step] = []
     new = tuple.__new__
     while e < n_excess or c < n_cands:
-        if c == 0 and not held[0]:  # rule 1: the new preferred leader first
-            nr, dr = cands[:1], ()
+        if c == 0 and not held[0] and mode != WHOLE:  # rule 1: the new preferred leader first
+            nr = cands[:1]
+            dr = excess[:1] if mode == INCREMENTAL and e == 0 and n_excess and excess[0] == leader else ()
         else:
             dr = excess[e:e + r]
             need = n_ftr - size + len(dr)
@@ -229,7 +268,8 @@ def _plan_all_healthy(cr: Replicas, ftr: Replicas, r: int) -> list[Step]:
 
 
 def plan_many(
-    partitions: Iterable[tuple[Replicas, Replicas]], min_insync_replicas: int = 1, max_replicas_per_step: int = 1
+    partitions: Iterable[tuple[Replicas, Replicas]], min_insync_replicas: int = 1, max_replicas_per_step: int = 1,
+    steps: str = DEFAULT_STEP_MODE,
 ) -> list[list[Step]]:
     """``plan_all`` for many healthy partitions at once.
 
@@ -238,7 +278,7 @@ def plan_many(
     third of the time scanning them, so it is paused for the duration.
     """
     with gc_paused():
-        return [plan_all(cr, ftr, min_insync_replicas, max_replicas_per_step) for cr, ftr in partitions]
+        return [plan_all(cr, ftr, min_insync_replicas, max_replicas_per_step, steps=steps) for cr, ftr in partitions]
 
 
 @contextmanager

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 
 from engine.core.commands import Submit
+from engine.core.step import STEP_MODES
 
 
 def submission_problems(cmd: Submit, topics, brokers, observed, denied=None) -> list[str]:
@@ -25,6 +26,8 @@ def submission_problems(cmd: Submit, topics, brokers, observed, denied=None) -> 
         problems.append("the reassignment lists no partitions")
     if cmd.throttle_rate is not None and cmd.throttle_rate < 1:
         problems.append(f"throttle must be at least 1 byte/s, got {cmd.throttle_rate}")
+    if cmd.steps not in STEP_MODES:
+        problems.append(f"unknown steps '{cmd.steps}': one of {', '.join(STEP_MODES)}")
     listed = Counter(p.tp for p in cmd.partitions)
     for tp, n in listed.items():
         if n > 1:

@@ -294,11 +294,13 @@ class Publisher(_EnvelopeWriter):
         self.signing_key = signing_key
 
     def submit(self, partitions: Iterable[cmd.PartitionTarget], throttle_rate: int | None = None,
-               request_id: str | None = None, allow_below_min_insync: bool = False) -> str:
-        """Reassign ``partitions`` (Kafka's reassignment JSON entries); returns the request id."""
+               request_id: str | None = None, allow_below_min_insync: bool = False,
+               steps: str = "incremental") -> str:
+        """Reassign ``partitions`` (Kafka's reassignment JSON entries); returns the request id. ``steps``:
+        how its partitions step (``engine.core.step.STEP_MODES``)."""
         request_id = request_id or new_id()
         self.send(cmd.Submit(request_id, tuple(partitions), throttle_rate,
-                             allow_below_min_insync=allow_below_min_insync))
+                             allow_below_min_insync=allow_below_min_insync, steps=steps))
         return request_id
 
     def cancel(self, request_id: str, partitions: Iterable[TopicPartition] | None = None,

@@ -29,6 +29,7 @@ it too; in short::
     request_time: 30 ms              # one round trip of the engine's requests to the cluster (default: fitted)
     broker_request_capacity: 11      # engine requests/s a broker absorbs beside its load (default: none: free)
     launch_delay: 3s                 # from the launch to the strategy's first request (default 0)
+    steps: incremental               # how kreassign's request steps: incremental, kip-435 or whole (engine.core.step)
     probe_rate: 200                  # messages/s of the acks=all probe producer (0: no probe)
     faults: [{at: 10m, broker: 3, action: down}, {at: 15m, broker: 3, action: up}]
     security: {users: {engine: secret}, acls: [...]}   # the Kafka front's SASL/PLAIN and ACLs (engine.sim.security)
@@ -79,6 +80,7 @@ from engine.core.balancer import BalanceError, propose
 from engine.core.cluster_snapshot import ClusterSnapshot
 from engine.core.commands import PartitionTarget
 from engine.core.limits import resolve_changes
+from engine.core.step import DEFAULT_STEP_MODE, STEP_MODES
 from engine.core.partition import Broker, PartitionState, Replicas, TopicInfo, TopicPartition, in_sync
 from engine.sim.model import (
     DEFAULT_FOLLOWER_QUOTA_LOSS, DEFAULT_REPLICA_CREATION_TIME, DEFAULT_REQUEST_TIME, REPLICA_FETCH_BACKOFF,
@@ -153,6 +155,7 @@ class Scenario:
     request_time: float = DEFAULT_REQUEST_TIME
     broker_request_capacity: float | None = None
     launch_delay: float = 0.0  # seconds from the launch to the strategy's first request
+    steps: str = DEFAULT_STEP_MODE  # how kreassign's request steps (the Submit's steps: engine.core.step)
 
     def current(self) -> dict[TopicPartition, Replicas]:
         return {tp: p.replicas for tp, p in self.partitions.items()}
@@ -210,7 +213,7 @@ _TOP_KEYS = {
     "name", "description", "seed", "network", "brokers", "topics", "reassignment", "throttle",
     "limits", "per_broker_cap", "poll_interval", "fast_interval", "faults", "security", "replica_creation_time",
     "probe_rate", "request_time", "broker_request_capacity", "launch_delay", "replica_fetch_backoff",
-    "follower_quota_loss",
+    "follower_quota_loss", "steps",
 }
 
 
@@ -284,6 +287,9 @@ def from_document(doc: object, base_dir: str = ".") -> Scenario:
     loss = d.get("follower_quota_loss", DEFAULT_FOLLOWER_QUOTA_LOSS)
     if isinstance(loss, bool) or not isinstance(loss, (int, float)) or not 0 <= loss < 1:
         raise ScenarioError(f"follower_quota_loss: expected a fraction (0 to below 1), got {loss!r}")
+    steps = d.get("steps", DEFAULT_STEP_MODE)
+    if steps not in STEP_MODES:
+        raise ScenarioError(f"steps: expected one of {', '.join(STEP_MODES)}, got {steps!r}")
     return Scenario(
         name=str(d.get("name", "scenario")), description=str(d.get("description", "")).strip(), seed=seed,
         brokers=brokers, topics=topics, partitions=partitions, targets=targets, kind=kind,
@@ -291,7 +297,7 @@ def from_document(doc: object, base_dir: str = ".") -> Scenario:
         fast_interval=fast, replica_creation_time=creation, probe_rate=float(probe),
         security=security, request_time=request_time,
         broker_request_capacity=None if capacity is None else float(capacity), launch_delay=launch,
-        replica_fetch_backoff=backoff, follower_quota_loss=float(loss),
+        replica_fetch_backoff=backoff, follower_quota_loss=float(loss), steps=steps,
     )
 
 

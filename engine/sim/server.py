@@ -19,6 +19,7 @@ one lock around the simulated cluster):
 | POST /v1/faults | {"broker", "action": down/up/slow/lag/hang/resume, "factor", "seconds"} (``engine.sim.cluster``) | {"time"} |
 | GET /v1/state | | time, reassignments in progress, throttles in force, brokers, partitions under min ISR now and ever, lowest ISR headroom |
 | GET /v1/alters | | every alter received: [{"time", "topic", "partition", "replicas"}] in order |
+| GET /v1/completions | | every reassignment the controller completed (Phase B) or reverted: [{"time", "topic", "partition"}] in order |
 | POST /v1/acls | {"add": [kafka-acls.sh command, ...], "remove": [...]} | {"acls": number in force} (a scenario with a ``security`` section only) |
 
 The HTTP API itself is not authenticated: the scenario's ``security`` section
@@ -39,6 +40,7 @@ from typing import Callable
 from engine.sim import wire
 from engine.core.partition import TopicPartition
 from engine.sim.cluster import SimulatedCluster
+from engine.sim.model import linked
 from engine.sim.scenario import Scenario
 
 
@@ -181,6 +183,11 @@ class SimServer:
     def _alters(self, _body) -> dict:
         return {"alters": list(self.alters)}
 
+    def _completions(self, _body) -> dict:
+        self.cluster.observe([])  # catch up with the clock
+        return {"completions": [{"time": t, "topic": tp.topic, "partition": tp.partition}
+                                for t, tp in linked(self.cluster.state.stats.done_log)]}
+
     def _acls(self, body) -> dict:
         from engine.sim.security import SecurityError, parse_acl_command
 
@@ -210,6 +217,7 @@ _ROUTES: dict[tuple[str, str], Callable[[SimServer, dict], dict]] = {
     ("POST", "/v1/faults"): SimServer._fault,
     ("GET", "/v1/state"): SimServer._state,
     ("GET", "/v1/alters"): SimServer._alters,
+    ("GET", "/v1/completions"): SimServer._completions,
     ("POST", "/v1/acls"): SimServer._acls,
 }
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from engine.core.decide import creations
 from engine.core.scheduler import A, WEIGHT_UNITS, refusal
 from engine.core.state import State
 from engine.views.attention import _entry, _n, _named
@@ -81,7 +82,7 @@ def _held(state: State, stuck: set, broker: int) -> list[str]:
     for lanes in state.ready.sources.values():
         for chain in lanes.values():
             for _seq, tp, key in chain:
-                why = refusal(c, lim, key)
+                why = refusal(c, lim, key, creations(state))
                 if why is not None:
                     groups.setdefault(why, []).append(tp)
     lines = []
@@ -119,6 +120,6 @@ def _limit(state: State, why) -> str:
     if side == "in":
         used = c.incoming.get(b, 0) / WEIGHT_UNITS
         return (f"the incoming cap of broker {b} (max_incoming_moves_per_broker {lim.max_incoming_moves_per_broker}:"
-                f" {used:g} taken; new replicas {c.new_replicas.get(b, 0)} of {lim.max_new_replicas_per_broker})")
+                f" {used:g} taken; new replicas {c.new_replicas.get(b, 0)} of {creations(state)(b)[0]})")
     used = c.outgoing.get(b, 0) / WEIGHT_UNITS
     return f"the outgoing cap of broker {b} (max_outgoing_moves_per_broker {lim.max_outgoing_moves_per_broker}: {used:g} taken)"

@@ -57,6 +57,26 @@ MACHINES = {
 
 
 @dataclass(frozen=True)
+class Engine:
+    """The engine a twin runs: its step mode, limits beyond the defaults, and how it appends
+    (``engine.whatif.strategies.APPENDS``)."""
+
+    name: str
+    steps: str = "incremental"
+    limits: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    appends: str = "round"
+
+
+AS_MEASURED = Engine("as measured (2026-11-26)", steps="kip-435", limits={"creation_window_ms": 1}, appends="input")
+"""The engine the records ran: KIP-435's leader-first steps (the new preferred leader added alone, then
+elected), two new replicas per broker at once (``creation_window_ms`` 1 ms keeps the fixed cap), one
+append per input. The twins reproduce the records with it."""
+
+TODAY = Engine("today's defaults")
+"""The engine of this tree with its defaults: what it would do on the record's cluster."""
+
+
+@dataclass(frozen=True)
 class Run:
     """How a record was run: its driver, the machine, the engine settings its file name states, and
     which of its figures mean something (an overloaded machine's latencies do not)."""
@@ -91,9 +111,9 @@ def run_of(name: str) -> Run:
         raise KeyError(f"no twin for the record {name!r}: add it to engine.whatif.calibration.RUNS") from None
 
 
-def scenario(record: dict, name: str, launch_delay: float = 0.0) -> Scenario:
+def scenario(record: dict, name: str, launch_delay: float = 0.0, engine: Engine = AS_MEASURED) -> Scenario:
     """The record's cluster and reassignment as a scenario, on its machine, starting ``launch_delay``
-    after the launch."""
+    after the launch, for ``engine`` (kreassign's steps and limits)."""
     how = run_of(name)
     machine = MACHINES[how.machine]
     topic = record["topic"]
@@ -115,18 +135,19 @@ def scenario(record: dict, name: str, launch_delay: float = 0.0) -> Scenario:
         replica_creation_time=machine.replica_creation_time, probe_rate=float(record["probe_rate"]),
         request_time=machine.request_time, broker_request_capacity=machine.broker_request_capacity,
         launch_delay=launch_delay, description=f"the twin of the record {name}",
+        steps=engine.steps, limits=dict(engine.limits),
     )
 
 
-def twin(record: dict, name: str) -> tuple[Scenario, str]:
+def twin(record: dict, name: str, engine: Engine = AS_MEASURED) -> tuple[Scenario, str]:
     """The twin scenario and its strategy. It starts so that its first alter reaches the cluster when
     the record's harness first saw a move, less half a read (the tool's JVM start, the engine's
-    command path: not simulated)."""
+    command path: not simulated). ``engine``: the kreassign it runs (the one measured, or today's)."""
     how = run_of(name)
-    dry = run(scenario(record, name), how.strategy, max_time=0.0)
+    dry = run(scenario(record, name, engine=engine), how.strategy, max_time=0.0, appends=engine.appends)
     start = dry.first_alter or 0.0
     seen = record["first_move_seen_s"] - HARNESS_POLL / 2
-    return scenario(record, name, max(0.0, seen - start)), how.strategy
+    return scenario(record, name, max(0.0, seen - start), engine), how.strategy
 
 
 def seen(t: float) -> float:
@@ -186,9 +207,9 @@ class Comparison:
         return [(t, measured.get(t, 0.0), round(sim[t] * 1000, 1) if t < len(sim) else 0.0) for t in range(end)]
 
 
-def compare(record: dict, name: str) -> Comparison:
-    sc, strategy = twin(record, name)
-    return Comparison(name, run_of(name), record, sc, run(sc, strategy))
+def compare(record: dict, name: str, engine: Engine = AS_MEASURED) -> Comparison:
+    sc, strategy = twin(record, name, engine)
+    return Comparison(name, run_of(name), record, sc, run(sc, strategy, appends=engine.appends))
 
 
 def compare_all(directory: str | Path) -> list[Comparison]:
@@ -196,6 +217,85 @@ def compare_all(directory: str | Path) -> list[Comparison]:
     for path in sorted(Path(directory).glob("*.json")):
         out.append(compare(load(path), path.stem))
     return out
+
+
+# --- today's engine on the records' clusters (issue 26, items 2 and 3) ------------------------------------
+
+SIDE_BY_SIDE = (
+    # (label, the kreassign record whose cluster and launch it takes, Kafka's tool's record, machine)
+    ("24 x 16 MiB, 4 MB/s, quiet machine", "24x16MiB-4MBs-kreassign", "24x16MiB-4MBs-kafka-tool", "quiet"),
+    ("300 x 1 MiB, 50 MB/s, loaded machine", "300x1MiB-50MBs-kreassign-loaded", "300x1MiB-50MBs-kafka-tool-loaded",
+     "loaded"),
+    ("300 x 1 MiB, 50 MB/s, quiet machine (not measured)", "300x1MiB-50MBs-kreassign-loaded",
+     "300x1MiB-50MBs-kafka-tool-loaded", "quiet"),
+)
+ENGINES = (
+    AS_MEASURED,
+    Engine("today, --steps kip-435", steps="kip-435"),
+    TODAY,
+    Engine("today, --steps whole", steps="whole"),
+)
+
+
+@dataclass(frozen=True)
+class Row:
+    label: str
+    engine: str
+    makespan: float  # from the launch, as the harness would have seen it
+    span: float  # from the first alter
+    p99: float  # ms
+    max: float  # ms
+    peak_urp: int
+    alters: int  # AlterPartitionReassignments entries
+    looks_free: tuple[float, float] | None = None  # p99, max (ms) if the engine's requests cost the brokers nothing
+
+
+def _row(label: str, engine_name: str, sc: Scenario, strategy: str, appends: str = "round",
+         free: bool = False) -> Row:
+    r = run(sc, strategy, appends=appends)
+    done = [seen(t) for t in r.done_times().values()]
+    start = r.first_alter or sc.launch_delay
+    looks_free = None
+    if free and sc.broker_request_capacity is not None:
+        f = run(dataclasses.replace(sc, broker_request_capacity=None), strategy, appends=appends).probe
+        looks_free = (round(f.p99 * 1000), round(f.max * 1000))
+    return Row(label, engine_name, max(done), round(max(done) - start, 2), round(r.probe.p99 * 1000),
+               round(r.probe.max * 1000), r.stats.peak_under_replicated, r.moves, looks_free)
+
+
+def _on_machine(sc: Scenario, machine: str) -> Scenario:
+    m = MACHINES[machine]
+    return dataclasses.replace(sc, replica_creation_time=m.replica_creation_time, request_time=m.request_time,
+                               broker_request_capacity=m.broker_request_capacity)
+
+
+def side_by_side(directory: str | Path) -> list[Row]:
+    """Kafka's tool and kreassign (as measured, and today's engine in each step mode) on each record's
+    cluster, launched as the record was: the twins of ``compare`` with the engine swapped, and the
+    300 x 1 MiB records also on the quiet machine. ``looks_free``: the same run if the engine's looks
+    cost the brokers nothing (what the looks of today's engine cost is issue 26's item 1)."""
+    directory = Path(directory)
+    rows = []
+    for label, name, tool, machine in SIDE_BY_SIDE:
+        record, tool_record = load(directory / f"{name}.json"), load(directory / f"{tool}.json")
+        sc, strategy = twin(tool_record, tool)
+        rows.append(_row(label, "Kafka's tool", _on_machine(sc, machine), strategy))
+        for engine in ENGINES:
+            sc, strategy = twin(record, name, engine)
+            rows.append(_row(label, engine.name, _on_machine(sc, machine), strategy, engine.appends,
+                             free=engine is not AS_MEASURED))
+    return rows
+
+
+def side_by_side_markdown(rows: list[Row]) -> str:
+    lines = ["| cluster | driver | makespan from the launch | from the first alter | probe p99 / max | "
+             "p99 / max if looks cost nothing | peak under-replicated | alter entries |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        free = f"{r.looks_free[0]:,} / {r.looks_free[1]:,} ms" if r.looks_free else "-"
+        lines.append(f"| {r.label} | {r.engine} | {r.makespan:g} s | {r.span:g} s | {r.p99:,} / {r.max:,} ms | "
+                     f"{free} | {r.peak_urp} | {r.alters} |")
+    return "\n".join(lines)
 
 
 # --- what docs/simulator.md shows --------------------------------------------------------------------
@@ -284,7 +384,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("directory", help="a directory of records (e.g. tests/data/measurements/kafka-4.0-2026-11-26)")
     parser.add_argument("--svg", metavar="DIR", help="write each record's probe timeline as DIR/NAME.svg")
     parser.add_argument("--seconds", action="store_true", help="print the per-second comparison too")
+    parser.add_argument("--today", action="store_true",
+                        help="instead: Kafka's tool and today's engine (each step mode) on each record's cluster")
     args = parser.parse_args(argv)
+    if args.today:
+        print(side_by_side_markdown(side_by_side(args.directory)))
+        return 0
     comparisons = compare_all(args.directory)
     for c in comparisons:
         print(markdown(c))

@@ -129,11 +129,20 @@ class _Clock:
     first_alter: float | None = None
 
 
-def run(scenario: Scenario, strategy: str, max_time: float | None = None) -> RunResult:
-    """Run ``strategy`` to completion (or until ``max_time`` simulated seconds)."""
+APPENDS = ("round", "input")
+"""How the simulated engine appends its events: ``round`` as the engine does (every input of a round
+decided, then one append: ``Decider.process``), ``input`` one append per input, as the engine did
+before issue 26 (the calibration's records ran it)."""
+
+
+def run(scenario: Scenario, strategy: str, max_time: float | None = None, appends: str = "round") -> RunResult:
+    """Run ``strategy`` to completion (or until ``max_time`` simulated seconds). ``appends``: kreassign's
+    (``APPENDS``)."""
     limit = max_time if max_time is not None else 30 * 86400.0
     if not scenario.targets:  # nothing to move: done before it starts
         return _Clock(scenario).result(strategy, True, 0)
+    if strategy == "kreassign":
+        return _kreassign(scenario, limit, appends)
     return _RUNNERS[strategy](scenario, limit)
 
 
@@ -247,7 +256,7 @@ def next_tick(done: float, interval: float) -> float:
     return k * interval
 
 
-def _kreassign(scenario: Scenario, limit: float) -> RunResult:
+def _kreassign(scenario: Scenario, limit: float, appends: str = "round") -> RunResult:
     clock = _Clock(scenario)
     cluster = clock.cluster
     engine = _Engine(cluster, scenario.request_time)
@@ -256,17 +265,29 @@ def _kreassign(scenario: Scenario, limit: float) -> RunResult:
     log: list = []
 
     def feed(inp) -> list:
-        """``Decider.process``: decide, append to the log, act, and feed back the outcomes."""
+        """``Decider.process``: decide, append to the log, act, and feed back the outcomes (every
+        outcome of one round of actions decided, then one append)."""
         nonlocal state
         pending = [inp]
         emitted = []
         while pending:
-            state, evs = handle(state, pending.pop(0))
+            if appends == "input":  # the engine before issue 26: one append per input
+                state, evs = handle(state, pending.pop(0))
+                if evs:
+                    engine.append()
+                    emitted.extend(evs)
+                    pending.extend(executor.execute_events(evs))
+                continue
+            evs = []
+            for x in pending:
+                state, more = handle(state, x)
+                evs.extend(more)
+            pending = []
             if not evs:
                 continue
             engine.append()
             emitted.extend(evs)
-            pending.extend(executor.execute_events(evs))
+            pending = list(executor.execute_events(evs))
         log.extend(emitted)
         return emitted
 
@@ -276,11 +297,12 @@ def _kreassign(scenario: Scenario, limit: float) -> RunResult:
     sizes = engine.sizes(tps)
     feed(dataclasses.replace(first, now=cluster.time, partitions={
         tp: p._replace(size_bytes=sizes.get(tp)) for tp, p in first.partitions.items()}))
-    if scenario.limits:
-        feed(ChangeLimits(dict(scenario.limits)))
+    if scenario.limits:  # the engine's limits, set before this request (no append during the run)
+        state, _set = handle(state, ChangeLimits(dict(scenario.limits)))
     if scenario.throttle != DEFAULT_THROTTLE_RATE:
         feed(ChangeThrottle(scenario.throttle))
-    rejected = [e for e in feed(Submit(REQUEST_ID, scenario.targets)) if isinstance(e, ev.CommandRejected)]
+    rejected = [e for e in feed(Submit(REQUEST_ID, scenario.targets, steps=scenario.steps))
+                if isinstance(e, ev.CommandRejected)]
     if rejected:
         raise SimulationError("the core rejected the reassignment: " + "; ".join(rejected[0].reasons))
     # ``Decider.tick`` at the worker's cadence: every poll_interval a full look at what the core watches,
