@@ -75,6 +75,16 @@ def test_repeats_tell_lines_apart_by_their_words_not_their_numbers():
     assert repeats.filter(record) and record.getMessage() == "connect failed after 9ms [1 more like this in the last 10 s]"
 
 
+def test_an_info_line_is_said_every_time_however_soon_it_comes_again():
+    """A worker given the decisions partition twice within seconds says so twice: the takeover tests
+    (and an operator) read it as the fact it is (held back, a second takeover looked like none)."""
+    repeats = logs.Repeats(10, Clock())
+    for _ in range(2):
+        record = logging.LogRecord("kreassign.engine", logging.INFO, __file__, 1,
+                                   "worker %s owns the decisions partition: it decides", ("vm:1",), None)
+        assert repeats.filter(record)
+
+
 def test_the_heartbeat_warning_of_every_rebalance_is_info():
     logs.demote_expected()
     record = logging.LogRecord("aiokafka.consumer.group_coordinator", logging.WARNING, __file__, 1,

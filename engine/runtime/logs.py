@@ -6,7 +6,8 @@ second by default) and would say so every time: hundreds of identical WARNING
 lines a minute that bury everything else. ``Repeats`` (a filter on the log's
 handlers) lets the first line of a kind through, holds back the same line for
 ``REPEAT_INTERVAL`` seconds, and lets the next one through with how many were
-held back ("[98 more like this in the last 10 s]"). Lines are alike when they
+held back (warnings and errors only: an INFO line such as "owns the decisions
+partition" says a fact each time, however soon it comes again) ("[98 more like this in the last 10 s]"). Lines are alike when they
 differ only in their numbers (a retry count, "after 3ms"). Nothing is lost that
 matters: every failure is also an event on the log (``ActionFailed``,
 ``ClusterUnreachable``), in ``status``, on the status page and in ``/metrics``.
@@ -56,6 +57,8 @@ class Repeats(logging.Filter):
         return said
 
     def _say(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return True  # the flood is of warnings; an INFO line (a role taken, a claim) is a fact to keep
         text = record.getMessage()
         kind = (record.name, record.levelno, _NUMBER.sub("N", text))
         now = self.clock()
