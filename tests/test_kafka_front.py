@@ -459,3 +459,26 @@ def _contract_on(front, cluster, check):
         check(Harness(cluster, lambda: time.sleep(0.05), virtual=False))
     finally:
         contract.TOPIC = saved
+
+
+def test_requests_are_counted_per_broker_and_api_where_they_arrive(front, kp):
+    """The front counts every request per broker, API and client, with its response's bytes (in process
+    and over the sim-cluster's HTTP API): how the engine's own cost to a cluster is measured."""
+    import json
+    import urllib.request
+
+    front.counts(reset=True)
+    kp.describe_log_dirs(topic_partitions={TOPIC: [0]}, brokers=[2])
+    kp.describe_log_dirs(brokers=[2])  # every partition of the broker: a larger answer
+    kp.list_partition_reassignments()
+    counted = front.counts()
+    logdirs = counted["brokers"][2]["DescribeLogDirs"]
+    assert logdirs["requests"] == 2, counted
+    assert logdirs["response_bytes"] > 0
+    assert sum(per.get("ListPartitionReassignments", {}).get("requests", 0) for per in counted["brokers"].values()) == 1
+    assert counted["clients"]  # kafka-python's client id
+    assert counted["total"]["requests"] >= 3
+    with urllib.request.urlopen(front.sim.url + "/v1/requests?reset=1") as answer:
+        served = json.load(answer)
+    assert served["brokers"]["2"]["DescribeLogDirs"] == logdirs
+    assert "DescribeLogDirs" not in front.counts()["brokers"].get(2, {})  # counting anew
