@@ -461,17 +461,19 @@ def _contract_on(front, cluster, check):
         contract.TOPIC = saved
 
 
-def test_requests_are_counted_per_broker_and_api_where_they_arrive(front, kp):
+def test_requests_are_counted_per_broker_and_api_where_they_arrive(front):
     """The front counts every request per broker, API and client, with its response's bytes (in process
     and over the sim-cluster's HTTP API): how the engine's own cost to a cluster is measured."""
     import json
     import urllib.request
 
+    kp = KafkaAdminClient(bootstrap_servers=front.bootstrap, request_timeout_ms=10000)  # its own: a fresh view
     front.counts(reset=True)
     kp.describe_log_dirs(topic_partitions={TOPIC: [0]}, brokers=[2])
     kp.describe_log_dirs(brokers=[2])  # every partition of the broker: a larger answer
     kp.list_partition_reassignments()
     counted = front.counts()
+    kp.close()
     logdirs = counted["brokers"][2]["DescribeLogDirs"]
     assert logdirs["requests"] == 2, counted
     assert logdirs["response_bytes"] > 0

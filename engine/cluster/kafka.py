@@ -109,6 +109,14 @@ TRANSIENT_LOCAL_CODES = {
     -163,  # _INTR
     -153,  # _RETRY
 }
+BROKERS_MAX_AGE = 10.0
+"""Seconds the brokers (DescribeCluster) are reused before they are asked again. Sooner when the broker
+watch finds one that stops or starts answering, or when a look names a broker not known to be alive."""
+BROKERS_MIN_AGE = 1.0
+"""... but at most once a second for that (a replica on a broker that is gone for good names it at every look)."""
+MIN_ISR_MAX_AGE = 30.0
+"""Seconds a topic's min.insync.replicas (DescribeConfigs) is reused before it is asked again; every
+throttle read-back (``throttles``, every --verify-interval) refreshes it on the topics it reads."""
 BROKER_TIMEOUT = 5.0  # seconds for a config change sent to one broker (see _send_alter_configs)
 CLIENT_ERROR = "CLIENT_ERROR"  # the client library raised (TypeError, ValueError ...): a defect of the call
 
@@ -171,8 +179,13 @@ class KafkaCluster:
         timeout: float = 30.0,
         admin: Any = None,
         kafka_python: Callable[[], Any] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ):
         """``admin`` and ``kafka_python`` (a factory) replace the real clients in tests."""
+        self._clock = clock
+        self._brokers_at: float | None = None  # when DescribeCluster last answered (``BROKERS_MAX_AGE``)
+        self._last_brokers: dict[int, Broker] = {}  # its answer: every broker known, alive or not
+        self._min_isr: dict[str, tuple[int | None, float]] = {}  # topic -> (min.insync.replicas, when read)
         self.timeout = timeout
         self.principal = access.principal_of(config)
         self.user = access.user_of(config)
@@ -222,15 +235,16 @@ class KafkaCluster:
 
     # -- brokers that do not answer ---------------------------------------------------------------
 
-    def watch_brokers(self, deadline: float, interval: float | None = None) -> None:
-        """Probe every live broker from now on (``engine.cluster.watch``): one that has not answered for
-        ``deadline`` seconds is named by ``unresponsive`` and nothing new waits on it (the module doc)."""
+    def watch_brokers(self, deadline: float, interval: float | None = None, demand=None) -> None:
+        """Probe every live broker from now on (``engine.cluster.watch``; ``demand``: how often, as the
+        engine's work asks): one that has not answered for ``deadline`` seconds is named by
+        ``unresponsive`` and nothing new waits on it (the module doc)."""
         from engine.cluster.watch import BrokerWatch
 
         if self._brokers_watch is not None:
             return
         self._brokers_watch = BrokerWatch(self._live_addresses, deadline, interval, on_change=self._silence,
-                                          connect=self._probe_connection)
+                                          connect=self._probe_connection, demand=demand)
         self._brokers_watch.start()
 
     def _live_addresses(self) -> dict[int, str]:
@@ -284,6 +298,7 @@ class KafkaCluster:
     def _silence(self, silent: frozenset) -> None:
         """The watch's news (its own thread): brokers stopped answering, or answer again. When one more
         stops, the clients are replaced by new ones bootstrapped from the brokers that answer."""
+        self._brokers_at = None  # a broker stopped or started answering: the next look asks who is alive
         if not silent - self._silent:
             self._silent = silent
             return
@@ -397,7 +412,13 @@ class KafkaCluster:
 
     # -- observe ---------------------------------------------------------------------------------
 
-    def _brokers(self) -> dict[int, Broker] | Result:
+    def _brokers(self, fresh: bool = False) -> dict[int, Broker] | Result:
+        """Every broker known, alive or not: DescribeCluster at most every ``BROKERS_MAX_AGE`` seconds
+        (``fresh``: now), else the last answer."""
+        at = self._brokers_at
+        if not fresh and at is not None and 0 <= self._clock() - at < BROKERS_MAX_AGE:
+            return dict(self._last_brokers)
+        asked = self._clock()
         try:
             future = self._admin.describe_cluster(request_timeout=self.timeout)
         except Exception as e:  # noqa: BLE001
@@ -407,9 +428,11 @@ class KafkaCluster:
             return err
         live = {n.id: Broker(n.id, n.rack, True) for n in desc.nodes}
         self._addresses.update({n.id: f"{n.host}:{n.port}" for n in desc.nodes if getattr(n, "host", None)})
-        self._known.update(live)
-        known = dict(self._known)  # calls run in threads of their own (engine.runtime.calls): a copy to read
-        return {b: live.get(b) or known[b]._replace(alive=False) for b in known}
+        known = {**self._known, **live}
+        self._known = known  # replaced, never changed: calls run in threads of their own (engine.runtime.calls)
+        self._last_brokers = {b: live.get(b) or known[b]._replace(alive=False) for b in known}
+        self._brokers_at = asked
+        return dict(self._last_brokers)
 
     def _all_topics(self) -> list[str] | Result:
         try:
@@ -452,19 +475,28 @@ class KafkaCluster:
                 parts[TopicPartition(topic, p.id)] = (
                     tuple(n.id for n in p.replicas), frozenset(n.id for n in p.isr), leader,
                 )
-        if existing:
-            resources = [ConfigResource(ResourceType.TOPIC, t) for t in existing]
+        now = self._clock()
+        stale = [t for t in existing if t not in self._min_isr or not 0 <= now - self._min_isr[t][1] < MIN_ISR_MAX_AGE]
+        if stale:  # min.insync.replicas changes rarely: asked every MIN_ISR_MAX_AGE (and at every read-back)
+            resources = [ConfigResource(ResourceType.TOPIC, t) for t in stale]
             for resource, (configs, err) in self._describe_configs(resources).items():
                 if isinstance(err, Refused) and err.code == "TOPIC_AUTHORIZATION_FAILED":
                     denied[resource.name] = err.message  # partitions known, min.insync.replicas not
                     del infos[resource.name]
+                    self._min_isr.pop(resource.name, None)
                     continue
                 if err is not None:
                     return _about(resource, err)
-                entry = configs.get("min.insync.replicas")
-                if entry is not None and entry.value is not None:
-                    infos[resource.name] = infos[resource.name]._replace(min_insync_replicas=int(entry.value))
+                self._remember_min_isr(resource.name, configs, now)
+        for t in existing:
+            if t in infos and t in self._min_isr and self._min_isr[t][0] is not None:
+                infos[t] = infos[t]._replace(min_insync_replicas=self._min_isr[t][0])
         return infos, parts, denied
+
+    def _remember_min_isr(self, topic: str, configs: Mapping, at: float) -> None:
+        entry = configs.get("min.insync.replicas")
+        value = int(entry.value) if entry is not None and entry.value is not None else None
+        self._min_isr = {**self._min_isr, topic: (value, at)}  # replaced, never changed (threads read it)
 
     def _reassignments(self, tps: Collection[TopicPartition] | None) -> dict | Result:
         from kafka.structs import TopicPartition as KafkaTopicPartition
@@ -505,6 +537,14 @@ class KafkaCluster:
             return _unavailable(described)
         infos, parts, denied = described
         parts = {tp: v for tp, v in parts.items() if tp.topic not in denied}  # no partition without its topic's info
+        named = {b for replicas, _isr, _leader in parts.values() for b in replicas}
+        in_isr = {b for _replicas, isr, _leader in parts.values() for b in isr}
+        recent = self._brokers_at is not None and 0 <= self._clock() - self._brokers_at < BROKERS_MIN_AGE
+        if not recent and (any(b not in brokers for b in named) or any(b in brokers and not brokers[b].alive
+                                                                       for b in in_isr)):
+            fresh = self._brokers(fresh=True)  # a broker new, or back in an ISR: who is alive is asked again
+            if isinstance(fresh, dict):
+                brokers = fresh
         wanted = list(parts) if partitions is None else [tp for tp in partitions if tp in parts]
         states = {}
         for tp in wanted:
@@ -768,6 +808,7 @@ class KafkaCluster:
                 return None if entry is None else entry.value
 
             if resource.restype == ResourceType.TOPIC:
+                self._remember_min_isr(resource.name, configs, self._clock())
                 leader.update(parse_config_entries(resource.name, value(LEADER_REPLICAS)))
                 follower.update(parse_config_entries(resource.name, value(FOLLOWER_REPLICAS)))
             else:

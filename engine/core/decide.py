@@ -854,6 +854,75 @@ def near_done(s: State, now: float | None = None, last: dict | None = None) -> s
     return hot
 
 
+def copy_left(s: State, tp: TopicPartition, share: float, now: float, measured: dict) -> float | None:
+    """Bytes a throttled copy in flight is predicted to miss at ``now``: from its last measurement
+    (``measured``: tp -> (bytes missed, when measured)) less what its throttle share moved since, else
+    from its size less what the share moved since it started; ``None`` when neither is known."""
+    f = s.steps[tp]
+    if tp in measured:
+        left, at = measured[tp]
+        return left - share * max(0.0, now - at)
+    obs = s.observed.get(tp)
+    if obs is not None and obs.size_bytes is not None and f.started_at is not None:
+        return obs.size_bytes - share * max(0.0, now - f.started_at)
+    return None
+
+
+def next_looks(s: State, now: float, measured: dict, floor: float, ceiling: float) -> dict[TopicPartition, float]:
+    """When each partition the core watches is next worth a look (absolute times, on ``now``'s clock),
+    and so when the shell must look (docs/engine.md, *What the engine's looks cost*). Nothing is looked
+    at sooner than ``floor`` seconds from now, and everything watched at least every ``ceiling``:
+
+    * a throttled copy in flight: at its predicted release point (``copy_left`` at the throttle's
+      share; ``throttle_release_ms`` before its end), where its catch-up is measured
+      (``measure_due``); a copy whose bytes are not known: at the ceiling;
+    * a step whose end comes with no more copying (released from the throttle, being aborted, copying
+      nothing), and a pending election: at the floor, until the look that sees it done;
+    * any other step in flight, a waiting or a ready partition: at the ceiling."""
+    out: dict[TopicPartition, float] = {}
+    soon, late = now + floor, now + ceiling
+    lead = _release_seconds(s)
+    shares = copy_rates(s)
+    for tp, f in s.steps.items():
+        if f.released or f.aborting or not f.step.nr:
+            out[tp] = soon
+        elif f.started and tp in shares:
+            left = copy_left(s, tp, shares[tp], now, measured)
+            at = late if left is None else now + max(0.0, left - shares[tp] * lead) / shares[tp]
+            out[tp] = min(late, max(soon, at))
+        else:
+            out[tp] = late
+    for tp in s.elections.keys():
+        out[tp] = soon
+    for tp in s.waiting.keys():
+        out.setdefault(tp, late)
+    return out
+
+
+def measure_due(s: State, now: float, measured: dict, floor: float) -> list[TopicPartition]:
+    """Throttled copies whose catch-up is worth measuring at a look at ``now``: those whose bytes are not
+    known (``copy_left``), those predicted within ``floor`` of their release point, and those whose last
+    measurement (or start) is at least as old as the time still predicted to their release point: a copy
+    is measured a few times as it nears that point (at about half, three quarters ...), so a copy ahead of
+    its prediction (Kafka's quota window lets some seconds of the rate through early) is released in time."""
+    lead = _release_seconds(s)
+    shares = copy_rates(s)
+    out = []
+    for tp in copying(s):
+        if tp not in shares:
+            continue
+        left = copy_left(s, tp, shares[tp], now, measured)
+        if left is None:
+            out.append(tp)
+            continue
+        to_go = max(0.0, left - shares[tp] * lead) / shares[tp]
+        f = s.steps[tp]
+        since = measured[tp][1] if tp in measured else f.started_at
+        if to_go <= floor or (since is not None and now - since >= to_go):
+            out.append(tp)
+    return out
+
+
 def catch_up_due(s: State, now: float | None, last: dict) -> list[TopicPartition]:
     """Copies to measure at a fast look: the hot ones still throttled."""
     hot = near_done(s, now, last)
