@@ -117,6 +117,12 @@ BROKERS_MIN_AGE = 1.0
 MIN_ISR_MAX_AGE = 30.0
 """Seconds a topic's min.insync.replicas (DescribeConfigs) is reused before it is asked again; every
 throttle read-back (``throttles``, every --verify-interval) refreshes it on the topics it reads."""
+SMALL_TOPIC = 64
+"""A topic of at most this many partitions is described whole (several in one request); of a larger one a
+look asks only the partitions it is about (DescribeTopicPartitions from a cursor)."""
+SLICES = 3
+"""At most this many DescribeTopicPartitions requests per large topic and look (runs of the partitions
+wanted, split at the widest gaps)."""
 BROKER_TIMEOUT = 5.0  # seconds for a config change sent to one broker (see _send_alter_configs)
 CLIENT_ERROR = "CLIENT_ERROR"  # the client library raised (TypeError, ValueError ...): a defect of the call
 
@@ -186,6 +192,8 @@ class KafkaCluster:
         self._brokers_at: float | None = None  # when DescribeCluster last answered (``BROKERS_MAX_AGE``)
         self._last_brokers: dict[int, Broker] = {}  # its answer: every broker known, alive or not
         self._min_isr: dict[str, tuple[int | None, float]] = {}  # topic -> (min.insync.replicas, when read)
+        self._counts: dict[str, tuple[int, float]] = {}  # topic -> (partitions, when read: a whole Metadata)
+        self._slicing = True  # DescribeTopicPartitions answers (False once a broker or the client lacks it)
         self.timeout = timeout
         self.principal = access.principal_of(config)
         self.user = access.user_of(config)
@@ -441,9 +449,15 @@ class KafkaCluster:
             return self._confluent(e)
         return sorted(t for t in md.topics if not t.startswith("__"))  # Kafka leaves out those it may not describe
 
-    def _describe(self, topics: Iterable[str]) -> tuple[dict, dict, dict] | Result:
+    def _describe(self, topics: Iterable[str], wanted: Collection[TopicPartition] | None = None
+                  ) -> tuple[dict, dict, dict] | Result:
         """topic -> TopicInfo or None, (topic, p) -> (replicas, isr, leader), and topic -> why it may not
-        be described (Describe, or DescribeConfigs for min.insync.replicas, refused)."""
+        be described (Describe, or DescribeConfigs for min.insync.replicas, refused).
+
+        With ``wanted`` (the partitions a look is about), a topic whose partition count is known (less than
+        ``MIN_ISR_MAX_AGE`` old, and above every partition wanted) is asked only for those partitions
+        (``_slices``: DescribeTopicPartitions, KIP-966, from a cursor, up to a limit); the others, and every
+        topic on a broker without that API, whole (Metadata, through librdkafka's ``describe_topics``)."""
         from confluent_kafka import TopicCollection
         from confluent_kafka.admin import ConfigResource, ResourceType
 
@@ -453,12 +467,34 @@ class KafkaCluster:
         infos: dict[str, TopicInfo | None] = {}
         parts: dict[TopicPartition, tuple] = {}
         denied: dict[str, str] = {}
-        try:
-            futures = self._admin.describe_topics(TopicCollection(topics), request_timeout=self.timeout)
-        except Exception as e:  # noqa: BLE001
-            return self._confluent(e)
         existing = []
-        for topic in topics:
+        whole = topics
+        if wanted is not None and self._slicing:
+            now = self._clock()
+            by_topic: dict[str, list[int]] = {}
+            for tp in wanted:
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            counts = dict(self._counts)
+            known = {t: counts[t][0] for t in topics if t in counts and 0 <= now - counts[t][1] < MIN_ISR_MAX_AGE
+                     and max(by_topic.get(t, [0])) < counts[t][0]}
+            if known:
+                sliced = self._slices({t: sorted(set(by_topic.get(t, []))) for t in known}, known)
+                if isinstance(sliced, tuple):
+                    s_infos, s_parts, s_denied = sliced
+                    infos.update(s_infos)
+                    parts.update(s_parts)
+                    denied.update(s_denied)
+                    existing += [t for t, i in s_infos.items() if i is not None]
+                    whole = [t for t in topics if t not in known]
+                elif sliced is not None:
+                    return sliced
+        futures = {}
+        if whole:
+            try:
+                futures = self._admin.describe_topics(TopicCollection(whole), request_timeout=self.timeout)
+            except Exception as e:  # noqa: BLE001
+                return self._confluent(e)
+        for topic in whole:
             desc, err = self._wait(futures[topic], need=Need(("Describe",), access.topic(topic)))
             if isinstance(err, Refused) and err.code == "UNKNOWN_TOPIC_OR_PARTITION":
                 infos[topic] = None
@@ -470,6 +506,7 @@ class KafkaCluster:
                 return err
             existing.append(topic)
             infos[topic] = TopicInfo(len(desc.partitions))
+            self._counts = {**self._counts, topic: (len(desc.partitions), self._clock())}
             for p in desc.partitions:
                 leader = p.leader.id if p.leader is not None and p.leader.id >= 0 else None
                 parts[TopicPartition(topic, p.id)] = (
@@ -491,6 +528,63 @@ class KafkaCluster:
         for t in existing:
             if t in infos and t in self._min_isr and self._min_isr[t][0] is not None:
                 infos[t] = infos[t]._replace(min_insync_replicas=self._min_isr[t][0])
+        return infos, parts, denied
+
+    def _slices(self, wanted: dict[str, list[int]], counts: dict[str, int]) -> tuple[dict, dict, dict] | Result | None:
+        """The partitions ``wanted`` of topics of known partition ``counts``, through DescribeTopicPartitions:
+        the topics of at most ``SMALL_TOPIC`` partitions together, whole (one request per 2,000 partitions,
+        Kafka's cap); each larger topic from a cursor, in at most ``SLICES`` runs of its wanted partitions
+        (split at the widest gaps). ``None``: the API is missing (kafka-python too old, or a broker older
+        than Kafka 3.7): the caller asks Metadata instead, from now on."""
+        kp = self._kafka_python()
+        if isinstance(kp, (Unavailable, Refused)):
+            return kp
+        if not hasattr(kp, "describe_topic_partitions"):
+            self._slicing = False
+            return None
+        small = [t for t in sorted(wanted) if counts[t] <= SMALL_TOPIC]
+        calls: list[tuple[list[str], int, dict | None]] = []
+        batch: list[str] = []
+        for t in small:
+            if batch and sum(counts[x] for x in batch) + counts[t] > 2000:
+                calls.append((batch, sum(counts[x] for x in batch), None))
+                batch = []
+            batch.append(t)
+        if batch:
+            calls.append((batch, sum(counts[x] for x in batch), None))
+        for t in sorted(wanted):
+            if counts[t] > SMALL_TOPIC and wanted[t]:
+                for lo, hi in _runs(wanted[t], SLICES):
+                    calls.append(([t], hi - lo + 1, {"topic_name": t, "partition_index": lo}))
+        infos: dict[str, TopicInfo | None] = {}
+        parts: dict[TopicPartition, tuple] = {}
+        denied: dict[str, str] = {}
+        for names, limit, cursor in calls:
+            try:
+                answer = kp.describe_topic_partitions(names, response_partition_limit=min(limit, 2000), cursor=cursor)
+            except Exception as e:  # noqa: BLE001
+                if type(e).__name__ in ("IncompatibleBrokerVersion", "UnsupportedVersionError"):
+                    log.info("no DescribeTopicPartitions on this cluster (%s): looks ask Metadata of whole topics", e)
+                    self._slicing = False
+                    return None
+                return self._kafka_python_error(e, Need(("Describe",), access.topic(names[0])))
+            for topic in answer.get("topics", ()):
+                name, code = topic["name"], topic.get("error_code", 0)
+                if code == 3:
+                    infos[name] = None
+                    self._counts = {t: c for t, c in self._counts.items() if t != name}
+                    continue
+                if code:
+                    result = self._kafka_python_error(_kafka_python_error_class(code), Need(("Describe",), access.topic(name)))
+                    if isinstance(result, Refused) and result.code == "TOPIC_AUTHORIZATION_FAILED":
+                        denied[name] = result.message
+                        continue
+                    return result
+                infos.setdefault(name, TopicInfo(counts[name]))
+                for p in topic.get("partitions", ()):
+                    leader = p["leader_id"] if p.get("leader_id", -1) >= 0 else None
+                    parts[TopicPartition(name, p["partition_index"])] = (
+                        tuple(p["replica_nodes"]), frozenset(p["isr_nodes"]), leader)
         return infos, parts, denied
 
     def _remember_min_isr(self, topic: str, configs: Mapping, at: float) -> None:
@@ -532,7 +626,7 @@ class KafkaCluster:
         topics = self._all_topics() if partitions is None else sorted({tp.topic for tp in partitions})
         if not isinstance(topics, list):
             return _unavailable(topics)
-        described = self._describe(topics)
+        described = self._describe(topics, None if partitions is None else asked)
         if not isinstance(described, tuple):
             return _unavailable(described)
         infos, parts, denied = described
@@ -863,3 +957,22 @@ def _about(resource: Any, result: Result) -> Result:
 
 def _unavailable(r: Result) -> Unavailable:
     return r if isinstance(r, Unavailable) else Unavailable(str(r))
+
+
+def _runs(partitions: list[int], most: int) -> list[tuple[int, int]]:
+    """``partitions`` (sorted) as at most ``most`` ranges (lo, hi) covering them, split at the widest gaps."""
+    if not partitions:
+        return []
+    gaps = sorted(range(1, len(partitions)), key=lambda i: partitions[i] - partitions[i - 1], reverse=True)
+    cuts = sorted(i for i in gaps[:most - 1] if partitions[i] - partitions[i - 1] > 1)
+    out, start = [], 0
+    for i in cuts + [len(partitions)]:
+        out.append((partitions[start], partitions[i - 1]))
+        start = i
+    return out
+
+
+def _kafka_python_error_class(code: int):
+    import kafka.errors as KE
+
+    return KE.for_code(code)
