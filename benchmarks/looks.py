@@ -4,6 +4,7 @@ engine and the embedded broker use while the engine idles.
 
     python -m benchmarks.looks [--partitions 24] [--moving 18] [--size "16 MB"] [--throttle 4000000]
                                [--idle 30] [--profile kafka|embedded] [--engine-root DIR]
+    python -m benchmarks.looks log [--idle 60] [--profile kafka|embedded] [--engine-root DIR]
     python -m benchmarks.looks logdirs [--partitions 4000]
 
 * default: the real engine (``kreassign engine --cluster kafka://<front>``, its event log on the embedded
@@ -16,6 +17,10 @@ engine and the embedded broker use while the engine idles.
   core, from /proc) of the engine process and of the embedded broker. ``--engine-root`` runs the
   engine from another checkout (the code before a change: ``git archive <commit> | tar -x -C DIR``);
   the sim-cluster is always this one (it counts).
+* ``log``: what an idle engine (active, nothing submitted) asks of the cluster holding its event log,
+  here the embedded broker behind a recording proxy (``tests/kafka_recorder.py``): requests per second
+  by API and client over ``--idle`` seconds, and the CPU of the engine and of the embedded broker.
+  ``--cluster sim`` (the default here) keeps the reassigned cluster out of the count.
 * ``logdirs``: what one broker hosting ``--partitions`` partitions answers to DescribeLogDirs
   through kafka-python, with and without a partition filter (the bytes of the response, counted
   by the front), and to the Metadata of the whole topic (librdkafka's ``describe_topics``).
@@ -175,6 +180,59 @@ def run(args) -> None:
                 proc.cleanup()
 
 
+def log_cluster(args) -> None:
+    """What an idle engine asks of the cluster holding its log (module doc, ``log``)."""
+    from collections import Counter
+
+    from tests.kafka_recorder import Recorder
+
+    root = Path(args.engine_root).resolve() if args.engine_root else ROOT
+    doc, _targets = scenario(args.partitions, args.size, args.moving)
+    port = free_port()
+    recorder = Recorder(("127.0.0.1", port))
+    broker = EmbeddedBroker(port=port, advertised=recorder.address).start()
+    procs = []
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            prefix = "looks."
+            create({"bootstrap.servers": recorder.address}, prefix)
+            path = Path(tmp) / "scenario.yaml"
+            path.write_text(yaml.safe_dump(doc))
+            web_port = free_port()
+            engine = Spawned([sys.executable, "-m", "engine.cli", "engine", "--bootstrap-server", recorder.address,
+                              "--broker-profile", args.profile, "--prefix", prefix, "--cluster", f"sim:{path}",
+                              "--web-port", str(web_port), *args.engine_args], "engine", root)
+            procs.append(engine)
+
+            def active():
+                assert engine.alive(), engine.output()[-3000:]
+                st = get_json(f"http://127.0.0.1:{web_port}/status")
+                return st if st and st.get("active") and not st.get("recovering") else None
+
+            wait_for(active, 120, "the engine to become the decider")
+            time.sleep(5)
+            start = len(recorder.seen)
+            e0, b0, t0 = cpu_seconds(engine.p.pid), cpu_seconds(broker.process.pid), time.monotonic()
+            time.sleep(args.idle)
+            e1, b1, t1 = cpu_seconds(engine.p.pid), cpu_seconds(broker.process.pid), time.monotonic()
+            seen = recorder.seen[start:]
+            seconds = t1 - t0
+            by = Counter((x.api, x.client_id) for x in seen)
+            print(json.dumps({"phase": "log-idle", "engine_root": str(root), "profile": args.profile,
+                              "seconds": round(seconds, 1), "requests_per_s": round(len(seen) / seconds, 2),
+                              "by_api_and_client": {f"{api} ({client})": round(n / seconds, 2)
+                                                    for (api, client), n in by.most_common()},
+                              "engine_cpu_percent": round(100 * (e1 - e0) / seconds, 1),
+                              "embedded_broker_cpu_percent": round(100 * (b1 - b0) / seconds, 1),
+                              "load": os.getloadavg()}), flush=True)
+            engine.stop()
+    finally:
+        for proc in procs:
+            proc.cleanup()
+        broker.stop()
+        recorder.close()
+
+
 def logdirs(args) -> None:
     """DescribeLogDirs and Metadata answers of a broker hosting ``--partitions`` partitions."""
     from confluent_kafka import TopicCollection
@@ -232,7 +290,7 @@ def logdirs(args) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="benchmarks.looks")
-    parser.add_argument("what", nargs="?", default="move", choices=("move", "logdirs"))
+    parser.add_argument("what", nargs="?", default="move", choices=("move", "log", "logdirs"))
     parser.add_argument("--partitions", type=int, default=24)
     parser.add_argument("--moving", type=int, default=18)
     parser.add_argument("--size", default="16 MB")
@@ -243,7 +301,7 @@ def main() -> None:
     parser.add_argument("--engine-root", default=None)
     parser.add_argument("--engine-args", nargs=argparse.REMAINDER, default=[])
     args = parser.parse_args()
-    (logdirs if args.what == "logdirs" else run)(args)
+    {"move": run, "log": log_cluster, "logdirs": logdirs}[args.what](args)
 
 
 if __name__ == "__main__":

@@ -287,10 +287,9 @@ class Decider:
             if isinstance(obs, Unavailable):
                 self.blocked = f"cannot observe the cluster: {obs}"
                 log.warning("cannot observe the cluster: %s", obs)
-                if full:
-                    self.full_at = now  # tried again at the next full look, not at every tick
                 out = self.process(ObservationFailed(str(obs), now))
-                self._schedule(now)
+                # tried again at the next full look, a ceiling from now, not at every tick
+                self.full_at, self._after_tick, self.plan, self.next_at = now, self.state, {}, now + self.poll_interval
                 return out
             self.blocked = None
             if full:
@@ -332,6 +331,9 @@ class Decider:
         full look every ``poll_interval`` while anything is watched, a timer (a retry) at the ceiling's
         pace, the next throttle read-back; never, when nothing is in flight, waiting or due."""
         s = self.state
+        # a measurement from before the step in flight started (an earlier step of the partition) says nothing
+        self.measured = {tp: (n, at) for tp, (n, at) in self.measured.items()
+                         if tp in s.steps and s.steps[tp].started_at is not None and at >= s.steps[tp].started_at}
         self.plan = next_looks(s, now, self.measured, self.floor, self.poll_interval)
         times = list(self.plan.values())
         if self.plan or s.ready.size or timers_pending(s):
