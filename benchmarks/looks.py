@@ -5,6 +5,7 @@ engine and the embedded broker use while the engine idles.
     python -m benchmarks.looks [--partitions 24] [--moving 18] [--size "16 MB"] [--throttle 4000000]
                                [--idle 30] [--profile kafka|embedded] [--engine-root DIR]
     python -m benchmarks.looks log [--idle 60] [--profile kafka|embedded] [--engine-root DIR]
+    python -m benchmarks.looks inprocess [--fast-interval 0.1]
     python -m benchmarks.looks logdirs [--partitions 4000]
 
 * default: the real engine (``kreassign engine --cluster kafka://<front>``, its event log on the embedded
@@ -21,6 +22,11 @@ engine and the embedded broker use while the engine idles.
   here the embedded broker behind a recording proxy (``tests/kafka_recorder.py``): requests per second
   by API and client over ``--idle`` seconds, and the CPU of the engine and of the embedded broker.
   ``--cluster sim`` (the default here) keeps the reassigned cluster out of the count.
+* ``inprocess``: the decider alone on the simulated cluster's virtual clock (no Kafka): the same move,
+  driven as the worker drives it (the timer every ``--fast-interval``, a tick when one is due; the code
+  before this change: a tick every 0.1 s), counting the calls to the cluster; and an idle minute. Run
+  the code before with this file copied into its checkout: ``cp benchmarks/looks.py OLD/benchmarks/ &&
+  cd OLD && python -m benchmarks.looks inprocess``.
 * ``logdirs``: what one broker hosting ``--partitions`` partitions answers to DescribeLogDirs
   through kafka-python, with and without a partition filter (the bytes of the response, counted
   by the front), and to the Metadata of the whole topic (librdkafka's ``describe_topics``).
@@ -288,9 +294,60 @@ def logdirs(args) -> None:
         sim.shutdown()
 
 
+def inprocess(args) -> None:
+    """The decider alone (module doc, ``inprocess``); works with the code before the change too."""
+    import inspect
+    from collections import Counter
+
+    from engine.core.commands import ChangeThrottle, Submit
+    from engine.runtime.decider import Decider, MemoryLog
+    from engine.sim import scenario as S
+    from engine.sim.cluster import SimulatedCluster
+
+    new = "floor" in inspect.signature(Decider.__init__).parameters
+
+    class Counted:
+        def __init__(self, cluster):
+            self.cluster, self.calls = cluster, Counter()
+
+        def __getattr__(self, name):
+            attr = getattr(self.cluster, name)
+            if not callable(attr):
+                return attr
+
+            def call(*a, **k):
+                self.calls[name] += 1
+                return attr(*a, **k)
+            return call
+
+    doc, targets = scenario(args.partitions, args.size, args.moving)
+    for phase in ("idle", "move"):
+        cluster = Counted(SimulatedCluster.from_scenario(S.from_document(doc)))
+        kw = {"poll_interval": 1.0, "floor": args.fast_interval} if new else {"poll_interval": 1.0}
+        d = Decider(MemoryLog(), cluster, clock=lambda: cluster.cluster.time, **kw)
+        d.recover(None)
+        step = args.fast_interval if new else 0.1
+        if phase == "move":
+            d.decide(ChangeThrottle(args.throttle))
+            d.decide(Submit("r", tuple(targets)))
+        cluster.calls.clear()
+        end = cluster.cluster.time + (60.0 if phase == "idle" else args.timeout)
+        while cluster.cluster.time < end:
+            due = d.due_in() if new else 0.0
+            if due is not None and due <= step / 2:
+                d.tick()
+            if phase == "move" and any(type(e.payload).__name__ == "RequestCompleted" for e in d.log.records[-5:]):
+                break
+            cluster.cluster.advance(step)
+        print(json.dumps({"phase": f"inprocess-{phase}", "code": "after" if new else "before",
+                          "interval": step, "seconds": round(cluster.cluster.time, 2),
+                          "calls": dict(cluster.calls)}), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="benchmarks.looks")
-    parser.add_argument("what", nargs="?", default="move", choices=("move", "log", "logdirs"))
+    parser.add_argument("what", nargs="?", default="move", choices=("move", "log", "inprocess", "logdirs"))
+    parser.add_argument("--fast-interval", type=float, default=0.1)
     parser.add_argument("--partitions", type=int, default=24)
     parser.add_argument("--moving", type=int, default=18)
     parser.add_argument("--size", default="16 MB")
@@ -301,7 +358,7 @@ def main() -> None:
     parser.add_argument("--engine-root", default=None)
     parser.add_argument("--engine-args", nargs=argparse.REMAINDER, default=[])
     args = parser.parse_args()
-    {"move": run, "log": log_cluster, "logdirs": logdirs}[args.what](args)
+    {"move": run, "log": log_cluster, "inprocess": inprocess, "logdirs": logdirs}[args.what](args)
 
 
 if __name__ == "__main__":
