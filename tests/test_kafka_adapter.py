@@ -346,3 +346,47 @@ def test_a_look_asks_the_brokers_and_min_insync_replicas_only_when_their_answers
     cluster._silence(frozenset({2}))  # the watch: broker 2 stopped answering
     cluster.observe([T1])
     assert admin.asked.count("DescribeCluster") == 5
+
+
+class SlicingKafkaPython(KafkaPython):
+    """kafka-python with DescribeTopicPartitions (KIP-966), answering from ``topics`` as a broker would."""
+
+    def __init__(self, topics):
+        super().__init__()
+        self.topics = topics  # name -> {partition: (replicas, isr, leader)}
+        self.slices = []
+
+    def describe_topic_partitions(self, topics, response_partition_limit=2000, cursor=None):
+        self.slices.append((tuple(topics), response_partition_limit, cursor and cursor["partition_index"]))
+        out = []
+        limit = response_partition_limit
+        for name in sorted(topics):
+            start = cursor["partition_index"] if cursor and cursor["topic_name"] == name else 0
+            ps = sorted(p for p in self.topics[name] if p >= start)[:limit]
+            limit -= len(ps)
+            out.append({"name": name, "error_code": 0, "partitions": [
+                {"partition_index": p, "replica_nodes": list(self.topics[name][p][0]),
+                 "isr_nodes": list(self.topics[name][p][1]), "leader_id": self.topics[name][p][2]} for p in ps]})
+        return {"topics": out, "next_cursor": None}
+
+
+def test_a_large_topic_is_asked_only_for_the_partitions_looked_at_and_whole_again_when_one_is_missing():
+    admin = CountingAdmin()
+    big = {p: ([1, 2], [1, 2], 1) for p in range(200)}
+    admin.topics = {"big": [(p, r, isr, leader) for p, (r, isr, leader) in big.items()]}
+    kp = SlicingKafkaPython({"big": big})
+    calls = []
+    real = admin.describe_topics
+    admin.describe_topics = lambda c, request_timeout: calls.append(tuple(c.topic_names)) or real(c, request_timeout)
+    cluster, _ = adapter(admin, kp)
+    wanted = [TopicPartition("big", 3), TopicPartition("big", 150)]
+    assert cluster.observe(wanted).topics["big"].partitions == 200  # first: whole, to count them
+    assert calls == [("big",)] and kp.slices == []
+    obs = cluster.observe(wanted)
+    assert calls == [("big",)] and set(obs.partitions) == set(wanted) and obs.topics["big"].partitions == 200
+    assert sorted(kp.slices) == [(("big",), 1, 3), (("big",), 1, 150)]  # two runs of one partition each
+    del big[150]  # the topic shrank (deleted and made again): partition 150 is no longer there
+    admin.topics = {"big": [(p, r, isr, leader) for p, (r, isr, leader) in big.items()]}
+    obs = cluster.observe(wanted)
+    assert calls == [("big",), ("big",)] and obs.topics["big"].partitions == 199
+    assert TopicPartition("big", 150) not in obs.partitions

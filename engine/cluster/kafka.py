@@ -454,8 +454,9 @@ class KafkaCluster:
         """topic -> TopicInfo or None, (topic, p) -> (replicas, isr, leader), and topic -> why it may not
         be described (Describe, or DescribeConfigs for min.insync.replicas, refused).
 
-        With ``wanted`` (the partitions a look is about), a topic whose partition count is known (less than
-        ``MIN_ISR_MAX_AGE`` old, and above every partition wanted) is asked only for those partitions
+        With ``wanted`` (the partitions a look is about), a topic whose partition count is known (above every
+        partition wanted: a count only grows, and a partition below it that is missing makes the topic asked
+        whole again) is asked only for those partitions
         (``_slices``: DescribeTopicPartitions, KIP-966, from a cursor, up to a limit); the others, and every
         topic on a broker without that API, whole (Metadata, through librdkafka's ``describe_topics``)."""
         from confluent_kafka import TopicCollection
@@ -470,22 +471,24 @@ class KafkaCluster:
         existing = []
         whole = topics
         if wanted is not None and self._slicing:
-            now = self._clock()
             by_topic: dict[str, list[int]] = {}
             for tp in wanted:
                 by_topic.setdefault(tp.topic, []).append(tp.partition)
             counts = dict(self._counts)
-            known = {t: counts[t][0] for t in topics if t in counts and 0 <= now - counts[t][1] < MIN_ISR_MAX_AGE
-                     and max(by_topic.get(t, [0])) < counts[t][0]}
+            known = {t: counts[t][0] for t in topics if t in counts and max(by_topic.get(t, [0])) < counts[t][0]}
             if known:
                 sliced = self._slices({t: sorted(set(by_topic.get(t, []))) for t in known}, known)
                 if isinstance(sliced, tuple):
                     s_infos, s_parts, s_denied = sliced
-                    infos.update(s_infos)
-                    parts.update(s_parts)
+                    # a partition below the count the topic had that is not there: the topic was deleted and
+                    # made again, or shrank: asked whole, which counts its partitions anew
+                    again = {t for t in known if s_infos.get(t) is not None and t not in s_denied
+                             and any(TopicPartition(t, p) not in s_parts for p in by_topic.get(t, ()))}
+                    infos.update({t: i for t, i in s_infos.items() if t not in again})
+                    parts.update({tp: v for tp, v in s_parts.items() if tp.topic not in again})
                     denied.update(s_denied)
-                    existing += [t for t, i in s_infos.items() if i is not None]
-                    whole = [t for t in topics if t not in known]
+                    existing += [t for t, i in s_infos.items() if i is not None and t not in again]
+                    whole = [t for t in topics if t not in known or t in again]
                 elif sliced is not None:
                     return sliced
         futures = {}
