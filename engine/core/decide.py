@@ -878,7 +878,10 @@ def next_looks(s: State, now: float, measured: dict, floor: float, ceiling: floa
       (``measure_due``); a copy whose bytes are not known: at the ceiling;
     * a step whose end comes with no more copying (released from the throttle, being aborted, copying
       nothing), and a pending election: at the floor, until the look that sees it done;
-    * any other step in flight, a waiting or a ready partition: at the ceiling."""
+    * any other step in flight: at the ceiling.
+
+    Waiting and ready partitions are not listed (there may be many): the shell looks at everything it
+    watches at every ceiling anyway. O(steps in flight + elections)."""
     out: dict[TopicPartition, float] = {}
     soon, late = now + floor, now + ceiling
     lead = _release_seconds(s)
@@ -894,8 +897,6 @@ def next_looks(s: State, now: float, measured: dict, floor: float, ceiling: floa
             out[tp] = late
     for tp in s.elections.keys():
         out[tp] = soon
-    for tp in s.waiting.keys():
-        out.setdefault(tp, late)
     return out
 
 

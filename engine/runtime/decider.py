@@ -55,7 +55,7 @@ from engine.views.attention import attention
 from engine.cluster import Cluster
 from engine.core.outcomes import Unavailable
 from engine.core.commands import CatchUpObserved, Input, ObservationFailed, Submit, ThrottlesObserved, Tick
-from engine.core.decide import handle, measure_due, next_looks, starting, timers_pending, watched
+from engine.core.decide import handle, measure_due, next_looks, starting, watched
 from engine.log.envelope import EventEnvelope, new_id, now
 from engine.runtime.executor import Executor, actions, recovery_actions
 from engine.core.partition import TopicPartition
@@ -275,7 +275,9 @@ class Decider:
         if not full:
             measure = [tp for tp in measure if tp in self.measured or tp in partitions]
         verify = self._verify_due(now)
-        if not partitions and not measure and not verify and not changed and not timers_pending(self.state):
+        # a retry falls due at a full look (every ceiling); with nothing watched only a throttle change can
+        retry = full and not self.state.throttle_failed.is_empty()
+        if not partitions and not measure and not verify and not changed and not retry:
             if full:
                 self.full_at = now
             self._schedule(now)
@@ -336,7 +338,7 @@ class Decider:
                          if tp in s.steps and s.steps[tp].started_at is not None and at >= s.steps[tp].started_at}
         self.plan = next_looks(s, now, self.measured, self.floor, self.poll_interval)
         times = list(self.plan.values())
-        if self.plan or s.ready.size or timers_pending(s):
+        if s.steps or s.waiting or s.elections or s.ready.size or not s.throttle_failed.is_empty():
             times.append((self.full_at if self.full_at is not None else now) + self.poll_interval)
         if not s.throttles.is_empty() or s.steps:
             times.append((self.verified_at if self.verified_at is not None else now) + self.verify_interval)
