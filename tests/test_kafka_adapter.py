@@ -385,8 +385,26 @@ def test_a_large_topic_is_asked_only_for_the_partitions_looked_at_and_whole_agai
     obs = cluster.observe(wanted)
     assert calls == [("big",)] and set(obs.partitions) == set(wanted) and obs.topics["big"].partitions == 200
     assert sorted(kp.slices) == [(("big",), 1, 3), (("big",), 1, 150)]  # two runs of one partition each
-    del big[150]  # the topic shrank (deleted and made again): partition 150 is no longer there
+    for p in range(100, 200):  # the topic deleted and made again with 100 partitions: 150 is no longer there
+        del big[p]
     admin.topics = {"big": [(p, r, isr, leader) for p, (r, isr, leader) in big.items()]}
     obs = cluster.observe(wanted)
-    assert calls == [("big",), ("big",)] and obs.topics["big"].partitions == 199
+    assert calls == [("big",), ("big",)] and obs.topics["big"].partitions == 100
     assert TopicPartition("big", 150) not in obs.partitions
+    kp.slices.clear()
+    obs = cluster.observe([TopicPartition("big", p) for p in range(100)])  # one run of 100 partitions
+    assert len(obs.partitions) == 100 and kp.slices == [(("big",), 100, 0)] and len(calls) == 2
+
+
+def test_a_run_of_more_than_2000_partitions_is_asked_in_requests_of_2000():
+    """Kafka answers at most 2,000 partitions per DescribeTopicPartitions request (the cursor pages the rest)."""
+    admin = Admin()
+    big = {p: ([1, 2], [1, 2], 1) for p in range(4500)}
+    admin.topics = {"big": [(p, r, isr, leader) for p, (r, isr, leader) in big.items()]}
+    kp = SlicingKafkaPython({"big": big})
+    cluster, _ = adapter(admin, kp)
+    every = [TopicPartition("big", p) for p in range(4500)]
+    cluster.observe(every[:1])
+    obs = cluster.observe(every)
+    assert len(obs.partitions) == 4500
+    assert kp.slices == [(("big",), 2000, 0), (("big",), 2000, 2000), (("big",), 500, 4000)]

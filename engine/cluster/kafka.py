@@ -192,7 +192,7 @@ class KafkaCluster:
         self._brokers_at: float | None = None  # when DescribeCluster last answered (``BROKERS_MAX_AGE``)
         self._last_brokers: dict[int, Broker] = {}  # its answer: every broker known, alive or not
         self._min_isr: dict[str, tuple[int | None, float]] = {}  # topic -> (min.insync.replicas, when read)
-        self._counts: dict[str, tuple[int, float]] = {}  # topic -> (partitions, when read: a whole Metadata)
+        self._counts: dict[str, tuple[int, float]] = {}  # topic -> (partitions, when counted: a whole Metadata)
         self._slicing = True  # DescribeTopicPartitions answers (False once a broker or the client lacks it)
         self.timeout = timeout
         self.principal = access.principal_of(config)
@@ -558,7 +558,8 @@ class KafkaCluster:
         for t in sorted(wanted):
             if counts[t] > SMALL_TOPIC and wanted[t]:
                 for lo, hi in _runs(wanted[t], SLICES):
-                    calls.append(([t], hi - lo + 1, {"topic_name": t, "partition_index": lo}))
+                    for start in range(lo, hi + 1, 2000):  # Kafka answers at most 2,000 partitions a request
+                        calls.append(([t], min(hi + 1 - start, 2000), {"topic_name": t, "partition_index": start}))
         infos: dict[str, TopicInfo | None] = {}
         parts: dict[TopicPartition, tuple] = {}
         denied: dict[str, str] = {}
