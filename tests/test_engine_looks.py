@@ -4,9 +4,9 @@ the real Kafka adapter (``--cluster kafka://``), default intervals; the front co
 broker (``GET /v1/requests``).
 
 * idle (active, nothing submitted): no request at all to the reassigned cluster (before: ApiVersions to
-  every broker twice a second and a DescribeCluster a second, 9 requests/s here);
-* moving (6 copies into one broker at 4 MB/s): at most BUSY_BUDGET requests a second to any broker, on
-  average over the move (before: about 33 to the busiest broker);
+  every broker twice a second and a DescribeCluster a second: 45 requests in 5 s);
+* moving (4 copies of 12 MB into one broker at 4 MB/s, 12 s): at most BUSY_BUDGET requests a second to
+  any broker, on average over the move, actions included (before: 22.8; after: about 5.5);
 * idle again once the request completed: nothing."""
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ from engine.log.eventlog import Publisher
 from tests.engine_harness import EventTail, SimCluster, Worker, get_json, wait_for
 
 EMBEDDED = profile("embedded")
-BUSY_BUDGET = 10.0  # requests/s to the busiest broker, on average over a move (measured: 5 to 6.5)
+BUSY_BUDGET = 8.0  # requests/s to the busiest broker, on average over a move (measured: about 5)
 DOC = {
     "name": "looks", "seed": 3,
     "brokers": [{"id": b, "network_in": "100 MB/s", "network_out": "100 MB/s"} for b in (1, 2, 3, 4)],
     "topics": [{"name": "t", "min_insync_replicas": 2,
-                "assignment": [{"replicas": [1, 2, 3], "size": "4 MB"} for _ in range(6)]}],
+                "assignment": [{"replicas": [1, 2, 3], "size": "12 MB"} for _ in range(4)]}],
 }
-TARGETS = tuple(PartitionTarget("t", p, (1, 2, 4)) for p in range(6))
+TARGETS = tuple(PartitionTarget("t", p, (1, 2, 4)) for p in range(4))
 
 
 def counts(sim) -> dict:
@@ -63,7 +63,7 @@ def test_the_engine_asks_an_idle_cluster_nothing_and_a_moving_one_within_its_bud
             seconds = time.monotonic() - started
         moving = counts(sim)
         rates = {b: n / seconds for b, n in per_broker(moving).items()}
-        print(f"moving {seconds:.1f} s: {moving['total']}, requests/s per broker {rates}")
+        print(f"moving {seconds:.1f} s: {moving['total']}, requests/s per broker {rates}, {moving['brokers']}")
         assert max(rates.values()) <= BUSY_BUDGET, (rates, moving["brokers"])
         time.sleep(2)  # the last throttle removal
         get_json(sim.url + "/v1/requests?reset=1")
