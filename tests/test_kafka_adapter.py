@@ -16,7 +16,7 @@ from kafka.structs import TopicPartition as KTP
 
 from engine.kafka.client_config import ClientConfig
 from engine.cluster import Ok, Refused, Unavailable
-from engine.cluster.kafka import KafkaCluster, result_of_code
+from engine.cluster.kafka import BROKERS_MAX_AGE, MIN_ISR_MAX_AGE, KafkaCluster, result_of_code
 from engine.core.partition import TopicPartition
 from engine.core.throttles import ThrottledReplica, ThrottleSet
 
@@ -115,15 +115,24 @@ class KafkaPython:
         pass
 
 
-def adapter(admin=None, kp=None, timeout=5.0):
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def adapter(admin=None, kp=None, timeout=5.0, clock=None):
     kp = kp or KafkaPython()
     return KafkaCluster(ClientConfig({"bootstrap.servers": "x:9092"}), timeout=timeout, admin=admin or Admin(),
-                        kafka_python=lambda: kp), kp
+                        kafka_python=lambda: kp, clock=clock or Clock()), kp
 
 
 def test_observe_builds_the_core_values_and_marks_vanished_brokers_dead():
     admin = Admin()
-    cluster, kp = adapter(admin)
+    clock = Clock()
+    cluster, kp = adapter(admin, clock=clock)
     kp.ongoing = {KTP("t", 1): {"replicas": [2, 3], "adding_replicas": [3], "removing_replicas": []},
                   KTP("t", 2): {"replicas": [3, 1], "adding_replicas": [], "removing_replicas": []}}  # tansu-style
     obs = cluster.observe([T0, T1, T2, TopicPartition("gone", 0)])
@@ -133,6 +142,7 @@ def test_observe_builds_the_core_values_and_marks_vanished_brokers_dead():
     assert not obs.partitions[T2].reassignment_in_progress
     assert obs.partitions[T0].isr == {1, 2} and obs.partitions[T0].leader == 1
     admin.nodes = admin.nodes[:2]  # broker 3 is fenced / gone
+    clock.now += BROKERS_MAX_AGE  # seen at the next DescribeCluster
     obs = cluster.observe([T0])
     assert {(b.id, b.rack, b.alive) for b in obs.brokers} == {(1, "a", True), (2, "b", True), (3, "a", False)}
     assert sorted(cluster.observe(None).topics) == ["t"]  # internal topics left out
@@ -292,3 +302,109 @@ def test_error_codes():
     assert isinstance(result_of_code(-185, "_TIMED_OUT", "", False), Unavailable)
     assert result_of_code(-173, "_CONFLICT", "m", False) == Refused("_CONFLICT", "m")
     assert result_of_code(29, "TOPIC_AUTHORIZATION_FAILED", "", False).code == "TOPIC_AUTHORIZATION_FAILED"
+
+
+class CountingAdmin(Admin):
+    def __init__(self):
+        super().__init__()
+        self.asked = []
+
+    def describe_cluster(self, request_timeout):
+        self.asked.append("DescribeCluster")
+        return super().describe_cluster(request_timeout)
+
+    def describe_configs(self, resources, request_timeout):
+        self.asked.append(("DescribeConfigs", tuple(r.name for r in resources)))
+        return super().describe_configs(resources, request_timeout)
+
+
+def test_a_look_asks_the_brokers_and_min_insync_replicas_only_when_their_answers_are_old():
+    """Issue 26: the brokers and min.insync.replicas change rarely; a look reuses them for BROKERS_MAX_AGE and
+    MIN_ISR_MAX_AGE (the old adapter asked DescribeCluster and DescribeConfigs at every look), sooner when a look
+    names a broker not known alive or the broker watch says one stopped answering."""
+    admin = CountingAdmin()
+    clock = Clock()
+    cluster, _kp = adapter(admin, clock=clock)
+    for _ in range(5):
+        obs = cluster.observe([T0, T1])
+        clock.now += 1.0
+    assert obs.topics["t"].min_insync_replicas == 2
+    assert admin.asked == ["DescribeCluster", ("DescribeConfigs", ("t",))], admin.asked
+    clock.now += BROKERS_MAX_AGE
+    cluster.observe([T0])
+    assert admin.asked.count("DescribeCluster") == 2
+    clock.now += MIN_ISR_MAX_AGE
+    cluster.observe([T0])
+    assert admin.asked.count(("DescribeConfigs", ("t",))) == 2
+    assert admin.asked.count("DescribeCluster") == 3
+    clock.now += 1.0
+    admin.topics["t"][0] = (0, [1, 2, 7], [1, 2], 1)  # a broker never seen: who is alive is asked at once
+    cluster.observe([T0])
+    assert admin.asked.count("DescribeCluster") == 4
+    cluster.observe([T0])  # ... but not at every look (broker 7 may be gone for good)
+    assert admin.asked.count("DescribeCluster") == 4
+    cluster._silence(frozenset({2}))  # the watch: broker 2 stopped answering
+    cluster.observe([T1])
+    assert admin.asked.count("DescribeCluster") == 5
+
+
+class SlicingKafkaPython(KafkaPython):
+    """kafka-python with DescribeTopicPartitions (KIP-966), answering from ``topics`` as a broker would."""
+
+    def __init__(self, topics):
+        super().__init__()
+        self.topics = topics  # name -> {partition: (replicas, isr, leader)}
+        self.slices = []
+
+    def describe_topic_partitions(self, topics, response_partition_limit=2000, cursor=None):
+        self.slices.append((tuple(topics), response_partition_limit, cursor and cursor["partition_index"]))
+        out = []
+        limit = response_partition_limit
+        for name in sorted(topics):
+            start = cursor["partition_index"] if cursor and cursor["topic_name"] == name else 0
+            ps = sorted(p for p in self.topics[name] if p >= start)[:limit]
+            limit -= len(ps)
+            out.append({"name": name, "error_code": 0, "partitions": [
+                {"partition_index": p, "replica_nodes": list(self.topics[name][p][0]),
+                 "isr_nodes": list(self.topics[name][p][1]), "leader_id": self.topics[name][p][2]} for p in ps]})
+        return {"topics": out, "next_cursor": None}
+
+
+def test_a_large_topic_is_asked_only_for_the_partitions_looked_at_and_whole_again_when_one_is_missing():
+    admin = CountingAdmin()
+    big = {p: ([1, 2], [1, 2], 1) for p in range(200)}
+    admin.topics = {"big": [(p, r, isr, leader) for p, (r, isr, leader) in big.items()]}
+    kp = SlicingKafkaPython({"big": big})
+    calls = []
+    real = admin.describe_topics
+    admin.describe_topics = lambda c, request_timeout: calls.append(tuple(c.topic_names)) or real(c, request_timeout)
+    cluster, _ = adapter(admin, kp)
+    wanted = [TopicPartition("big", 3), TopicPartition("big", 150)]
+    assert cluster.observe(wanted).topics["big"].partitions == 200  # first: whole, to count them
+    assert calls == [("big",)] and kp.slices == []
+    obs = cluster.observe(wanted)
+    assert calls == [("big",)] and set(obs.partitions) == set(wanted) and obs.topics["big"].partitions == 200
+    assert sorted(kp.slices) == [(("big",), 1, 3), (("big",), 1, 150)]  # two runs of one partition each
+    for p in range(100, 200):  # the topic deleted and made again with 100 partitions: 150 is no longer there
+        del big[p]
+    admin.topics = {"big": [(p, r, isr, leader) for p, (r, isr, leader) in big.items()]}
+    obs = cluster.observe(wanted)
+    assert calls == [("big",), ("big",)] and obs.topics["big"].partitions == 100
+    assert TopicPartition("big", 150) not in obs.partitions
+    kp.slices.clear()
+    obs = cluster.observe([TopicPartition("big", p) for p in range(100)])  # one run of 100 partitions
+    assert len(obs.partitions) == 100 and kp.slices == [(("big",), 100, 0)] and len(calls) == 2
+
+
+def test_a_run_of_more_than_2000_partitions_is_asked_in_requests_of_2000():
+    """Kafka answers at most 2,000 partitions per DescribeTopicPartitions request (the cursor pages the rest)."""
+    admin = Admin()
+    big = {p: ([1, 2], [1, 2], 1) for p in range(4500)}
+    admin.topics = {"big": [(p, r, isr, leader) for p, (r, isr, leader) in big.items()]}
+    kp = SlicingKafkaPython({"big": big})
+    cluster, _ = adapter(admin, kp)
+    every = [TopicPartition("big", p) for p in range(4500)]
+    cluster.observe(every[:1])
+    obs = cluster.observe(every)
+    assert len(obs.partitions) == 4500
+    assert kp.slices == [(("big",), 2000, 0), (("big",), 2000, 2000), (("big",), 500, 4000)]

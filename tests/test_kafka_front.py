@@ -459,3 +459,66 @@ def _contract_on(front, cluster, check):
         check(Harness(cluster, lambda: time.sleep(0.05), virtual=False))
     finally:
         contract.TOPIC = saved
+
+
+def test_requests_are_counted_per_broker_and_api_where_they_arrive(front):
+    """The front counts every request per broker, API and client, with its response's bytes (in process
+    and over the sim-cluster's HTTP API): how the engine's own cost to a cluster is measured."""
+    import json
+    import urllib.request
+
+    kp = KafkaAdminClient(bootstrap_servers=front.bootstrap, request_timeout_ms=10000)  # its own: a fresh view
+    front.counts(reset=True)
+    kp.describe_log_dirs(topic_partitions={TOPIC: [0]}, brokers=[2])
+    kp.describe_log_dirs(brokers=[2])  # every partition of the broker: a larger answer
+    kp.list_partition_reassignments()
+    counted = front.counts()
+    kp.close()
+    logdirs = counted["brokers"][2]["DescribeLogDirs"]
+    assert logdirs["requests"] == 2, counted
+    assert logdirs["response_bytes"] > 0
+    assert sum(per.get("ListPartitionReassignments", {}).get("requests", 0) for per in counted["brokers"].values()) == 1
+    assert counted["clients"]  # kafka-python's client id
+    assert counted["total"]["requests"] >= 3
+    with urllib.request.urlopen(front.sim.url + "/v1/requests?reset=1") as answer:
+        served = json.load(answer)
+    assert served["brokers"]["2"]["DescribeLogDirs"] == logdirs
+    assert "DescribeLogDirs" not in front.counts()["brokers"].get(2, {})  # counting anew
+
+
+def test_a_look_costs_the_partitions_it_is_about_not_the_topic_nor_the_cluster():
+    """Issue 26: a look at 2 partitions of a topic of 4,000 asks for those 2 (DescribeTopicPartitions from a
+    cursor), not the whole topic's Metadata (168 kB here, at every look), and reuses the brokers and
+    min.insync.replicas it read: counted where the requests arrive. The old adapter sent DescribeCluster,
+    ListPartitionReassignments, Metadata of the whole topic and DescribeConfigs at every look."""
+    doc = {"name": "big", "brokers": [{"id": b} for b in (1, 2, 3, 4)],
+           "topics": [{"name": "big", "min_insync_replicas": 2, "assignment": [
+               {"replicas": [1 + (p + i) % 4 for i in range(3)], "size": "1 MB"} for p in range(4000)]}]}
+    sim = SimServer(S.from_document(doc), speed=1)
+    sim.start()
+    front = KafkaFront(sim)
+    front.start()
+    cluster = KafkaCluster(ClientConfig({"bootstrap.servers": front.bootstrap}), timeout=10)
+    try:
+        wanted = [TopicPartition("big", 7), TopicPartition("big", 3990)]
+        first = cluster.observe(wanted)  # the first look learns the topic's partition count: whole
+        assert first.topics["big"].partitions == 4000 and first.topics["big"].min_insync_replicas == 2
+        front.counts(reset=True)
+        for _ in range(10):
+            obs = cluster.observe(wanted)
+        counted = front.counts()
+        by_api: dict = {}
+        for per in counted["brokers"].values():
+            for api, v in per.items():
+                by_api[api] = by_api.get(api, 0) + v["requests"]
+        print(f"10 looks at 2 of 4,000 partitions: {counted['total']}, {by_api}")
+        assert set(obs.partitions) == set(wanted) and obs.topics["big"].partitions == 4000
+        assert obs.partitions[wanted[1]].replicas == tuple(1 + (3990 + i) % 4 for i in range(3))
+        assert by_api.get("Metadata", 0) == 0 and by_api.get("DescribeCluster", 0) == 0, by_api
+        assert by_api.get("DescribeConfigs", 0) == 0, by_api
+        assert by_api["DescribeTopicPartitions"] == 20 and by_api["ListPartitionReassignments"] == 10, by_api
+        assert counted["total"]["response_bytes"] < 10 * 1000, counted["total"]  # whole: 168 kB a look
+    finally:
+        cluster.close()
+        front.shutdown()
+        sim.shutdown()

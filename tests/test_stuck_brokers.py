@@ -242,3 +242,51 @@ def test_the_watch_names_a_broker_that_stops_answering_and_forgets_it_when_it_an
         watch.stop()
         front.shutdown()
         sim.shutdown()
+
+
+def test_the_watch_probes_only_as_often_as_the_engines_work_asks_and_still_names_a_hung_broker():
+    """Issue 26/28: an idle engine sends the brokers no probe; with steps in flight each broker is probed every
+    ``busy_interval``; while a call waits every broker every ``interval``. Counted where the probes arrive (the
+    front's ApiVersions per broker). The old watch probed every broker every ``interval`` whatever the engine did."""
+    from engine.cluster.watch import BrokerWatch
+    from engine.sim import scenario as S
+    from engine.sim.kafka_front import KafkaFront
+    from engine.sim.server import SimServer
+    from tests.engine_harness import wait_for
+
+    sim = SimServer(S.from_document({"name": "watch", "brokers": [{"id": b} for b in (1, 2, 3)],
+                                     "topics": [{"name": "t", "partitions": 1, "replication_factor": 3}]}), speed=1)
+    sim.start()
+    front = KafkaFront(sim)
+    front.start()
+    demand = ["idle"]
+    addresses = {b: f"127.0.0.1:{p}" for b, p in front.ports.items()}
+    watch = BrokerWatch(lambda: addresses, deadline=0.4, interval=0.1, busy_interval=0.8, demand=lambda: demand[0])
+
+    def probes() -> dict:
+        return {b: per.get("ApiVersions", {}).get("requests", 0) for b, per in front.counts()["brokers"].items()}
+
+    watch.start()
+    try:
+        front.counts(reset=True)
+        time.sleep(1.2)
+        assert sum(probes().values()) == 0 and watch.probes == 0  # idle: nothing sent
+        demand[0] = "busy"
+        time.sleep(1.6)  # about two busy intervals: each broker probed about twice
+        busy = probes()
+        assert set(busy) == {1, 2, 3} and all(1 <= n <= 3 for n in busy.values()), busy
+        with sim.lock:
+            sim.cluster.inject(2, "hang")
+        wait_for(lambda: set(watch.unresponsive()) == {2}, 0.8 + 0.4 + 1.5, "broker 2 named while busy")
+        with sim.lock:
+            sim.cluster.inject(2, "resume")
+        wait_for(lambda: watch.unresponsive() == {}, 5, "broker 2 answering again")
+        demand[0] = "urgent"
+        front.counts(reset=True)
+        time.sleep(1.0)
+        urgent = probes()
+        assert all(n >= 5 for n in urgent.values()), urgent  # every interval (0.1 s)
+    finally:
+        watch.stop()
+        front.shutdown()
+        sim.shutdown()

@@ -26,10 +26,13 @@ def add_parser(sub) -> None:
     g.add_argument("--web-bind", default="127.0.0.1", metavar="ADDRESS",
                    help="address the web server listens on (default 127.0.0.1)")
     g.add_argument("--poll-interval", type=positive_seconds, default=1.0, metavar="S",
-                   help="seconds between ticks: observe the partitions in flight, start what may start (default 1)")
+                   help="the most seconds between two looks at a partition in flight or waiting (the ceiling); "
+                        "copies are also looked at when they are predicted to reach their release point or end "
+                        "(default 1)")
     g.add_argument("--fast-interval", type=positive_seconds, default=0.1, metavar="S",
-                   help="seconds between looks at the steps close to done and the pending elections, so the next "
-                        "step starts within a fraction of a poll (default 0.1)")
+                   help="the least seconds between two looks (the floor): steps whose end is near and pending "
+                        "elections are looked at this often until seen done; the timer checks what is due this often, "
+                        "without a request when nothing is (default 0.1)")
     g.add_argument("--verify-interval", type=positive_seconds, default=10.0, metavar="S",
                    help="seconds between read-backs of the throttle configuration from the cluster: what is "
                         "missing is set again (default 10)")

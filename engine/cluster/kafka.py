@@ -109,6 +109,20 @@ TRANSIENT_LOCAL_CODES = {
     -163,  # _INTR
     -153,  # _RETRY
 }
+BROKERS_MAX_AGE = 10.0
+"""Seconds the brokers (DescribeCluster) are reused before they are asked again. Sooner when the broker
+watch finds one that stops or starts answering, or when a look names a broker not known to be alive."""
+BROKERS_MIN_AGE = 1.0
+"""... but at most once a second for that (a replica on a broker that is gone for good names it at every look)."""
+MIN_ISR_MAX_AGE = 30.0
+"""Seconds a topic's min.insync.replicas (DescribeConfigs) is reused before it is asked again; every
+throttle read-back (``throttles``, every --verify-interval) refreshes it on the topics it reads."""
+SMALL_TOPIC = 64
+"""A topic of at most this many partitions is described whole (several in one request); of a larger one a
+look asks only the partitions it is about (DescribeTopicPartitions from a cursor)."""
+SLICES = 3
+"""At most this many DescribeTopicPartitions requests per large topic and look (runs of the partitions
+wanted, split at the widest gaps)."""
 BROKER_TIMEOUT = 5.0  # seconds for a config change sent to one broker (see _send_alter_configs)
 CLIENT_ERROR = "CLIENT_ERROR"  # the client library raised (TypeError, ValueError ...): a defect of the call
 
@@ -171,8 +185,15 @@ class KafkaCluster:
         timeout: float = 30.0,
         admin: Any = None,
         kafka_python: Callable[[], Any] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ):
         """``admin`` and ``kafka_python`` (a factory) replace the real clients in tests."""
+        self._clock = clock
+        self._brokers_at: float | None = None  # when DescribeCluster last answered (``BROKERS_MAX_AGE``)
+        self._last_brokers: dict[int, Broker] = {}  # its answer: every broker known, alive or not
+        self._min_isr: dict[str, tuple[int | None, float]] = {}  # topic -> (min.insync.replicas, when read)
+        self._counts: dict[str, tuple[int, float]] = {}  # topic -> (partitions, when counted: a whole Metadata)
+        self._slicing = True  # DescribeTopicPartitions answers (False once a broker or the client lacks it)
         self.timeout = timeout
         self.principal = access.principal_of(config)
         self.user = access.user_of(config)
@@ -222,15 +243,16 @@ class KafkaCluster:
 
     # -- brokers that do not answer ---------------------------------------------------------------
 
-    def watch_brokers(self, deadline: float, interval: float | None = None) -> None:
-        """Probe every live broker from now on (``engine.cluster.watch``): one that has not answered for
-        ``deadline`` seconds is named by ``unresponsive`` and nothing new waits on it (the module doc)."""
+    def watch_brokers(self, deadline: float, interval: float | None = None, demand=None) -> None:
+        """Probe every live broker from now on (``engine.cluster.watch``; ``demand``: how often, as the
+        engine's work asks): one that has not answered for ``deadline`` seconds is named by
+        ``unresponsive`` and nothing new waits on it (the module doc)."""
         from engine.cluster.watch import BrokerWatch
 
         if self._brokers_watch is not None:
             return
         self._brokers_watch = BrokerWatch(self._live_addresses, deadline, interval, on_change=self._silence,
-                                          connect=self._probe_connection)
+                                          connect=self._probe_connection, demand=demand)
         self._brokers_watch.start()
 
     def _live_addresses(self) -> dict[int, str]:
@@ -284,6 +306,7 @@ class KafkaCluster:
     def _silence(self, silent: frozenset) -> None:
         """The watch's news (its own thread): brokers stopped answering, or answer again. When one more
         stops, the clients are replaced by new ones bootstrapped from the brokers that answer."""
+        self._brokers_at = None  # a broker stopped or started answering: the next look asks who is alive
         if not silent - self._silent:
             self._silent = silent
             return
@@ -397,7 +420,13 @@ class KafkaCluster:
 
     # -- observe ---------------------------------------------------------------------------------
 
-    def _brokers(self) -> dict[int, Broker] | Result:
+    def _brokers(self, fresh: bool = False) -> dict[int, Broker] | Result:
+        """Every broker known, alive or not: DescribeCluster at most every ``BROKERS_MAX_AGE`` seconds
+        (``fresh``: now), else the last answer."""
+        at = self._brokers_at
+        if not fresh and at is not None and 0 <= self._clock() - at < BROKERS_MAX_AGE:
+            return dict(self._last_brokers)
+        asked = self._clock()
         try:
             future = self._admin.describe_cluster(request_timeout=self.timeout)
         except Exception as e:  # noqa: BLE001
@@ -407,9 +436,11 @@ class KafkaCluster:
             return err
         live = {n.id: Broker(n.id, n.rack, True) for n in desc.nodes}
         self._addresses.update({n.id: f"{n.host}:{n.port}" for n in desc.nodes if getattr(n, "host", None)})
-        self._known.update(live)
-        known = dict(self._known)  # calls run in threads of their own (engine.runtime.calls): a copy to read
-        return {b: live.get(b) or known[b]._replace(alive=False) for b in known}
+        known = {**self._known, **live}
+        self._known = known  # replaced, never changed: calls run in threads of their own (engine.runtime.calls)
+        self._last_brokers = {b: live.get(b) or known[b]._replace(alive=False) for b in known}
+        self._brokers_at = asked
+        return dict(self._last_brokers)
 
     def _all_topics(self) -> list[str] | Result:
         try:
@@ -418,9 +449,16 @@ class KafkaCluster:
             return self._confluent(e)
         return sorted(t for t in md.topics if not t.startswith("__"))  # Kafka leaves out those it may not describe
 
-    def _describe(self, topics: Iterable[str]) -> tuple[dict, dict, dict] | Result:
+    def _describe(self, topics: Iterable[str], wanted: Collection[TopicPartition] | None = None
+                  ) -> tuple[dict, dict, dict] | Result:
         """topic -> TopicInfo or None, (topic, p) -> (replicas, isr, leader), and topic -> why it may not
-        be described (Describe, or DescribeConfigs for min.insync.replicas, refused)."""
+        be described (Describe, or DescribeConfigs for min.insync.replicas, refused).
+
+        With ``wanted`` (the partitions a look is about), a topic whose partition count is known (above every
+        partition wanted: a count only grows, and a partition below it that is missing makes the topic asked
+        whole again) is asked only for those partitions
+        (``_slices``: DescribeTopicPartitions, KIP-966, from a cursor, up to a limit); the others, and every
+        topic on a broker without that API, whole (Metadata, through librdkafka's ``describe_topics``)."""
         from confluent_kafka import TopicCollection
         from confluent_kafka.admin import ConfigResource, ResourceType
 
@@ -430,12 +468,36 @@ class KafkaCluster:
         infos: dict[str, TopicInfo | None] = {}
         parts: dict[TopicPartition, tuple] = {}
         denied: dict[str, str] = {}
-        try:
-            futures = self._admin.describe_topics(TopicCollection(topics), request_timeout=self.timeout)
-        except Exception as e:  # noqa: BLE001
-            return self._confluent(e)
         existing = []
-        for topic in topics:
+        whole = topics
+        if wanted is not None and self._slicing:
+            by_topic: dict[str, list[int]] = {}
+            for tp in wanted:
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            counts = dict(self._counts)
+            known = {t: counts[t][0] for t in topics if t in counts and max(by_topic.get(t, [0])) < counts[t][0]}
+            if known:
+                sliced = self._slices({t: sorted(set(by_topic.get(t, []))) for t in known}, known)
+                if isinstance(sliced, tuple):
+                    s_infos, s_parts, s_denied = sliced
+                    # a partition below the count the topic had that is not there: the topic was deleted and
+                    # made again, or shrank: asked whole, which counts its partitions anew
+                    again = {t for t in known if s_infos.get(t) is not None and t not in s_denied
+                             and any(TopicPartition(t, p) not in s_parts for p in by_topic.get(t, ()))}
+                    infos.update({t: i for t, i in s_infos.items() if t not in again})
+                    parts.update({tp: v for tp, v in s_parts.items() if tp.topic not in again})
+                    denied.update(s_denied)
+                    existing += [t for t, i in s_infos.items() if i is not None and t not in again]
+                    whole = [t for t in topics if t not in known or t in again]
+                elif sliced is not None:
+                    return sliced
+        futures = {}
+        if whole:
+            try:
+                futures = self._admin.describe_topics(TopicCollection(whole), request_timeout=self.timeout)
+            except Exception as e:  # noqa: BLE001
+                return self._confluent(e)
+        for topic in whole:
             desc, err = self._wait(futures[topic], need=Need(("Describe",), access.topic(topic)))
             if isinstance(err, Refused) and err.code == "UNKNOWN_TOPIC_OR_PARTITION":
                 infos[topic] = None
@@ -447,24 +509,92 @@ class KafkaCluster:
                 return err
             existing.append(topic)
             infos[topic] = TopicInfo(len(desc.partitions))
+            self._counts = {**self._counts, topic: (len(desc.partitions), self._clock())}
             for p in desc.partitions:
                 leader = p.leader.id if p.leader is not None and p.leader.id >= 0 else None
                 parts[TopicPartition(topic, p.id)] = (
                     tuple(n.id for n in p.replicas), frozenset(n.id for n in p.isr), leader,
                 )
-        if existing:
-            resources = [ConfigResource(ResourceType.TOPIC, t) for t in existing]
+        now = self._clock()
+        stale = [t for t in existing if t not in self._min_isr or not 0 <= now - self._min_isr[t][1] < MIN_ISR_MAX_AGE]
+        if stale:  # min.insync.replicas changes rarely: asked every MIN_ISR_MAX_AGE (and at every read-back)
+            resources = [ConfigResource(ResourceType.TOPIC, t) for t in stale]
             for resource, (configs, err) in self._describe_configs(resources).items():
                 if isinstance(err, Refused) and err.code == "TOPIC_AUTHORIZATION_FAILED":
                     denied[resource.name] = err.message  # partitions known, min.insync.replicas not
                     del infos[resource.name]
+                    self._min_isr.pop(resource.name, None)
                     continue
                 if err is not None:
                     return _about(resource, err)
-                entry = configs.get("min.insync.replicas")
-                if entry is not None and entry.value is not None:
-                    infos[resource.name] = infos[resource.name]._replace(min_insync_replicas=int(entry.value))
+                self._remember_min_isr(resource.name, configs, now)
+        for t in existing:
+            if t in infos and t in self._min_isr and self._min_isr[t][0] is not None:
+                infos[t] = infos[t]._replace(min_insync_replicas=self._min_isr[t][0])
         return infos, parts, denied
+
+    def _slices(self, wanted: dict[str, list[int]], counts: dict[str, int]) -> tuple[dict, dict, dict] | Result | None:
+        """The partitions ``wanted`` of topics of known partition ``counts``, through DescribeTopicPartitions:
+        the topics of at most ``SMALL_TOPIC`` partitions together, whole (one request per 2,000 partitions,
+        Kafka's cap); each larger topic from a cursor, in at most ``SLICES`` runs of its wanted partitions
+        (split at the widest gaps). ``None``: the API is missing (kafka-python too old, or a broker older
+        than Kafka 3.7): the caller asks Metadata instead, from now on."""
+        kp = self._kafka_python()
+        if isinstance(kp, (Unavailable, Refused)):
+            return kp
+        if not hasattr(kp, "describe_topic_partitions"):
+            self._slicing = False
+            return None
+        small = [t for t in sorted(wanted) if counts[t] <= SMALL_TOPIC]
+        calls: list[tuple[list[str], int, dict | None]] = []
+        batch: list[str] = []
+        for t in small:
+            if batch and sum(counts[x] for x in batch) + counts[t] > 2000:
+                calls.append((batch, sum(counts[x] for x in batch), None))
+                batch = []
+            batch.append(t)
+        if batch:
+            calls.append((batch, sum(counts[x] for x in batch), None))
+        for t in sorted(wanted):
+            if counts[t] > SMALL_TOPIC and wanted[t]:
+                for lo, hi in _runs(wanted[t], SLICES):
+                    for start in range(lo, hi + 1, 2000):  # Kafka answers at most 2,000 partitions a request
+                        calls.append(([t], min(hi + 1 - start, 2000), {"topic_name": t, "partition_index": start}))
+        infos: dict[str, TopicInfo | None] = {}
+        parts: dict[TopicPartition, tuple] = {}
+        denied: dict[str, str] = {}
+        for names, limit, cursor in calls:
+            try:
+                answer = kp.describe_topic_partitions(names, response_partition_limit=min(limit, 2000), cursor=cursor)
+            except Exception as e:  # noqa: BLE001
+                if type(e).__name__ in ("IncompatibleBrokerVersion", "UnsupportedVersionError"):
+                    log.info("no DescribeTopicPartitions on this cluster (%s): looks ask Metadata of whole topics", e)
+                    self._slicing = False
+                    return None
+                return self._kafka_python_error(e, Need(("Describe",), access.topic(names[0])))
+            for topic in answer.get("topics", ()):
+                name, code = topic["name"], topic.get("error_code", 0)
+                if code == 3:
+                    infos[name] = None
+                    self._counts = {t: c for t, c in self._counts.items() if t != name}
+                    continue
+                if code:
+                    result = self._kafka_python_error(_kafka_python_error_class(code), Need(("Describe",), access.topic(name)))
+                    if isinstance(result, Refused) and result.code == "TOPIC_AUTHORIZATION_FAILED":
+                        denied[name] = result.message
+                        continue
+                    return result
+                infos.setdefault(name, TopicInfo(counts[name]))
+                for p in topic.get("partitions", ()):
+                    leader = p["leader_id"] if p.get("leader_id", -1) >= 0 else None
+                    parts[TopicPartition(name, p["partition_index"])] = (
+                        tuple(p["replica_nodes"]), frozenset(p["isr_nodes"]), leader)
+        return infos, parts, denied
+
+    def _remember_min_isr(self, topic: str, configs: Mapping, at: float) -> None:
+        entry = configs.get("min.insync.replicas")
+        value = int(entry.value) if entry is not None and entry.value is not None else None
+        self._min_isr = {**self._min_isr, topic: (value, at)}  # replaced, never changed (threads read it)
 
     def _reassignments(self, tps: Collection[TopicPartition] | None) -> dict | Result:
         from kafka.structs import TopicPartition as KafkaTopicPartition
@@ -500,11 +630,19 @@ class KafkaCluster:
         topics = self._all_topics() if partitions is None else sorted({tp.topic for tp in partitions})
         if not isinstance(topics, list):
             return _unavailable(topics)
-        described = self._describe(topics)
+        described = self._describe(topics, None if partitions is None else asked)
         if not isinstance(described, tuple):
             return _unavailable(described)
         infos, parts, denied = described
         parts = {tp: v for tp, v in parts.items() if tp.topic not in denied}  # no partition without its topic's info
+        named = {b for replicas, _isr, _leader in parts.values() for b in replicas}
+        in_isr = {b for _replicas, isr, _leader in parts.values() for b in isr}
+        recent = self._brokers_at is not None and 0 <= self._clock() - self._brokers_at < BROKERS_MIN_AGE
+        if not recent and (any(b not in brokers for b in named) or any(b in brokers and not brokers[b].alive
+                                                                       for b in in_isr)):
+            fresh = self._brokers(fresh=True)  # a broker new, or back in an ISR: who is alive is asked again
+            if isinstance(fresh, dict):
+                brokers = fresh
         wanted = list(parts) if partitions is None else [tp for tp in partitions if tp in parts]
         states = {}
         for tp in wanted:
@@ -768,6 +906,7 @@ class KafkaCluster:
                 return None if entry is None else entry.value
 
             if resource.restype == ResourceType.TOPIC:
+                self._remember_min_isr(resource.name, configs, self._clock())
                 leader.update(parse_config_entries(resource.name, value(LEADER_REPLICAS)))
                 follower.update(parse_config_entries(resource.name, value(FOLLOWER_REPLICAS)))
             else:
@@ -822,3 +961,22 @@ def _about(resource: Any, result: Result) -> Result:
 
 def _unavailable(r: Result) -> Unavailable:
     return r if isinstance(r, Unavailable) else Unavailable(str(r))
+
+
+def _runs(partitions: list[int], most: int) -> list[tuple[int, int]]:
+    """``partitions`` (sorted) as at most ``most`` ranges (lo, hi) covering them, split at the widest gaps."""
+    if not partitions:
+        return []
+    gaps = sorted(range(1, len(partitions)), key=lambda i: partitions[i] - partitions[i - 1], reverse=True)
+    cuts = sorted(i for i in gaps[:most - 1] if partitions[i] - partitions[i - 1] > 1)
+    out, start = [], 0
+    for i in cuts + [len(partitions)]:
+        out.append((partitions[start], partitions[i - 1]))
+        start = i
+    return out
+
+
+def _kafka_python_error_class(code: int):
+    import kafka.errors as KE
+
+    return KE.for_code(code)

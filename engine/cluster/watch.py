@@ -13,6 +13,13 @@ answers before authentication) over a connection of its own to the broker's addr
 hung broker a client bootstrapped from does not blind it. A broker none of whose probes since its last
 answer has been answered for ``deadline`` seconds (a probe waiting, or probes that fail: a refused
 connection) is *unresponsive*, since the first of them was sent, until a probe is answered.
+How often it probes follows ``demand()`` (the engine's: what is in flight), so that an idle engine
+sends nothing and a busy one little: ``"urgent"`` (a cluster call has been waiting: some broker may
+hold it) probes every live broker every ``interval``; ``"busy"`` (steps in flight) each broker every
+``busy_interval`` (a hung broker nothing waits on yet is named within ``busy_interval + deadline``);
+``"idle"`` sends no probe at all (the probes already sent are still judged). Without ``demand``
+every round is urgent.
+
 ``on_change`` is called with the set of unresponsive brokers whenever it changes; the log says when a
 broker stops and starts answering again. ``unresponsive()`` is read by other threads (status, metrics,
 the adapter). ``connect(address, timeout)`` opens a connection as the cluster's client settings say
@@ -44,12 +51,17 @@ class BrokerWatch:
     def __init__(self, addresses: Callable[[], Mapping[int, str]], deadline: float, interval: float | None = None,
                  on_change: Callable[[frozenset], None] | None = None,
                  connect: Callable[[str, float], socket.socket] | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, demand: Callable[[], str] | None = None,
+                 busy_interval: float | None = None):
         """``addresses()``: host:port of each live broker to probe; ``deadline``: the seconds a broker may
         leave its probes unanswered before it is unresponsive; ``interval`` between rounds (default half
         the deadline)."""
         self.deadline = deadline
         self.interval = interval if interval is not None else deadline / 2
+        self.busy_interval = busy_interval if busy_interval is not None else 2 * deadline
+        self._demand = demand
+        self._sent: dict[int, float] = {}  # broker -> when its last probe was sent
+        self.probes = 0  # probes sent since the start (benchmarks, tests)
         self._addresses = addresses
         self._on_change = on_change
         self._connect = connect or _plain
@@ -118,10 +130,15 @@ class BrokerWatch:
                 changed = True
                 log.warning("broker %d has not answered for %.1f s (the engine's probe): it is named in status; "
                             "calls that need it wait, the others go on without it", b, now - sent)
+        demand = "urgent" if self._demand is None else self._demand()
         for b, address in sorted(addresses.items()):
-            if b in self._pending:
+            if b in self._pending or demand == "idle":
+                continue
+            if demand != "urgent" and now - self._sent.get(b, float("-inf")) < self.busy_interval:
                 continue
             self._unanswered.setdefault(b, now)
+            self._sent[b] = now
+            self.probes += 1
             self._pending[b] = self._pool.submit(self._probe, b, address)
         if changed and self._on_change is not None:
             self._on_change(frozenset(self._since))

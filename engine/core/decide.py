@@ -55,7 +55,7 @@ from engine.core.partition import TopicPartition
 from engine.core.scheduler import WEIGHT_UNITS, Hold, Requeue, Start, creation_caps, next_batch, weight_units
 from engine.core.state import (
     ABORTING, CANCELLED, COMPLETED, FINISHED_KEPT, IN_FLIGHT, REVERTED, TERMINAL, Retired, State, apply,
-    release_debt, set_back,
+    RELEASE_REFILL, release_debt, set_back,
 )
 from engine.core.step import DEFAULT_STEP_MODE, Done, PlanResult, Step, Waiting, plan_step
 from engine.core.throttles import ThrottleSet, in_force, minus, needed, reconcile, union
@@ -864,6 +864,89 @@ def near_done(s: State, now: float | None = None, last: dict | None = None) -> s
             if left is not None and left <= share * (lead + HOT_SECONDS):
                 hot.add(tp)
     return hot
+
+
+def copy_left(s: State, tp: TopicPartition, share: float, now: float, measured: dict) -> float | None:
+    """Bytes a throttled copy in flight is predicted to miss at ``now``: from its last measurement
+    (``measured``: tp -> (bytes missed, when measured)) less what its throttle share moved since, else
+    from its size less what the share moved since it started; ``None`` when neither is known."""
+    f = s.steps[tp]
+    if tp in measured:
+        left, at = measured[tp]
+        return left - share * max(0.0, now - at)
+    obs = s.observed.get(tp)
+    if obs is not None and obs.size_bytes is not None and f.started_at is not None:
+        return obs.size_bytes - share * max(0.0, now - f.started_at)
+    return None
+
+
+def _release_in(s: State, tp: TopicPartition, share: float, left: float, now: float) -> float:
+    """Seconds until a throttled copy missing ``left`` bytes may be released (``_catch_up``): until its
+    bytes are ``throttle_release_ms`` of its share, and until the bucket of each of its receiving brokers
+    has room for them (paid back at ``RELEASE_REFILL`` of the rate)."""
+    lead = _release_seconds(s)
+    wait = max(0.0, left - share * lead) / share
+    rate = s.throttle_rate
+    if rate:
+        at_release = max(0.0, min(left, share * lead))  # what it will miss when its turn comes
+        owed = max((release_debt(s, b, now) for b in s.steps[tp].step.nr), default=0.0)
+        wait = max(wait, (owed + at_release - rate * lead) / (RELEASE_REFILL * rate))
+    return wait
+
+
+def next_looks(s: State, now: float, measured: dict, floor: float, ceiling: float) -> dict[TopicPartition, float]:
+    """When each partition the core watches is next worth a look (absolute times, on ``now``'s clock),
+    and so when the shell must look (docs/engine.md, *What the engine's looks cost*). Nothing is looked
+    at sooner than ``floor`` seconds from now, and everything watched at least every ``ceiling``:
+
+    * a throttled copy in flight: at its predicted release point (``copy_left`` at the throttle's
+      share; ``throttle_release_ms`` before its end, and once the receiving brokers' release bucket has
+      room for it), where its catch-up is measured (``measure_due``); a copy whose bytes are not known:
+      at the ceiling;
+    * a step whose end comes with no more copying (released from the throttle, being aborted, copying
+      nothing), and a pending election: at the floor, until the look that sees it done;
+    * any other step in flight: at the ceiling.
+
+    Waiting and ready partitions are not listed (there may be many): the shell looks at everything it
+    watches at every ceiling anyway. O(steps in flight + elections)."""
+    out: dict[TopicPartition, float] = {}
+    soon, late = now + floor, now + ceiling
+    shares = copy_rates(s)
+    for tp, f in s.steps.items():
+        if f.released or f.aborting or not f.step.nr:
+            out[tp] = soon
+        elif f.started and tp in shares:
+            left = copy_left(s, tp, shares[tp], now, measured)
+            at = late if left is None else now + _release_in(s, tp, shares[tp], left, now)
+            out[tp] = min(late, max(soon, at))
+        else:
+            out[tp] = late
+    for tp in s.elections.keys():
+        out[tp] = soon
+    return out
+
+
+def measure_due(s: State, now: float, measured: dict, floor: float) -> list[TopicPartition]:
+    """Throttled copies whose catch-up is worth measuring at a look at ``now``: those whose bytes are not
+    known (``copy_left``), those predicted within ``floor`` of their release (``_release_in``), and those whose last
+    measurement (or start) is at least as old as the time still predicted to their release point: a copy
+    is measured a few times as it nears that point (at about half, three quarters ...), so a copy ahead of
+    its prediction (Kafka's quota window lets some seconds of the rate through early) is released in time."""
+    shares = copy_rates(s)
+    out = []
+    for tp in copying(s):
+        if tp not in shares:
+            continue
+        left = copy_left(s, tp, shares[tp], now, measured)
+        if left is None:
+            out.append(tp)
+            continue
+        to_go = _release_in(s, tp, shares[tp], left, now)
+        f = s.steps[tp]
+        since = measured[tp][1] if tp in measured else f.started_at
+        if to_go <= floor or (since is not None and now - since >= to_go):
+            out.append(tp)
+    return out
 
 
 def catch_up_due(s: State, now: float | None, last: dict) -> list[TopicPartition]:

@@ -56,6 +56,13 @@ class Bounded:
             late = [(since, what) for call, (what, since) in self._waiting.items() if call in self._late]
         return [{"call": what, "seconds": round(now - since, 1)} for since, what in sorted(late)]
 
+    def running_for(self) -> float:
+        """Seconds the oldest call still running has run (0 when none runs): the broker watch probes
+        every broker while a call waits (``engine.cluster.watch``, ``demand``)."""
+        now = self._clock()
+        with self._lock:
+            return max((now - since for _what, since in self._waiting.values()), default=0.0)
+
     def unresponsive(self) -> dict[int, dict]:
         found = getattr(self.cluster, "unresponsive", None)
         return found() if found is not None else {}

@@ -56,7 +56,7 @@ from engine.views.attention import attention, rejection_history
 from engine.cluster import Cluster
 from engine.core.outcomes import Unavailable
 from engine.core.commands import CatchUpObserved, Input, ObservationFailed, Submit, ThrottlesObserved, Tick
-from engine.core.decide import catch_up_due, copying, handle, near_done, starting, watched
+from engine.core.decide import handle, measure_due, next_looks, starting, watched
 from engine.log.envelope import EventEnvelope, new_id, now
 from engine.runtime.executor import Executor, actions, recovery_actions
 from engine.core.partition import TopicPartition
@@ -131,7 +131,7 @@ class MemoryLog:
 class Decider:
     def __init__(self, log: EventLog, cluster: Cluster, *, clock: Callable[[], float] = time.time,
                  adaptive: AdaptiveThrottle | None = None, verify_interval: float = 10.0,
-                 poll_interval: float = 0.0):
+                 poll_interval: float = 0.0, floor: float = 0.0):
         self.log = log
         self.cluster = cluster
         self.clock = clock
@@ -140,6 +140,10 @@ class Decider:
         self.verified_at: float | None = None
         self.poll_interval = poll_interval  # seconds between full observations (0: every tick is one)
         self.full_at: float | None = None
+        self.floor = floor  # the least seconds between two looks at a partition (``decide.next_looks``)
+        self.plan: dict[TopicPartition, float] = {}  # when each watched partition is next worth a look
+        self.next_at: float | None = None  # when the next tick has something to do (``due_in``)
+        self.measured: dict[TopicPartition, tuple[int, float]] = {}  # catch-up of each copy: (bytes, when)
         self.last_catch_up: dict[TopicPartition, int] = {}  # bytes each copy missed when last measured
         self.state: State = EMPTY
         self.progress = Progress()
@@ -251,51 +255,103 @@ class Decider:
         return self.process(inp)
 
     def tick(self) -> list[EventEnvelope]:
-        """One round: observe, decide, act. Every ``poll_interval`` it observes every partition the
-        core watches and measures the catch-up of the copies in flight; in between (the shell calls
-        it every ``fast_interval``) only the steps close to done and the pending elections, so a
-        finished step is seen, and the next one started, within a fraction of a poll."""
+        """One round: observe, decide, act, looking only at what is due (``decide.next_looks``, the
+        core's answer to "what is worth a look, and when"): every ``poll_interval`` (the ceiling) every
+        partition the core watches, in between the partitions due now (a copy at its predicted release
+        point, a step whose end is near), never a partition sooner than ``floor`` after the last look.
+        A tick with nothing due and nothing to decide sends nothing to the cluster; ``due_in`` tells
+        the shell when the next tick is worth sending (docs/engine.md, *What the engine's looks cost*)."""
         now = self.clock()
         # a clock set back (now before the last full look) makes a full look due: none waits for the old clock
-        full = self.full_at is None or not 0 <= now - self.full_at < self.poll_interval - 1e-9
-        partitions = (watched(self.state, now, ready=False) if full
-                      else near_done(self.state, now, self.last_catch_up))
-        if full or self.state is not self._after_tick:  # (unchanged since the last tick: looked at then)
+        early = self.floor / 2 + 1e-9  # the shell's timer checks every floor: a look due within half of it is due
+        full = self.full_at is None or not 0 <= now - self.full_at < self.poll_interval - early
+        changed = self.state is not self._after_tick  # a command (or an outcome) since the last tick
+        if full:
+            partitions = watched(self.state, now, ready=False)
+        else:
+            partitions = {tp for tp, at in self.plan.items() if at <= now + early}
+        if full or changed:  # (unchanged since the last tick: looked at then)
             partitions |= self._starting(now)
-        measure = copying(self.state) if full else catch_up_due(self.state, now, self.last_catch_up)
-        if not full and not partitions and not measure:
+        measure = measure_due(self.state, now, self.measured, self.floor) if (full or partitions) else []
+        if not full:
+            measure = [tp for tp in measure if tp in self.measured or tp in partitions]
+        verify = self._verify_due(now)
+        # a retry falls due at a full look (every ceiling); with nothing watched only a throttle change can
+        retry = full and not self.state.throttle_failed.is_empty()
+        if not partitions and not measure and not verify and not changed and not retry:
+            if full:
+                self.full_at = now
+            self._schedule(now)
             return []
         self.counts["_ticks"] += 1
         out: list[EventEnvelope] = []
-        obs = self.cluster.observe(sorted(partitions))
-        if isinstance(obs, Unavailable):
-            self.blocked = f"cannot observe the cluster: {obs}"
-            log.warning("cannot observe the cluster: %s", obs)
-            return self.process(ObservationFailed(str(obs), now))
-        self.blocked = None
-        if full:
-            self.full_at = now
-        before = self.state
-        out += self.process(dataclasses.replace(obs, now=now))
-        # What this look freed (a step done) may start partitions not looked at yet: they are looked at
-        # before the tick, which starts only what was looked at (a step is charged to its partition's
-        # leader as it is now, never as its queued plan remembers: docs/algorithm.md, section 2).
-        more = self._starting(now) - partitions if self.state is not before else set()
-        if more:
-            again = self.cluster.observe(sorted(more))
-            if not isinstance(again, Unavailable):
-                out += self.process(dataclasses.replace(again, now=now))
-                partitions |= more
+        if partitions or full:
+            obs = self.cluster.observe(sorted(partitions)) if partitions else None
+            if isinstance(obs, Unavailable):
+                self.blocked = f"cannot observe the cluster: {obs}"
+                log.warning("cannot observe the cluster: %s", obs)
+                out = self.process(ObservationFailed(str(obs), now))
+                # tried again at the next full look, a ceiling from now, not at every tick
+                self.full_at, self._after_tick, self.plan, self.next_at = now, self.state, {}, now + self.poll_interval
+                return out
+            self.blocked = None
+            if full:
+                self.full_at = now
+            before = self.state
+            if obs is not None:
+                out += self.process(dataclasses.replace(obs, now=now))
+            # What this look freed (a step done) may start partitions not looked at yet: they are looked at
+            # before the tick, which starts only what was looked at (a step is charged to its partition's
+            # leader as it is now, never as its queued plan remembers: docs/algorithm.md, section 2).
+            more = self._starting(now) - partitions if self.state is not before else set()
+            if more:
+                again = self.cluster.observe(sorted(more))
+                if not isinstance(again, Unavailable):
+                    out += self.process(dataclasses.replace(again, now=now))
+                    partitions |= more
         out += self.measure_catch_up(now, measure)
         if self.adaptive is not None:
             self.adaptive, change = self.adaptive.propose(self.state.throttle_rate)
             if change is not None:
                 out += self.process(change)
         out += self.process(Tick(now, frozenset(partitions)))
-        if self.verified_at is None or not 0 <= now - self.verified_at < self.verify_interval:
+        if verify:
             out += self.verify_throttles(now)
         self._after_tick = self.state
+        self._schedule(now)
         return out
+
+    def _verify_due(self, now: float) -> bool:
+        """A read-back of the throttle configuration is due: ``verify_interval`` since the last, and
+        something to read (throttles in force or steps in flight)."""
+        s = self.state
+        if s.throttles.is_empty() and not s.steps:
+            return False
+        return self.verified_at is None or not 0 <= now - self.verified_at < self.verify_interval
+
+    def _schedule(self, now: float) -> None:
+        """When the next tick has something to do (``due_in``): the earliest look the core asks for, a
+        full look every ``poll_interval`` while anything is watched, a timer (a retry) at the ceiling's
+        pace, the next throttle read-back; never, when nothing is in flight, waiting or due."""
+        s = self.state
+        # a measurement from before the step in flight started (an earlier step of the partition) says nothing
+        self.measured = {tp: (n, at) for tp, (n, at) in self.measured.items()
+                         if tp in s.steps and s.steps[tp].started_at is not None and at >= s.steps[tp].started_at}
+        self.plan = next_looks(s, now, self.measured, self.floor, self.poll_interval)
+        times = list(self.plan.values())
+        if s.steps or s.waiting or s.elections or s.ready.size or not s.throttle_failed.is_empty():
+            times.append((self.full_at if self.full_at is not None else now) + self.poll_interval)
+        if not s.throttles.is_empty() or s.steps:
+            times.append((self.verified_at if self.verified_at is not None else now) + self.verify_interval)
+        self.next_at = min(times) if times else None
+
+    def due_in(self) -> float | None:
+        """Seconds until the next tick has something to do (0: now; None: nothing until an input comes).
+        Read by the worker's timer from another thread: it reads values the decider replaces, never changes."""
+        if self.state is not self._after_tick:
+            return 0.0  # a command (or a recovery) changed the state: the next tick decides on it
+        at = self.next_at
+        return None if at is None else at - self.clock()
 
     def _starting(self, now: float) -> set[TopicPartition]:
         """``decide.starting`` of the current state: computed once per state (a scheduling pass; an
@@ -316,6 +372,8 @@ class Decider:
             log.warning("cannot measure the catch-up of the copies in flight: %s", remaining)
             return []
         self.last_catch_up = {tp: n for tp, n in {**self.last_catch_up, **remaining}.items() if tp in s.steps}
+        self.measured = {tp: m for tp, m in {**self.measured, **{tp: (n, now) for tp, n in remaining.items()}}.items()
+                         if tp in s.steps}
         return self.process(CatchUpObserved(remaining, now))
 
     def verify_throttles(self, now: float) -> list[EventEnvelope]:

@@ -13,9 +13,11 @@ Agents are short loops; everything they decide is the core's:
   ``executor`` table. When it gets the partition (first start, restart,
   failover) it recovers from the events topic first.
 * a timer on the worker that owns the decisions partition sends a tick into it
-  every ``--fast-interval`` (the decider observes everything it watches every
-  ``--poll-interval``, and the steps close to done in between): ticks and
-  commands are decided in one sequence.
+  when the decider has something to do (``Decider.due_in``: a look the core asks
+  for, a full look every ``--poll-interval`` while anything is watched, a retry,
+  a read-back), checking every ``--fast-interval``; with nothing in flight only
+  a keep-alive tick every ``keepalive`` seconds (a deposed worker watches the
+  active decider's ticks): ticks and commands are decided in one sequence.
 * web (Faust's server): ``/status`` (JSON), ``/metrics`` (Prometheus),
   ``/tables`` (the views of the decider's state, ``engine.views.tables``, and the
   executor table: what a replay of the log must give).
@@ -79,8 +81,8 @@ class Settings:
     registry: Any = None
     web_port: int = 6066
     web_bind: str = "127.0.0.1"
-    poll_interval: float = 1.0  # seconds between full observations of what the core watches
-    fast_interval: float = 0.1  # seconds between looks at the steps close to done
+    poll_interval: float = 1.0  # seconds between full observations of what the core watches (the ceiling)
+    fast_interval: float = 0.1  # the least seconds between two looks (the floor); the timer's period
 
     @property
     def tick_interval(self) -> float:
@@ -293,7 +295,7 @@ class Engine:
         self.cluster = Bounded(s.cluster, s.call_deadline, s.max_waiting_calls, patience=s.timeout)
         watch = getattr(s.cluster, "watch_brokers", None)
         if watch is not None:
-            watch(s.broker_deadline)
+            watch(s.broker_deadline, demand=self.watch_demand)
         self.event_log: KafkaEventLog | None = None
         self.decider: Decider | None = None
         self.active = False  # this worker owns the decisions partition and has not been deposed
@@ -317,6 +319,7 @@ class Engine:
         self.snapshot_error: str | None = None
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decider")
         self.last_tick = 0.0
+        self.last_sent = 0.0  # when the timer last sent a tick (``tick_due``)
         self.counters: dict[str, int] = {"events": 0, "dead_letters": 0, "rejected_unverified": 0,
                                          "StepStarted": 0, "StepCompleted": 0, "recoveries": 0,
                                          "recoveries_restarted": 0, "retries": 0}
@@ -372,7 +375,7 @@ class Engine:
                             "other decider's tick seen for %.0f s: claiming it again",
                             time.monotonic() - self.deposed_at, time.monotonic() - self.foreign_tick_at)
                 self.deposed, self.active, self.claim, self.needs_recovery = None, True, True, True
-            if self.active:
+            if self.active and self.tick_due(time.monotonic()):
                 await self.send_tick()
 
         @app.on_partitions_assigned.connect
@@ -429,7 +432,36 @@ class Engine:
             print(f"kreassign engine: worker {self.s.worker_id} web http://{self.s.web_bind}:{self.s.web_port}",
                   file=sys.__stdout__, flush=True)
 
+    def watch_demand(self) -> str:
+        """How often the broker watch probes (``engine.cluster.watch``): every broker at once while a cluster
+        call has waited a quarter of the broker deadline ("urgent": some broker may hold it), each broker
+        every two deadlines while steps or elections are in flight ("busy"), none while idle."""
+        if self.cluster.running_for() >= self.s.broker_deadline / 4:
+            return "urgent"
+        d = self.decider
+        if self.active and d is not None and (d.state.steps or d.state.elections):
+            return "busy"
+        return "idle"
+
+    def tick_due(self, at: float) -> bool:
+        """Whether the timer sends a tick now: while the decider recovers (a tick starts it), when the
+        decider has something due (``Decider.due_in``), and else a keep-alive every ``keepalive`` s."""
+        d = self.decider
+        if d is None or self.needs_recovery:
+            return True
+        due = d.due_in()
+        if due is not None and due <= self.s.tick_interval / 2:
+            return True
+        return at - self.last_sent >= self.keepalive
+
+    @property
+    def keepalive(self) -> float:
+        """Seconds between ticks of an idle decider: a quarter of ``reclaim_after`` (a deposed worker
+        claims again only when no other decider's tick came for that long), at most 10 s."""
+        return min(10.0, self.reclaim_after / 4)
+
     async def send_tick(self) -> None:
+        self.last_sent = time.monotonic()
         try:
             await self.decisions.send(key=TICK_KEY, value=b"", headers={KIND: b"tick", WRITER: self.s.worker_id.encode()})
         except Exception as e:  # noqa: BLE001 - the timer sends the next one; the decider needs no particular tick
@@ -658,7 +690,8 @@ class Engine:
         elog.warm = warm
         executed = self.executor_table.get(EXECUTED)
         decider = Decider(elog, self.cluster, adaptive=self.s.adaptive,
-                          verify_interval=self.s.verify_interval, poll_interval=self.s.poll_interval)
+                          verify_interval=self.s.verify_interval, poll_interval=self.s.poll_interval,
+                          floor=self.s.fast_interval)
         try:
             recovered = await loop.run_in_executor(self.pool, decider.recover, executed)
         except Deposed as e:

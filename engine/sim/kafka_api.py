@@ -848,3 +848,5 @@ APIS = {
     36: (SaslAuthenticateRequest, None),
 }
 SUPPORTED = {key: tuple(cls._valid_versions) for key, (cls, _name) in APIS.items()}
+API_NAMES = {key: cls.__name__.removesuffix("Request") for key, (cls, _name) in APIS.items()}
+"""API key -> Kafka's name of the API (the front's request counts)."""

@@ -31,6 +31,10 @@ connection.failed.authentication.delay.ms) and every request
 is authorized against the scenario's ACLs the way Kafka's handlers authorize it
 (``engine.sim.kafka_api``), answering TOPIC/GROUP/CLUSTER_AUTHORIZATION_FAILED.
 
+Every request is counted where it arrives (``counts()``; ``GET /v1/requests`` of the sim-cluster's HTTP
+API): per broker and API, the requests, the bytes of their responses and the clients (``client.id``) that
+sent them. This is how the engine's own cost to a cluster is measured (``benchmarks/looks.py``).
+
 Requests this front does not serve are answered as far as Kafka's protocol
 allows, and logged: ApiVersions at a version above the highest is answered at v0
 with UNSUPPORTED_VERSION and the supported versions (what Kafka does, so the
@@ -49,13 +53,15 @@ import logging
 import socket
 import struct
 import threading
+import time
+from collections import Counter
 
 from kafka.protocol.api_header import RequestHeader
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.metadata import ApiVersionsResponse
 from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 
-from engine.sim.kafka_api import APIS, ERRORS, SUPPORTED, Api
+from engine.sim.kafka_api import API_NAMES, APIS, ERRORS, SUPPORTED, Api
 from engine.sim.security import ANONYMOUS
 
 log = logging.getLogger("kreassign.sim.kafka")
@@ -130,6 +136,44 @@ class KafkaFront:
         self._servers: dict[int, asyncio.AbstractServer] = {}
         self._connections: dict[int, set[asyncio.StreamWriter]] = {b: set() for b in brokers}
         self._reconcile: asyncio.Task | None = None
+        self._count_lock = threading.Lock()
+        self._requests: Counter = Counter()  # (broker, api key, client id) -> requests
+        self._bytes: Counter = Counter()  # (broker, api key, client id) -> bytes of the responses
+        self._counting_since = time.monotonic()
+        sim.front = self  # the sim-cluster's HTTP API serves its counts (GET /v1/requests)
+
+    # -- what arrives ----------------------------------------------------------------------
+
+    def counts(self, reset: bool = False) -> dict:
+        """The requests that arrived since the start (or the last reset): ``{"seconds", "brokers": {broker:
+        {api name: {"requests", "response_bytes"}}}, "clients": {client id: {"requests", "response_bytes"}},
+        "total": {"requests", "response_bytes"}}`` (responses framed, as sent; a request whose connection
+        was closed instead of answered counts with 0 bytes)."""
+        with self._count_lock:
+            requests, sent, since = dict(self._requests), dict(self._bytes), self._counting_since
+            if reset:
+                self._requests.clear()
+                self._bytes.clear()
+                self._counting_since = time.monotonic()
+        brokers: dict = {}
+        clients: dict = {}
+        total = {"requests": 0, "response_bytes": 0}
+        for (broker, key, client), n in sorted(requests.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or "")):
+            size = sent.get((broker, key, client), 0)
+            name = API_NAMES.get(key, "unframed" if key == -1 else f"api {key}")
+            per = brokers.setdefault(broker, {}).setdefault(name, {"requests": 0, "response_bytes": 0})
+            who = clients.setdefault(client or "", {"requests": 0, "response_bytes": 0})
+            for d in (per, who, total):
+                d["requests"] += n
+                d["response_bytes"] += size
+        return {"seconds": round(time.monotonic() - since, 3), "brokers": brokers, "clients": clients,
+                "total": total}
+
+    def _count(self, broker: int, key: int, client: str | None, answer) -> None:
+        size = 0 if answer is None else len(answer[0] if isinstance(answer, tuple) else answer)
+        with self._count_lock:
+            self._requests[(broker, key, client)] += 1
+            self._bytes[(broker, key, client)] += size
 
     def addresses(self) -> dict[int, tuple[str, int]]:
         return {b: (self.host, p) for b, p in self.ports.items()}
@@ -257,6 +301,16 @@ class KafkaFront:
             writer.close()
 
     def respond(self, broker: int, data: bytes, session: Session | None = None) -> bytes | tuple[bytes] | None:
+        """``_respond``, counted (``counts``): the request's API key and client id, the response's bytes."""
+        raw = session is not None and session.raw_token_next  # a SASL token without a request header
+        answer = self._respond(broker, data, session)
+        if raw or len(data) < 8:
+            self._count(broker, -1, None, answer)
+        else:
+            self._count(broker, struct.unpack(">h", data[:2])[0], _client_id(data), answer)
+        return answer
+
+    def _respond(self, broker: int, data: bytes, session: Session | None = None) -> bytes | tuple[bytes] | None:
         """The framed response to one request, or None to close the connection (what Kafka does), or
         ``(response,)``: send it, then close the connection (a failed authentication)."""
         session = session or Session("127.0.0.1", False)
@@ -372,6 +426,17 @@ class KafkaFront:
     def _frame(response, correlation: int) -> bytes:
         response.with_header(correlation_id=correlation)
         return response.encode(header=True, framed=True)
+
+
+def _client_id(data: bytes) -> str | None:
+    """The client id of a request (every request header version from 1 on has it right after the
+    correlation id, a nullable int16-length string); None if it cannot be read."""
+    if len(data) < 10:
+        return None
+    (length,) = struct.unpack(">h", data[8:10])
+    if length < 0 or 10 + length > len(data):
+        return None
+    return data[10:10 + length].decode("utf-8", errors="replace")
 
 
 def _error_response(response_cls, version: int, code: int, message: str):

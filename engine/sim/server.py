@@ -20,6 +20,7 @@ one lock around the simulated cluster):
 | GET /v1/state | | time, reassignments in progress, throttles in force, brokers, partitions under min ISR now and ever, lowest ISR headroom |
 | GET /v1/alters | | every alter received: [{"time", "topic", "partition", "replicas"}] in order |
 | GET /v1/completions | | every reassignment the controller completed (Phase B) or reverted: [{"time", "topic", "partition"}] in order |
+| GET /v1/requests[?reset=1] | | the Kafka front's count of the requests that arrived, per broker and API, with the bytes of their responses and the clients that sent them (``engine.sim.kafka_front.KafkaFront.counts``; ``reset``: start counting anew) |
 | POST /v1/acls | {"add": [kafka-acls.sh command, ...], "remove": [...]} | {"acls": number in force} (a scenario with a ``security`` section only) |
 
 The HTTP API itself is not authenticated: the scenario's ``security`` section
@@ -34,6 +35,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 
@@ -51,6 +53,7 @@ class SimServer:
         self._start = time.monotonic()
         self.cluster = SimulatedCluster.from_scenario(scenario, clock=self.sim_time)
         self.lock = threading.Lock()
+        self.front = None  # the Kafka front (engine.sim.kafka_front), if one serves this cluster
         self.alters: list[dict] = []  # every alter target received, in order (the fault-injection suite checks them)
         self.security = None  # the Kafka front's users and ACLs (engine.sim.security), if the scenario has them
         if scenario.security is not None:
@@ -187,6 +190,10 @@ class SimServer:
         self.cluster.observe([])  # catch up with the clock
         return {"completions": [{"time": t, "topic": tp.topic, "partition": tp.partition}
                                 for t, tp in linked(self.cluster.state.stats.done_log)]}
+    def _requests(self, body) -> dict:
+        if self.front is None:
+            raise LookupError("this sim-cluster has no Kafka front (--kafka-port): nothing to count")
+        return self.front.counts(reset=str(body.get("reset", "")).lower() in ("1", "true", "yes"))
 
     def _acls(self, body) -> dict:
         from engine.sim.security import SecurityError, parse_acl_command
@@ -219,6 +226,7 @@ _ROUTES: dict[tuple[str, str], Callable[[SimServer, dict], dict]] = {
     ("GET", "/v1/alters"): SimServer._alters,
     ("GET", "/v1/completions"): SimServer._completions,
     ("POST", "/v1/acls"): SimServer._acls,
+    ("GET", "/v1/requests"): SimServer._requests,
 }
 
 
@@ -238,7 +246,9 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(self.rfile.read(length) or b"{}") if length else {}
             if not isinstance(body, dict):
                 raise wire.WireError("the body must be a JSON object")
-            status, answer = 200, self.sim.handle(method, self.path, body)
+            path, _, query = self.path.partition("?")
+            body = {**dict(urllib.parse.parse_qsl(query)), **body}  # GET /v1/requests?reset=1
+            status, answer = 200, self.sim.handle(method, path, body)
         except LookupError as e:
             status, answer = 404, {"error": str(e)}
         except (ValueError, KeyError) as e:  # WireError, bad JSON, bad fault
