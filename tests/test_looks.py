@@ -3,8 +3,9 @@ the simulated cluster (virtual clock), driven as the worker drives it: its timer
 (``--fast-interval``) and sends a tick only when ``Decider.due_in`` says one is due. Counted: every call
 the decider makes to the cluster.
 
-* idle (nothing in flight, waiting or ready): no call at all, and no tick due (the old decider observed
-  the cluster, a DescribeCluster, at every poll interval, and the worker ticked every 0.1 s);
+* idle (nothing in flight, waiting or ready): a look at the brokers alone every ``IDLE_LOOK`` (30 s), and
+  no tick due in between (the old decider observed the cluster, a DescribeCluster, at every poll
+  interval, and the worker ticked every 0.1 s);
 * a throttled copy: looked at every poll interval (the ceiling), its catch-up measured at its predicted
   release point only (the old decider measured every copy at every full look: DescribeLogDirs of the
   leader and the new replicas' brokers every second), released in time, its completion seen within
@@ -18,7 +19,7 @@ from engine.core import events as ev
 from engine.core.commands import ChangeThrottle, PartitionTarget, Submit
 from engine.core.decide import copy_left, measure_due, next_looks
 from engine.core.partition import TopicPartition
-from engine.runtime.decider import Decider, MemoryLog
+from engine.runtime.decider import IDLE_LOOK, Decider, MemoryLog
 from engine.sim import scenario as S
 from engine.sim.cluster import SimulatedCluster
 
@@ -72,13 +73,17 @@ def run(d, cluster, seconds: float) -> list:
     return ticks
 
 
-def test_an_idle_decider_asks_the_cluster_nothing_and_wants_no_tick():
+def test_an_idle_decider_looks_at_its_brokers_alone_twice_a_minute_and_wants_no_other_tick():
     d, cluster = decider(scenario())
-    cluster.calls.clear()
     d.tick()  # the first tick after a recovery
-    ticks = run(d, cluster, 60.0)
-    assert cluster.calls == Counter(), cluster.calls
-    assert d.due_in() is None and ticks == []
+    cluster.calls.clear()
+    asked = []
+    observe = cluster.cluster.observe
+    cluster.cluster.observe = lambda partitions=None: asked.append(list(partitions)) or observe(partitions)
+    ticks = run(d, cluster, 60.0 + FLOOR)
+    assert cluster.calls == Counter(observe=2), cluster.calls  # at 30 s and 60 s: brokers only
+    assert asked == [[], []]
+    assert len(ticks) == 2 and IDLE_LOOK - 2 * FLOOR < d.due_in() <= IDLE_LOOK
 
 
 def test_a_throttled_copy_is_measured_at_its_predicted_release_and_its_end_seen_within_the_floor():
@@ -98,8 +103,9 @@ def test_a_throttled_copy_is_measured_at_its_predicted_release_and_its_end_seen_
     # its catch-up measured as it nears its predicted release (the old decider: at every full look, 9)
     assert cluster.calls["catch_up"] <= 6, cluster.calls
     assert released[0].at < done[0].at
-    assert ticks[-1] <= done[0].at + FLOOR, ticks  # seen done within the floor; nothing looked at after it
-    assert d.due_in() is None
+    # seen done within the floor; after it nothing but the idle look at the brokers, IDLE_LOOK later
+    assert [t for t in ticks if t < done[0].at + IDLE_LOOK - FLOOR][-1] <= done[0].at + FLOOR, ticks
+    assert d.due_in() > CEILING
     assert tp not in d.state.steps
 
 

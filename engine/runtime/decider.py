@@ -69,6 +69,12 @@ from engine.views.summary import bytes_remaining, describe, summarize, throttle_
 log = logging.getLogger("kreassign.decider")
 
 
+IDLE_LOOK = 30.0
+"""Seconds between looks at the brokers of an idle engine (nothing in flight, waiting or due): one
+DescribeCluster, so ``status`` says whether the cluster answers and which brokers are alive even with
+nothing to do (docs/engine.md, *What the engine's looks cost*)."""
+
+
 class Retry(RuntimeError):
     """The input cannot be decided now; the message says why. Recover, then try it again."""
 
@@ -141,6 +147,8 @@ class Decider:
         self.poll_interval = poll_interval  # seconds between full observations (0: every tick is one)
         self.full_at: float | None = None
         self.floor = floor  # the least seconds between two looks at a partition (``decide.next_looks``)
+        self.idle_look = IDLE_LOOK  # seconds between looks at the brokers alone while nothing is watched
+        self.asked_at: float | None = None  # when the cluster was last asked to be observed
         self.plan: dict[TopicPartition, float] = {}  # when each watched partition is next worth a look
         self.next_at: float | None = None  # when the next tick has something to do (``due_in``)
         self.measured: dict[TopicPartition, tuple[int, float]] = {}  # catch-up of each copy: (bytes, when)
@@ -278,7 +286,12 @@ class Decider:
         verify = self._verify_due(now)
         # a retry falls due at a full look (every ceiling); with nothing watched only a throttle change can
         retry = full and not self.state.throttle_failed.is_empty()
-        if not partitions and not measure and not verify and not changed and not retry:
+        # With nothing watched, the brokers alone are looked at every ``idle_look`` (one DescribeCluster):
+        # an idle engine still knows, and says, whether its cluster answers; while it does not, at every
+        # full look (every ceiling) until it does.
+        idle = full and not partitions and (self.asked_at is None or self.blocked is not None
+                                            or not 0 <= now - self.asked_at < self.idle_look - early)
+        if not partitions and not measure and not verify and not changed and not retry and not idle:
             if full:
                 self.full_at = now
             self._schedule(now)
@@ -286,7 +299,10 @@ class Decider:
         self.counts["_ticks"] += 1
         out: list[EventEnvelope] = []
         if partitions or full:
-            obs = self.cluster.observe(sorted(partitions)) if partitions else None
+            obs = None
+            if partitions or idle:
+                self.asked_at = now
+                obs = self.cluster.observe(sorted(partitions))
             if isinstance(obs, Unavailable):
                 self.blocked = f"cannot observe the cluster: {obs}"
                 log.warning("cannot observe the cluster: %s", obs)
@@ -343,7 +359,9 @@ class Decider:
             times.append((self.full_at if self.full_at is not None else now) + self.poll_interval)
         if not s.throttles.is_empty() or s.steps:
             times.append((self.verified_at if self.verified_at is not None else now) + self.verify_interval)
-        self.next_at = min(times) if times else None
+        asked = self.asked_at if self.asked_at is not None else now
+        times.append(asked + (self.poll_interval if self.blocked is not None else self.idle_look))
+        self.next_at = min(times)
 
     def due_in(self) -> float | None:
         """Seconds until the next tick has something to do (0: now; None: nothing until an input comes).
