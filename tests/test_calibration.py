@@ -12,13 +12,15 @@ from pathlib import Path
 import pytest
 
 from engine.core.partition import TopicPartition
-from engine.sim.model import linked
-from engine.whatif.calibration import RUNS, TOLERANCE, compare_all, load, scenario
+from engine.sim.model import REPLICA_FETCH_BACKOFF, linked, refused_epoch_stall
+from engine.whatif import turns
+from engine.whatif.calibration import RUNS, TOLERANCE, TURNS, compare_all, load, scenario
 
 RECORDS = Path(__file__).resolve().parent / "data" / "measurements" / "kafka-4.0-2026-11-26"
 NAMES = sorted(p.stem for p in RECORDS.glob("*.json"))
-# Kafka's tool on the small cluster: which source broker's fetcher wins the follower quota's turns is
-# chance (docs/simulator.md, "Calibration"); the simulator shares them evenly
+# Kafka's tool on the small cluster: when each source broker's moves end and how long its followers then wait
+# for a turn are decided by millisecond timings of the receiving broker's fetchers that the record does not
+# hold (engine.whatif.turns; docs/simulator.md, "Calibration"); the simulator's twin is Kafka's rule in step
 TOOL_LOTTERY = "24x16MiB-4MBs-kafka-tool"
 
 
@@ -57,11 +59,62 @@ def test_the_probes_p99_and_max_are_reproduced_within_20_percent(comparisons, na
         assert within(simulated, measured), (key, measured, simulated)
 
 
-@pytest.mark.xfail(strict=True, reason="which fetcher wins the quota's turns is chance; the simulator shares "
-                                       "them evenly, so no wave ends early and its followers wait for no turn")
+@pytest.mark.xfail(strict=True, reason="Kafka's rule makes these figures a lottery of the receiving broker's "
+                                       "fetchers' millisecond timings, not in the record: in step (the twin) no "
+                                       "wave ends early and no follower waits for a turn; out of step, at most "
+                                       "3 of 40 seeded draws land within 20 % of the record on both "
+                                       "(engine.whatif.turns, the two tests below)")
 def test_kafkas_tool_p99_and_max_on_the_small_cluster(comparisons):
     f = comparisons[TOOL_LOTTERY].figures()
     assert within(f["p99_ms"][1], f["p99_ms"][0]) and within(f["max_ms"][1], f["max_ms"][0])
+
+
+@pytest.fixture(scope="module")
+def tool_record():
+    return load(RECORDS / f"{TOOL_LOTTERY}.json")
+
+
+def test_kafkas_rule_with_the_fetchers_in_step_is_what_the_twin_shows(comparisons, tool_record):
+    # Kafka's rule fetch by fetch, every source answering within 5 ms of the others and every ask exactly
+    # a backoff apart: the fetchers take turns in rotation, every source's moves end within a read of the
+    # others, and no follower waits for a turn while others copy: the only stall is the refused fetch at
+    # the new epoch. The simulator's fluid twin (even shares) shows exactly that.
+    stall = refused_epoch_stall(REPLICA_FETCH_BACKOFF)
+    for d in turns.lottery(tool_record, turns.TIMINGS[0]):
+        assert d.waves[-1] - d.waves[0] <= 1.0, d
+        assert d.p99 == 0 and d.max <= stall + 1e-9, d
+    twin = comparisons[TOOL_LOTTERY]
+    assert len({x for x in twin.done if x > 0}) == 1
+    assert twin.figures()["p99_ms"][1] == 0
+    assert twin.figures()["max_ms"][1] == pytest.approx(stall * 1000, rel=0.01)
+
+
+def test_out_of_step_kafkas_tools_figures_are_a_lottery_and_the_record_one_draw(tool_record):
+    # Fetchers whose responses take tens of ms more or less and whose asks drift: the turns go unevenly and
+    # the sources' moves end seconds apart (measured: 69.6 s, then 86.1 and 88.1 s), and a follower of a
+    # source done early waits until its fetcher's ask finds the quota open. Over 40 seeded draws the
+    # figures spread over a range that holds the record's, but few draws land within 20 % of both, and how
+    # likely the record is depends on how long a completion takes to reach the brokers (50 or 150 ms):
+    # nothing the record holds. A deterministic twin would match it only with a draw chosen for it.
+    m = tool_record["probe_move"]
+    ranks = []
+    for timing in turns.TIMINGS[2:]:
+        draws = turns.lottery(tool_record, timing)
+        assert sum(1 for d in draws if d.waves[-1] - d.waves[0] >= 10) >= len(draws) / 4
+        assert min(d.p99 for d in draws) * 1000 <= m["p99_ms"] <= max(d.p99 for d in draws) * 1000
+        assert min(d.max for d in draws) * 1000 <= m["max_ms"] <= max(d.max for d in draws) * 1000
+        s = turns.summary(tool_record, timing)
+        assert s.within <= 0.1 * s.draws, s
+        ranks.append(s.max_rank)
+    assert abs(ranks[0] - ranks[1]) >= 0.3, ranks
+
+
+def test_docs_show_what_kafkas_rule_fetch_by_fetch_gives(tool_record):
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "simulator.md").read_text(encoding="utf-8")
+    assert TURNS == (TOOL_LOTTERY,)
+    table = turns.markdown(tool_record, [turns.summary(tool_record, t) for t in turns.TIMINGS])
+    for line in table.splitlines():
+        assert line in doc, line
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -128,3 +181,30 @@ def test_docs_show_what_the_comparison_computes(comparisons):
         for line in markdown(c).splitlines():
             assert line in doc, line
         assert f"calibration/{c.name}.svg" in doc
+
+
+def test_the_measured_stalls_alone_give_kafkas_tools_max_and_most_of_its_p99(tool_record):
+    # What the twin misses first is the stalls: each moved partition blocked from its completion (half a
+    # read before the harness saw it) for as long as its worst message waited (probe_move_max_ms_by_partition),
+    # or as long as the worst on its leader's connection (head-of-line), gives through the simulator's probe
+    # the record's max and 70 to 90 % of its p99; the rest is the writes' slower recovery after a stall (the
+    # measured per-second maxima fell about 0.6 s a second after 69 s), which the probe does not model
+    from engine.sim.probe import probe
+    r = tool_record
+    n = r["partitions"]
+    tps = [TopicPartition(r["topic"], p) for p in range(n)]
+    worst_on: dict[int, float] = {}
+    for p in range(n):
+        leader = r["current"][p][0]
+        worst_on[leader] = max(worst_on.get(leader, 0.0), r["probe_move_max_ms_by_partition"][p] / 1000)
+    for stall in (lambda p: r["probe_move_max_ms_by_partition"][p] / 1000, lambda p: worst_on[r["current"][p][0]]):
+        blocked, leaders = [], [(0.0, tps[p], r["current"][p][0]) for p in range(n)]
+        for p, done in enumerate(r["partition_done_s"]):
+            if done > 0:
+                at = done - 0.25
+                blocked.append((tps[p], at, at + stall(p)))
+                if r["target"][p][0] not in r["current"][p]:
+                    leaders.append((at, tps[p], r["target"][p][0]))
+        felt = probe(tps, r["probe_rate"], r["makespan_s"], blocked, sorted(leaders, key=lambda x: x[0]))
+        assert felt.max * 1000 == pytest.approx(r["probe_move"]["max_ms"], rel=0.01)
+        assert 0.7 <= felt.p99 * 1000 / r["probe_move"]["p99_ms"] <= 0.9, felt.p99

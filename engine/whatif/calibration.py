@@ -14,7 +14,9 @@ the engine's requests, and how many of them a broker absorbs.
 record's harness saw its run: it read the replicas every 0.5 s, so a partition
 counts done at the first of those reads after it completed, and the run at the
 last. ``python -m engine.whatif.calibration DIR`` prints the comparison of every
-record in ``DIR`` (``--svg DIR`` also draws each probe timeline).
+record in ``DIR`` (``--svg DIR`` also draws each probe timeline; ``--turns`` plays
+the receiving broker's fetchers of Kafka's tool's records by Kafka's rule fetch by
+fetch over seeded draws of their timing, ``engine.whatif.turns``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import Mapping
 from engine.core.commands import PartitionTarget
 from engine.core.partition import TopicInfo, TopicPartition
 from engine.sim.scenario import BrokerSpec, PartitionSpec, Scenario
+from engine.whatif import turns
 from engine.whatif.strategies import RunResult, run
 
 HARNESS_POLL = 0.5  # seconds between the record's harness reads of the replicas (its README: 0.5 s)
@@ -97,6 +100,11 @@ RUNS: Mapping[str, Run] = {
     "300x1MiB-50MBs-kafka-tool-loaded": Run("all-at-once", "loaded", latency=False),
     "300x1MiB-50MBs-kreassign-loaded": Run("kreassign", "loaded", latency=False),
 }
+
+
+TURNS = ("24x16MiB-4MBs-kafka-tool",)
+"""The records of Kafka's tool whose latency is compared: ``--turns`` plays their receiving broker's fetchers
+by Kafka's rule fetch by fetch (``engine.whatif.turns``; docs/simulator.md, "Calibration")."""
 
 
 def load(path: str | Path) -> dict:
@@ -386,9 +394,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", action="store_true", help="print the per-second comparison too")
     parser.add_argument("--today", action="store_true",
                         help="instead: Kafka's tool and today's engine (each step mode) on each record's cluster")
+    parser.add_argument("--turns", action="store_true",
+                        help="instead: Kafka's rule fetch by fetch for the records of Kafka's tool whose latency "
+                             "is compared, over seeded draws of its fetchers' timing (engine.whatif.turns)")
     args = parser.parse_args(argv)
     if args.today:
         print(side_by_side_markdown(side_by_side(args.directory)))
+        return 0
+    if args.turns:
+        for name in TURNS:
+            record = load(Path(args.directory) / f"{name}.json")
+            print(f"**{name}**\n")
+            print(turns.markdown(record, [turns.summary(record, t) for t in turns.TIMINGS]))
+            print()
         return 0
     comparisons = compare_all(args.directory)
     for c in comparisons:
