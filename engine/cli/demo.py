@@ -578,23 +578,40 @@ def _follow(console, follower, request_id, engine, engine_log, speed: float, unt
     (``timeout`` wall-clock seconds at most)."""
     from rich.live import Live
 
+    deadline = None if timeout is None else time.monotonic() + timeout
+    if not console.is_terminal:
+        # a pipe or a log file: no live redraw (it would print its last frame cropped to 80 columns),
+        # the last frame once, its lines whole
+        frame = None
+        try:
+            frame = _until_done(lambda f: None, follower, request_id, engine, engine_log, speed, until, deadline)
+        finally:
+            if frame is not None and not transient:
+                console.print(frame, soft_wrap=True)
+        return
+    with Live(console=console, refresh_per_second=4, transient=transient) as live:
+        _until_done(live.update, follower, request_id, engine, engine_log, speed, until, deadline)
+
+
+def _until_done(show, follower, request_id, engine, engine_log, speed, until, deadline):
+    """Poll and ``show`` each frame until the request completes, ``until(follower)`` or the deadline;
+    the last frame."""
     from engine.cli.status import document, render
 
-    deadline = None if timeout is None else time.monotonic() + timeout
-    with Live(console=console, refresh_per_second=4, transient=transient) as live:
-        while True:
-            follower.poll()
-            live.update(render(document(follower, request_id, speed), speed))
-            if until is not None and until(follower):
-                return
-            r = follower.state.requests.get(request_id)
-            if r is not None and r.status == "completed":
-                return
-            if deadline is not None and time.monotonic() > deadline:
-                return
-            if engine.poll() is not None:
-                raise CliError(f"the engine stopped ({engine.returncode}); see {engine_log}")
-            time.sleep(0.1 if until is not None else 0.5)
+    while True:
+        follower.poll()
+        frame = render(document(follower, request_id, speed), speed)
+        show(frame)
+        if until is not None and until(follower):
+            return frame
+        r = follower.state.requests.get(request_id)
+        if r is not None and r.status == "completed":
+            return frame
+        if deadline is not None and time.monotonic() > deadline:
+            return frame
+        if engine.poll() is not None:
+            raise CliError(f"the engine stopped ({engine.returncode}); see {engine_log}")
+        time.sleep(0.1 if until is not None else 0.5)
 
 
 def _size(n: int) -> str:
