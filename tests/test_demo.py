@@ -122,6 +122,9 @@ def test_the_demo_runs_the_story_and_stops_everything(tmp_path):
     assert f"{n} rolled back to their original replicas" in text
     assert text.count("(exit 0)") == 2 and "(exit 1)" not in text
     assert "Throttles are cleared" in text
+    # into a file the request's frames keep their lines whole (a live redraw cropped them at 80 columns)
+    assert re.search(r"limits: max_replicas_per_step=1, .*creation_window_ms=\d+", text)
+    assert re.search(r"\d+ of \d+ partitions rolled back to their original replicas", text)
     assert (out / "report" / "index.html").is_file()
     # the drained broker stays drained: no step of any request adds a replica on broker 4 (the audit table,
     # read with pyarrow: a third Spark start for one query would cost more than the rest of the check)
