@@ -227,7 +227,7 @@ def creations(s: State):
     """Each broker's new-replica caps (in flight, per decision: ``scheduler.creation_caps``) from how fast
     the state has seen it make new replicas (``State.creation``)."""
     lim, seen = s.limits, s.creation
-    return lambda b: creation_caps(lim, seen[b].seconds if b in seen else None)
+    return lambda b: creation_caps(lim, seen[b].seconds, seen[b].largest) if b in seen else creation_caps(lim, None)
 
 
 def _resolve(d: _Decision, tp: TopicPartition, result: PlanResult) -> None:
