@@ -239,6 +239,9 @@ class State(NamedTuple):
     retired: immutables.Map = immutables.Map()  # id -> Retired: finished requests beyond FINISHED_KEPT
     retired_partitions: immutables.Map = immutables.Map()  # status -> partitions that left with them
     creation: immutables.Map = immutables.Map()  # broker -> Creation: how fast it makes new replicas
+    # topic -> the shell's clock of the first look that did not show it (``TopicMissing``), until a look
+    # shows it again or one METADATA_SETTLE later confirms it gone
+    missing: immutables.Map = immutables.Map()
 
     def request(self, request_id: str) -> "Request | Retired | None":
         """The request with this id: running, finished and kept whole, or retired."""
@@ -348,6 +351,10 @@ def _touch(s: State, *rids: str) -> State:
     return s._replace(ranks=ranks, completable=completable, finished=finished, requests=requests)
 
 
+UNCLEAN_REVERT = "UNCLEAN_REVERT"
+"""The code of the final ``ActionFailed`` of an abort the core gives up before retrying it: its topic
+reverts uncleanly and its original replicas are no longer all in sync (``engine.core.cancellation``)."""
+
 CLOCK_SET_BACK = 60.0
 """A look or an answer this many seconds older than what the state knows of a partition is no late
 delivery (the shells deliver a look within the tick that took it): the clock was set back, or another
@@ -410,9 +417,17 @@ def _(s: State, e: ev.BrokersObserved) -> State:
 
 @_on(ev.TopicObserved)
 def _(s: State, e: ev.TopicObserved) -> State:
+    if e.topic in s.missing:
+        s = s._replace(missing=s.missing.delete(e.topic))
     if e.info is None:
         return s._replace(topics=s.topics.delete(e.topic)) if e.topic in s.topics else s
     return s._replace(topics=s.topics.set(e.topic, e.info))
+
+
+@_on(ev.TopicMissing)
+def _(s: State, e: ev.TopicMissing) -> State:
+    s = _seen(s, e.at)
+    return s if e.topic in s.missing else s._replace(missing=s.missing.set(e.topic, e.at))
 
 
 @_on(ev.PartitionObserved)
@@ -755,7 +770,8 @@ def _(s: State, e: ev.ActionFailed) -> State:
         return s
     s = _known(s, e.tp, e.at)  # an answer (or a look showing the action had no effect)
     if e.action == "cancel_step" and e.final:  # the abort was refused: the step goes on
-        f = f._replace(aborting=False, attempt=1, error=None, retry=False, retry_at=None).answered()
+        f = f._replace(aborting=False, attempt=1, error=None, retry=False, retry_at=None)
+        f = f if e.code == UNCLEAN_REVERT else f.answered()  # (the core's own: no answer of the cluster)
         s = s._replace(steps=s.steps.set(e.tp, f))
         old = s.partitions[e.tp]
         return _put(s, e.tp, old._replace(status=IN_FLIGHT, note=e.message), old)
@@ -830,8 +846,9 @@ def _(s: State, e: ev.ClockSetBack) -> State:
         for tp, at in s.known_at.items():
             known[tp] = at - shift
         known = known.finish()
+    missing = immutables.Map({t: back(at) for t, at in s.missing.items()})
     return s._replace(steps=steps, partitions=partitions, elections=elections, release_debt=debt, known_at=known,
-                      throttle_retry_at=back(s.throttle_retry_at), clock=e.now, creation=creation)
+                      throttle_retry_at=back(s.throttle_retry_at), clock=e.now, creation=creation, missing=missing)
 
 
 @_on(ev.ClusterUnreachable)

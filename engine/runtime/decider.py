@@ -577,7 +577,7 @@ class Decider:
 
 
 _WARN = frozenset({ev.ActionFailed, ev.StepFailed, ev.ClusterUnreachable, ev.ThrottlesDrifted, ev.CancelSkipped,
-                   ev.TopicAccessDenied, ev.ClockSetBack})
+                   ev.TopicAccessDenied, ev.ClockSetBack, ev.TopicMissing})
 """Events that report a failure or a correction: each is also a WARNING line of the engine's log."""
 
 
