@@ -12,7 +12,8 @@ unforgiving as Kafka's controller (KRaft) where the core must cope:
   the partition's own); it completes at once if the ISR allows (Phase B); the same target changes
   nothing;
 * a cancel reverts to RS - AR with ISR - AR, and is refused (INVALID_REPLICA_ASSIGNMENT) when that
-  ISR is empty, as KRaft's ``PartitionReassignmentRevert`` is;
+  ISR is empty, as KRaft's ``PartitionReassignmentRevert`` is, unless the topic's unclean leader
+  election is enabled (``unclean``): then the first replica left is the ISR alone and leads;
 * the test can make the next calls of an action refused (``refuse``) or unanswered
   (``unavailable``), drop a reassignment in progress (``drop``: cancelled by another tool), and
   refuse or lose preferred-leader elections (``elections``).
@@ -47,6 +48,7 @@ class FakeCluster:
         self.remaining: dict[TopicPartition, int] = {}  # what catch_up answers
         self.failures: dict[tuple, list[Result]] = defaultdict(list)  # (action, tp or None) -> answers to give next
         self.elections = "elect"  # or "refuse" (PREFERRED_LEADER_NOT_AVAILABLE) or "lose" (Ok, nothing happens)
+        self.unclean: set[str] = set()  # topics with unclean.leader.election.enable=true
 
     # -- what the test makes Kafka do -------------------------------------------------
     def refuse(self, action: str, code: str, message: str = "", times: int = 1, tp=None) -> None:
@@ -93,7 +95,7 @@ class FakeCluster:
             topics[tp.topic] = max(topics.get(tp.topic, 0), tp.partition + 1)
         return Observation(
             brokers=tuple(self.brokers.values()),
-            topics={t: TopicInfo(n, self.min_isr) for t, n in topics.items()},
+            topics={t: TopicInfo(n, self.min_isr, unclean_leader_election=t in self.unclean) for t, n in topics.items()},
             partitions={tp: p for tp, p in self.parts.items() if tps is None or tp in tps},
         )
 
@@ -213,7 +215,12 @@ class FakeCluster:
             return Ok("no reassignment in progress")
         p = self.parts[tp]
         if not (p.isr - set(p.adding)):
-            return Refused("INVALID_REPLICA_ASSIGNMENT", f"unable to revert {tp}: no replica would be in sync")
+            if tp.topic not in self.unclean:
+                return Refused("INVALID_REPLICA_ASSIGNMENT", f"unable to revert {tp}: no replica would be in sync")
+            self._revert(tp)  # unclean: the first replica left is the ISR alone (what it lacks is lost)
+            q = self.parts[tp]
+            self.parts[tp] = q._replace(isr=frozenset(q.replicas[:1]), leader=q.replicas[0])
+            return OK
         self._revert(tp)
         return OK
 

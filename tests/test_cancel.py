@@ -413,3 +413,118 @@ def test_on_the_simulated_cluster_a_cancel_right_after_the_start_ends_where_the_
         assert d.state.partitions[TP].status == (REVERTED if rollback else CANCELLED)
         t = sim.state.throttles
         assert not any(t.follower.values()) and not any(t.leader.values()) and not t.follower_rate and not t.leader_rate
+
+
+# --- the review's finding 9: a cancel on a topic with unclean leader election enabled -------------------
+
+
+def test_the_simulated_controller_reverts_uncleanly_only_where_the_topic_allows_it():
+    """KRaft's cancelPartitionReassignment: a revert that leaves no replica in sync is refused where
+    unclean leader election is off, and done where it is on: the first original replica becomes the
+    ISR alone (what the new replicas had is lost), leading if alive."""
+    from engine.sim import controller
+    from tests.sim_helpers import scenario
+
+    sim = controller.initial(scenario([((1, 2), "100 MB", "0 MB/s")]))
+    sim, _ = controller.alter(sim, TP, (3, 4))
+    p = sim.partitions[TP]
+    sim = controller.put(sim, TP, p._replace(isr=frozenset({3}), leader=3))  # 3 caught up; 1 and 2 fell out
+    refused, result = controller.cancel(sim, TP)
+    assert result.code == "INVALID_REPLICA_ASSIGNMENT" and refused.partitions[TP].replicas == p.replicas
+    unclean, result = controller.cancel(controller.set_unclean(sim, "t", True), TP)
+    q = unclean.partitions[TP]
+    assert isinstance(result, Ok) and (q.replicas, q.isr, q.leader, q.adding) == ((1, 2), {1}, 1, ())
+
+
+def unclean_move(unclean: bool):
+    """t-0 (1, 2) moved whole to (3, 4) under the decider on the simulated cluster: 3 catches up, 4 is
+    stalled; broker 2 goes down (the look sees ISR {1, 3}), then broker 1 before any other look."""
+    from engine.runtime.decider import Decider, MemoryLog
+    from engine.sim.cluster import SimulatedCluster
+    from tests.sim_helpers import scenario
+
+    sim = SimulatedCluster.from_scenario(scenario([((1, 2), "50 MB", "0 MB/s")]))
+    if unclean:
+        sim.set_unclean("t", True)
+    d = Decider(MemoryLog(), sim, clock=lambda: sim.time)
+    d.recover(None)
+    sim.inject(4, "slow", factor=1e-6)
+    d.decide(Submit("r", (PartitionTarget("t", 0, (3, 4)),), steps="whole"))
+    for _ in range(20):
+        sim.advance(0.5)
+        d.tick()
+        if 3 in sim.state.partitions[TP].isr:
+            break
+    sim.inject(2, "down")
+    sim.advance(0.5)
+    d.tick()
+    assert d.state.observed[TP].isr == {1, 3} and d.state.topics["t"].unclean_leader_election == unclean
+    sim.inject(1, "down")  # the ISR is {3} now: the last look does not know
+    sim.advance(0.1)
+    return sim, d
+
+
+def test_a_cancel_on_a_topic_with_unclean_election_aborts_only_while_every_original_replica_is_in_sync():
+    """With the last look's ISR {1, 3}, the old rule (some original replica in sync) sent the cancel; broker
+    1 had left meanwhile, and KRaft reverted uncleanly: (1, 2) with broker 1 (down) the ISR alone, the
+    partition offline, the 50 MB broker 3 had copied lost. The step goes on instead, and the cancel
+    applies once it completes."""
+    sim, d = unclean_move(True)
+    d.decide(Cancel("r"))
+    [skip] = [e for e in d.recent if isinstance(e.payload, ev.CancelSkipped)]
+    assert "unclean leader election is enabled on topic t" in skip.payload.reason and "[2]" in skip.payload.reason
+    p = sim.state.partitions[TP]
+    assert p.adding == (3, 4) and p.isr == {3} and p.leader == 3, "no cancel was sent"
+    sim.inject(4, "slow", factor=1.0)
+    for _ in range(120):
+        sim.advance(0.5)
+        d.tick()
+        if d.state.requests["r"].status == COMPLETED:
+            break
+    p = sim.state.partitions[TP]
+    assert (p.replicas, p.leader) == ((3, 4), 3) and d.state.partitions[TP].status == CANCELLED
+    assert d.state.partitions[TP].note == "cancelled after it had reached its target [3, 4]"
+
+
+def test_where_unclean_election_is_off_the_same_cancel_is_sent_and_kafka_refuses_it():
+    """The rule is the topic's: elsewhere the cancel goes as before (KRaft refuses the revert; the step
+    goes on)."""
+    sim, d = unclean_move(False)
+    d.decide(Cancel("r"))
+    assert not [e for e in d.recent if isinstance(e.payload, ev.CancelSkipped)]
+    failed = [e.payload for e in d.recent if isinstance(e.payload, ev.ActionFailed)]
+    assert failed and failed[-1].code == "INVALID_REPLICA_ASSIGNMENT" and failed[-1].final
+    assert sim.state.partitions[TP].adding == (3, 4)
+
+
+def test_an_abort_retried_on_an_unclean_topic_is_judged_again_on_the_latest_look():
+    """The cancel could not be sent (the cluster did not answer); by its retry the latest look shows the
+    original replicas out of sync: it is given up (the step goes on), never sent into an unclean revert."""
+    c = FakeCluster({TP: (1, 2)}, range(1, 5))
+    c.unclean.add("t")
+    d = Driver(c)
+    d.now = 1000.0
+    assert d.state.topics["t"].unclean_leader_election
+    d.feed(Submit("r", (PartitionTarget("t", 0, (3, 4)),), steps="whole"))
+    d.tick()
+    assert c.in_progress() == [TP]
+    c.unavailable("cancel")
+    d.now += 1
+    d.feed(Cancel("r"))
+    assert d.state.steps[TP].aborting and d.state.steps[TP].retry
+    p = c.parts[TP]
+    c.parts[TP] = p._replace(isr=frozenset({3}), leader=3)  # 1 and 2 fell out; 3 caught up
+    d.now += 1
+    d.observe()
+    d.now += 60
+    sent = len(c.alters)
+    d.feed(Tick(d.now))
+    [gave_up] = [e for e in of_type(d.events, ev.ActionFailed) if e.code == "UNCLEAN_REVERT"]
+    assert gave_up.final and "unclean leader election" in gave_up.message
+    assert len(c.alters) == sent and c.in_progress() == [TP], "no cancel sent"
+    f = d.state.steps[TP]
+    assert not f.aborting and not f.retry and d.state.partitions[TP].cancelled
+    c.finish(TP)
+    d.now += 1
+    d.observe()
+    assert d.state.partitions[TP].status == CANCELLED and c.assignment()[TP] == (3, 4)

@@ -1,12 +1,16 @@
 """Issue 26, item 3: the cap on new replicas per broker follows how fast the engine sees the broker complete
-them (``State.creation``, ``scheduler.creation_caps``), not a fixed 2, so many small moves keep it busy."""
+them (``State.creation``, ``scheduler.creation_caps``), not a fixed 2, so many small moves keep it busy; and
+(the Kafka review, finding 6) it follows a broker of known pace, and never runs away."""
 
 from __future__ import annotations
+
+import math
 
 import pytest
 
 from engine.core import events as ev
-from engine.core.commands import PartitionTarget, Submit
+from engine.core.commands import ChangeLimits, PartitionTarget, Submit
+from engine.core.decide import creations
 from engine.core.limits import Limits
 from engine.core.partition import TopicPartition
 from engine.core.scheduler import creation_caps
@@ -26,10 +30,18 @@ def test_creation_caps_follow_the_seconds_per_replica_and_never_go_below_the_flo
     lim = Limits()
     assert creation_caps(lim, None) == (2, 2)  # nothing seen yet: the fixed two of before
     assert creation_caps(lim, 0.1) == (40, 20)  # 2 s of 0.1 s replicas a decision, twice that in flight
-    assert creation_caps(lim, 0.15) == (26, 13)
+    assert creation_caps(lim, 0.15) == (28, 14)  # 13.3 rounded up
     assert creation_caps(lim, 8.0) == (2, 2)  # a big copy per replica: the floor
     assert creation_caps(lim.changed({"max_new_replicas_per_broker": 5}), 1.0) == (5, 5)
     assert creation_caps(lim.changed({"creation_window_ms": 1}), 0.1) == (2, 2)  # W tiny: the fixed cap
+
+
+def test_creation_caps_never_run_past_twice_the_largest_batch_seen_complete():
+    lim = Limits()
+    assert creation_caps(lim, 0.1, 2) == (4, 4)  # a pair seen done: at most four, whatever the rate says
+    assert creation_caps(lim, 0.001, 21) == (42, 42)  # a tiny estimate cannot ask for 4,000 logs at once
+    assert creation_caps(lim, 0.1, 100) == (40, 20)  # the rate binds once batches that large were seen
+    assert creation_caps(lim, 0.1, 1) == (2, 2)  # never below the floor
 
 
 def small_moves(n: int):
@@ -55,17 +67,118 @@ def test_how_fast_a_broker_completes_new_replicas_is_learnt_from_its_steps():
     d.observe()
     [done] = {e.at for e in of_type(d.events, ev.StepCompleted)}
     seen = d.state.creation[4]
-    # the time from the answer to the look that saw them, over the pair (the second completion at the same
-    # look adds no busy time)
-    assert seen.count == pytest.approx(1 * 7 / 8 + 1) and seen.busy == pytest.approx((done - start) * 7 / 8)
-    assert seen.seconds == pytest.approx((done - start) * 7 / 8 / (7 / 8 + 1))
+    # broker 4 had them in flight from the answer to the look that saw them, and made two in that time
+    assert seen.seconds == pytest.approx((done - start) / 2)
+    assert seen.largest == 2  # one alter's two new replicas seen complete
     assert 1 not in d.state.creation and 2 not in d.state.creation  # kept replicas are not new
+
+
+class MetadataThread:
+    """Broker 4 as Kafka makes new replicas: one log at a time (its metadata thread), ``per`` seconds
+    each, in the order the alters reached it; one alter's new replicas start fetching together once the
+    last of their logs exists (``together``), or each when its own exists. The copies are tiny: a
+    replica is complete when it may fetch. Independent of the engine: it knows nothing of its estimate."""
+
+    def __init__(self, cluster, per: float, together: bool):
+        self.c, self.per, self.together = cluster, per, together
+        self.free = 0.0  # when the thread is done with what it was given
+        self.done_at: dict = {}
+        self.batch_of: dict = {}  # tp -> the alter (the tick) that asked for it
+        self.completed: dict = {}  # alter -> how many of its replicas completed
+
+    def accept(self, now: float, tick: int) -> None:
+        new = [t for t in self.c.in_progress() if t not in self.done_at]
+        for i, t in enumerate(new):
+            self.free = max(self.free, now) + self.per
+            self.batch_of[t] = tick
+        for i, t in enumerate(new):
+            self.done_at[t] = self.free if self.together else max(now, self.free - self.per * (len(new) - 1 - i))
+
+    def finish(self, now: float) -> int:
+        seen = [t for t in self.c.in_progress() if self.done_at[t] <= now]
+        for t in seen:
+            self.c.finish(t)
+            self.completed[self.batch_of[t]] = self.completed.get(self.batch_of[t], 0) + 1
+        return len(seen)
+
+
+def small_copies(n: int, limits: dict):
+    c = FakeCluster({tp(i): (1 + i % 3, 1 + (i + 1) % 3) for i in range(n)}, range(1, 5))
+    for i in range(n):
+        c.parts[tp(i)] = c.parts[tp(i)]._replace(size_bytes=1 << 20)
+    d = Driver(c)
+    d.now = 1000.0
+    d.feed(ChangeLimits(limits))
+    d.observe()
+    d.feed(Submit("r", tuple(PartitionTarget("t", i, c.parts[tp(i)].replicas + (4,)) for i in range(n)),
+                  throttle_rate=50_000_000))
+    return c, d
+
+
+# Cruise Control's per-broker caps of 25 moves: the move caps leave room for 200 small copies into broker 4,
+# so only the new-replica caps hold them (the review's case: one alter asking one broker for 200 logs)
+WIDE = {"max_incoming_moves_per_broker": 25, "max_outgoing_moves_per_broker": 25}
+
+
+@pytest.mark.parametrize("per,look,together", [
+    (0.1, 0.5, True), (0.1, 0.05, True), (0.1, 0.25, False), (0.1, 0.05, False), (0.01, 0.1, True), (0.01, 0.1, False),
+    (1.0, 0.5, False),
+])
+def test_the_estimate_follows_a_broker_of_known_pace_and_the_caps_never_run_away(per, look, together):
+    """A broker that makes a new replica in exactly ``per`` seconds, looked at every ``look`` seconds: the
+    estimate converges to ``per`` (an upper bound: the look's own delay is in it), never dips below 0.8 x
+    ``per`` on the way (a look may be credited with work done before the look before), and the in-flight
+    cap never exceeds twice the most replicas of one alter the broker was seen to complete, nor twice what
+    the true pace makes in W. And the bound costs little: the 300 replicas are made within 1.2 x what the
+    broker needs for them, plus a few looks."""
+    c, d = small_copies(300, WIDE)
+    broker = MetadataThread(c, per, together)
+    window = d.state.limits.creation_window_ms / 1000
+    lowest, caps_seen = None, []
+    for tick in range(600):
+        d.tick()
+        broker.accept(d.now, tick)
+        d.now += look
+        broker.finish(d.now)
+        d.observe()
+        if 4 in d.state.creation:
+            est = d.state.creation[4].seconds
+            lowest = est if lowest is None else min(lowest, est)
+            caps = creations(d.state)(4)
+            caps_seen.append(caps)
+            assert caps[0] <= max(2, 2 * max(broker.completed.values())), (tick, caps, broker.completed)
+            assert caps[0] <= max(2, 2 * math.ceil(window / (0.8 * per))), (tick, caps)
+        if not d.state.steps and not d.state.ready.size:
+            break
+    assert not d.state.steps and not d.state.ready.size, "every move done"
+    assert lowest >= 0.8 * per
+    assert d.state.creation[4].seconds == pytest.approx(per, rel=0.3)
+    assert d.now - 1000.0 <= 1.2 * 300 * per + 5 * look
+
+
+def test_one_look_seeing_a_whole_batch_complete_keeps_the_estimate_at_the_broker_s_pace():
+    """The review's reproduction: every batch is seen complete by one look (n completions at one time).
+    Each completion decayed the history once, so n of them shrank the estimate by (7/8)^(n-1): 0.093 s,
+    then 0.0023 s, then 1e-100 for a broker at 0.1 s per replica, and the caps ran to millions."""
+    c, d = small_copies(300, WIDE)
+    per = 0.1
+    for _ in range(40):
+        d.tick()
+        batch = c.in_progress()
+        d.now += per * len(batch) + 0.01  # the broker makes them one after the other; one look sees all
+        for t in batch:
+            c.finish(t)
+        d.observe()
+        if 4 in d.state.creation:
+            assert d.state.creation[4].seconds >= per
+            assert creations(d.state)(4)[0] <= 2 * math.ceil(2.0 / per)
+    assert d.state.creation[4].seconds == pytest.approx(per, rel=0.1)
 
 
 def test_small_copies_start_in_batches_once_the_broker_is_seen_fast():
     """1 MiB copies at 50 MB/s weigh an eighth of a move each: after the first pair is seen done in
-    0.3 s, one decision asks broker 4 for many more at once (one alter), and at most twice that are in
-    flight; the old fixed cap held it at two."""
+    0.3 s, one decision asks broker 4 for more at once (one alter), at most twice what it was seen to
+    complete; the old fixed cap held it at two."""
     c, d = small_moves(60)
     for i in range(60):
         c.parts[tp(i)] = c.parts[tp(i)]._replace(size_bytes=1 << 20)
@@ -77,13 +190,12 @@ def test_small_copies_start_in_batches_once_the_broker_is_seen_fast():
     for t in c.in_progress():
         c.finish(t)
     d.observe()
-    per = d.state.creation[4].seconds
     d.tick()
     batch = len(c.in_progress())
-    assert batch == creation_caps(d.state.limits, per)[1] > 2
+    assert batch == 4  # twice the pair seen complete (the pace alone would allow 2 s / 0.15 s = 13)
     assert len({a for a in c.alters[-batch:]}) == batch  # one decision: one alter call of them all (executor)
-    d.tick()  # a second decision while the first batch is created: up to the in-flight cap, no more
-    assert batch < len(c.in_progress()) <= min(creation_caps(d.state.limits, per)[0], 16)
+    d.tick()  # a second decision while the first batch is created: no more than the in-flight cap
+    assert len(c.in_progress()) == 4
 
 
 def test_the_creation_rate_is_the_fold_of_the_log():
@@ -101,9 +213,12 @@ def test_the_creation_rate_is_the_fold_of_the_log():
 
 def test_many_small_moves_keep_the_new_broker_busy_in_the_calibrated_simulator():
     """300 x 1 MiB onto a new broker at 50 MB/s (the records' cluster and launch), on the machine of the
-    quiet runs and on the loaded one: today's engine no slower than 1.2 x Kafka's tool, with a fraction
-    of its under-replicated peak (225). The engine as measured (two new replicas at a time) took 168 s
-    against 58 s (loaded)."""
+    quiet runs and on the loaded one: today's engine no slower than 1.2 x Kafka's tool from the launch,
+    with a fraction of its under-replicated peak (225). The engine as measured (two new replicas at a
+    time) took 168 s against 58 s (loaded). From the first alter on the quiet machine: 32.2 s against the
+    tool's 25.0 s (1.29 x; 25.9 s before the review's finding 6, whose estimate shrank with every
+    completion one look saw and let the caps run away: the honest estimate and the slow start, batches
+    of 2, 4, 8, 16, cost about three engine cycles)."""
     from pathlib import Path
 
     from engine.whatif import calibration as cal
@@ -119,5 +234,5 @@ def test_many_small_moves_keep_the_new_broker_busy_in_the_calibrated_simulator()
         assert engine.finished and engine.at_target
         assert engine.makespan <= 1.2 * tool.makespan, (machine, engine.makespan, tool.makespan)  # from the launch
         if machine == "quiet":  # from each one's first alter too (the tool's JVM start aside)
-            assert engine.makespan - engine.first_alter <= 1.2 * (tool.makespan - tool.first_alter)
+            assert engine.makespan - engine.first_alter <= 1.3 * (tool.makespan - tool.first_alter)
         assert engine.stats.peak_under_replicated <= 16 < tool.stats.peak_under_replicated == 225

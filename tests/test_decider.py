@@ -439,3 +439,65 @@ def test_the_answers_of_a_round_of_actions_are_appended_at_once():
     # the tick's observation (if it changed anything), the tick's plans and throttles, the 4 answers
     assert batches <= 3, batches
     assert len({e.recorded_at for e in log.records if isinstance(e.payload, ev.StepStarted)}) == 1
+
+
+def test_a_host_clock_stepped_forward_cuts_no_grace_period_short(monkeypatch):
+    """The review's finding 10. The decider stamps the core's inputs with the host's wall clock at its
+    start plus the monotonic clock's elapsed time (``SteadyClock``): the host's clock stepped forward an
+    hour gives the same readings as before, so an election pending since a moment ago is not given up
+    (ELECTION_GRACE, 5 s) at the next tick; it is once 5 s have really passed. (It read ``time.time``:
+    the grace, METADATA_SETTLE and REVERT_GRACE all passed at once.)"""
+    import time as time_module
+
+    from engine.core import retry
+    from engine.core.outcomes import OK
+    from engine.runtime import decider as decider_module
+
+    host = {"wall": 1_800_000_000.0, "mono": 500.0}
+    monkeypatch.setattr(time_module, "time", lambda: host["wall"])
+    monkeypatch.setattr(time_module, "monotonic", lambda: host["mono"])
+    monkeypatch.setattr(decider_module, "STEADY", getattr(decider_module, "SteadyClock", lambda: None)(),
+                        raising=False)  # this process's clock, first read below
+
+    def passes(seconds):
+        host["wall"] += seconds
+        host["mono"] += seconds
+
+    sim = SimulatedCluster.from_scenario(S.from_document({
+        "brokers": [{"id": b} for b in range(1, 5)], "throttle": "none", "replica_creation_time": 0,
+        "topics": [{"name": "t", "assignment": [{"partition": 0, "replicas": [1, 2, 3], "size": 1000,
+                                                 "produce_rate": 0}]}]}))
+
+    class ElectionsLost:
+        """The simulated cluster, whose preferred-leader elections are accepted and never happen."""
+
+        def __getattr__(self, name):
+            return getattr(sim, name)
+
+        def elect_preferred_leaders(self, partitions):
+            return {tp: OK for tp in partitions}
+
+    d = Decider(MemoryLog(), ElectionsLost())  # as the worker builds it: no clock given
+    d.recover(None)
+    assert d.clock() == 1_800_000_000.0
+    d.decide(Submit("r", (PartitionTarget("t", 0, (4, 1, 2)),), steps="whole"))  # 1 leads on: 4 is elected
+    for _ in range(10):
+        passes(0.5)
+        sim.advance(0.5)
+        d.tick()
+        if d.state.elections:
+            break
+    assert d.state.elections, [(type(e.payload).__name__, getattr(e.payload, "reason", "")) for e in d.recent]
+    [since] = [el.since for el in d.state.elections.values()]
+    assert since == host["wall"]
+    host["wall"] += 3600.0  # NTP steps the host's clock an hour forward
+    passes(1.0)
+    sim.advance(1.0)
+    d.tick()
+    lost = [e.payload for e in d.recent if isinstance(e.payload, ev.ActionFailed) and e.payload.code == "ELECTION_LOST"]
+    assert not lost and d.clock() == since + 1.0
+    passes(retry.ELECTION_GRACE)
+    sim.advance(retry.ELECTION_GRACE)
+    d.tick()
+    lost = [e.payload for e in d.recent if isinstance(e.payload, ev.ActionFailed) and e.payload.code == "ELECTION_LOST"]
+    assert lost and lost[0].at == since + 1.0 + retry.ELECTION_GRACE

@@ -285,3 +285,154 @@ def test_a_look_from_before_the_last_step_is_not_planned_from():
     second = [e for e in of_type(d.events, ev.StepPlanned) if e.number == 2]
     assert second and second[0].step.cr == first.tr, second
     assert not set(second[0].step.tr) & set(first.dr)  # nothing dropped is copied back
+
+
+# --- the review's finding 2: a topic absent from one broker's metadata is not a deleted topic ---------------
+
+
+def moving(n=4, ids=None):
+    """Steps in flight on topic t (brokers 1, 2, 3 -> 1, 2, 4): two start (the default caps)."""
+    c = FakeCluster({TopicPartition("t", i): (1, 2, 3) for i in range(n)}, range(1, 5))
+    d = Driver(c)
+    d.now = 1000.0
+    d.feed(Submit("r", tuple(PartitionTarget("t", i, (1, 2, 4)) for i in range(n))))
+    d.tick()
+    assert len(d.state.steps) == 2
+    return c, d
+
+
+def absent(d, topic_info=None):
+    """A look whose broker answers UNKNOWN_TOPIC_OR_PARTITION for t (``topic_info``: or shows another t)."""
+    full = d.cluster.observation(None)
+    parts = {} if topic_info is None else full.partitions
+    d.feed(Observation(full.brokers, {"t": topic_info}, parts, d.now))
+
+
+def test_one_look_from_a_broker_that_has_not_seen_the_topic_ends_nothing():
+    """deleted_core.py of the review: one such look failed every step in flight and ended the request
+    ("completed", its partitions cancelled) while its reassignments kept running on Kafka, unowned."""
+    c, d = moving()
+    d.now += 1
+    absent(d)
+    assert of_type(d.events, ev.TopicMissing) and not of_type(d.events, ev.StepFailed)
+    assert not of_type(d.events, ev.PartitionCancelled) and len(d.state.steps) == 2
+    assert d.state.request("r").status != COMPLETED
+    d.now += 1
+    d.observe()  # the next look (another broker) shows it: what was recorded is cleared
+    assert "t" not in d.state.missing and "t" in d.state.topics
+    d.run()
+    assert all(r == (1, 2, 4) for r in c.assignment().values())
+    assert not of_type(d.events, ev.StepFailed) and d.state.request("r").status == COMPLETED
+
+
+def test_looks_alternating_with_a_lagging_broker_never_end_the_request():
+    """deleted_repro.py of the review: brokers 2 and 3 lag 3 s behind the topic's creation; the looks go
+    to either, so they alternate between the topic and no topic: none may end it."""
+    c, d = moving()
+    for i in range(20):
+        d.now += 1.5
+        absent(d) if i % 2 == 0 else d.observe()
+    assert not of_type(d.events, ev.StepFailed) and len(d.state.steps) == 2
+    assert not of_type(d.events, ev.PartitionCancelled)
+
+
+def test_a_topic_still_absent_a_settle_time_later_was_deleted():
+    c, d = moving()
+    d.now += 1
+    absent(d)
+    d.now += METADATA_SETTLE - 0.5
+    absent(d)  # too soon to believe it
+    assert not of_type(d.events, ev.StepFailed)
+    d.now += 0.5
+    absent(d)
+    failed = of_type(d.events, ev.StepFailed)
+    assert len(failed) == 2 and {e.reason for e in failed} == {"topic t was deleted"}
+    ended = [e for e in of_type(d.events, ev.PartitionCancelled) if e.final]
+    assert len(ended) == 4 and {e.reason for e in ended} == {"topic t was deleted"}
+    assert "t" not in d.state.topics and "t" not in d.state.missing
+
+
+def test_without_a_clock_the_next_look_confirms_a_deleted_topic():
+    c, d = moving()
+    d.now = None
+    absent(d)
+    assert not of_type(d.events, ev.StepFailed)
+    absent(d)
+    assert len(of_type(d.events, ev.StepFailed)) == 2
+
+
+def test_a_topic_created_again_under_its_name_is_told_by_its_id_and_still_confirmed():
+    """Topic ids (DescribeTopicPartitions, Metadata v10+): a look showing t with another id shows another
+    topic; a look showing the old id again (a lagging broker) is no reason to end anything at once."""
+    c, d = moving()
+    info = d.state.topics["t"]
+    d.feed(Observation(None, {"t": info._replace(topic_id="a" * 32)}, {}, d.now))
+    assert d.state.topics["t"].topic_id == "a" * 32
+    d.now += 1
+    d.feed(Observation(None, {"t": info}, {}, d.now))  # a look that gives no id says nothing of it
+    assert d.state.topics["t"].topic_id == "a" * 32 and not of_type(d.events, ev.TopicMissing)
+    d.now += 1
+    other = info._replace(topic_id="b" * 32)
+    absent(d, other)  # another topic t: its partitions are not recorded as this request's
+    [missing] = of_type(d.events, ev.TopicMissing)
+    assert missing.topic_id == "b" * 32 and not of_type(d.events, ev.StepFailed)
+    d.now += METADATA_SETTLE
+    absent(d, other)
+    failed = of_type(d.events, ev.StepFailed)
+    assert len(failed) == 2 and all("deleted and created again" in e.reason for e in failed)
+    assert d.state.topics["t"].topic_id == "b" * 32 and "t" not in d.state.missing
+    d.now += 1
+    d.feed(Observation(None, {"t": info._replace(topic_id="a" * 32)}, {}, d.now))  # a lagging broker: old id
+    assert d.state.missing.get("t") == d.now and d.state.topics["t"].topic_id == "b" * 32
+
+
+def test_what_a_missing_topic_recorded_is_the_fold_of_the_log():
+    from engine.core.state import fold
+
+    c, d = moving()
+    d.now += 1
+    absent(d)
+    assert fold(d.events).missing == d.state.missing and dict(d.state.missing) == {"t": d.now}
+
+
+def test_the_kafka_adapter_gives_each_topic_its_id_and_unclean_election_through_either_look():
+    """Through the simulated cluster's Kafka front: a look of whole topics (Metadata, confluent-kafka) and a
+    look of some partitions (DescribeTopicPartitions, kafka-python) give the same topic id (32 hex digits,
+    whichever client's type), and unclean.leader.election.enable set by AlterConfigs reaches both the
+    simulated controller (a cancel then reverts uncleanly) and the topic's info (docs/algorithm.md, 4)."""
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    from engine.cluster.kafka import KafkaCluster
+    from engine.kafka.client_config import ClientConfig
+    from engine.sim import scenario as S
+    from engine.sim.kafka_front import KafkaFront
+    from engine.sim.server import SimServer
+
+    sc = S.from_document({"seed": 1, "brokers": {"count": 3},
+                          "topics": [{"name": "t", "partitions": 2, "replication_factor": 2, "size": "1 MB"}],
+                          "throttle": "none"})
+    sim = SimServer(sc, speed=1)
+    sim.start()
+    front = KafkaFront(sim)
+    front.start()
+    cluster = KafkaCluster(ClientConfig({"bootstrap.servers": front.bootstrap}), timeout=10)
+    try:
+        whole = cluster.observe(None)
+        some = cluster.observe([TopicPartition("t", 1)])
+        ids = {whole.topics["t"].topic_id, some.topics["t"].topic_id}
+        assert len(ids) == 1 and len(ids.pop()) == 32, (whole.topics, some.topics)
+        assert not whole.topics["t"].unclean_leader_election
+        admin = AdminClient({"bootstrap.servers": front.bootstrap})
+        entry = ConfigEntry("unclean.leader.election.enable", "true",
+                            incremental_operation=AlterConfigOpType.SET)
+        for f in admin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, "t",
+                                                                 incremental_configs=[entry])]).values():
+            f.result(timeout=10)
+        with sim.lock:
+            assert sim.cluster.state.topics["t"].unclean_leader_election
+        cluster.throttles(["t"], [])  # a read-back refreshes the topic's configs (else every 30 s)
+        assert cluster.observe([TopicPartition("t", 0)]).topics["t"].unclean_leader_election
+    finally:
+        cluster.close()
+        front.shutdown()
+        sim.shutdown()

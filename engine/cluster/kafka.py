@@ -52,6 +52,7 @@ import contextlib
 import logging
 import threading
 import time
+import uuid
 from typing import Any, Callable, Collection, Iterable, Mapping
 
 from engine.kafka import access
@@ -192,6 +193,7 @@ class KafkaCluster:
         self._brokers_at: float | None = None  # when DescribeCluster last answered (``BROKERS_MAX_AGE``)
         self._last_brokers: dict[int, Broker] = {}  # its answer: every broker known, alive or not
         self._min_isr: dict[str, tuple[int | None, float]] = {}  # topic -> (min.insync.replicas, when read)
+        self._unclean: dict[str, bool] = {}  # topic -> unclean.leader.election.enable, read with min.insync.replicas
         self._counts: dict[str, tuple[int, float]] = {}  # topic -> (partitions, when counted: a whole Metadata)
         self._slicing = True  # DescribeTopicPartitions answers (False once a broker or the client lacks it)
         self.timeout = timeout
@@ -508,7 +510,7 @@ class KafkaCluster:
             if err is not None:
                 return err
             existing.append(topic)
-            infos[topic] = TopicInfo(len(desc.partitions))
+            infos[topic] = TopicInfo(len(desc.partitions), topic_id=topic_id(getattr(desc, "topic_id", None)))
             self._counts = {**self._counts, topic: (len(desc.partitions), self._clock())}
             for p in desc.partitions:
                 leader = p.leader.id if p.leader is not None and p.leader.id >= 0 else None
@@ -531,6 +533,8 @@ class KafkaCluster:
         for t in existing:
             if t in infos and t in self._min_isr and self._min_isr[t][0] is not None:
                 infos[t] = infos[t]._replace(min_insync_replicas=self._min_isr[t][0])
+            if t in infos and self._unclean.get(t):
+                infos[t] = infos[t]._replace(unclean_leader_election=True)
         return infos, parts, denied
 
     def _slices(self, wanted: dict[str, list[int]], counts: dict[str, int]) -> tuple[dict, dict, dict] | Result | None:
@@ -584,7 +588,7 @@ class KafkaCluster:
                         denied[name] = result.message
                         continue
                     return result
-                infos.setdefault(name, TopicInfo(counts[name]))
+                infos.setdefault(name, TopicInfo(counts[name], topic_id=topic_id(topic.get("topic_id"))))
                 for p in topic.get("partitions", ()):
                     leader = p["leader_id"] if p.get("leader_id", -1) >= 0 else None
                     parts[TopicPartition(name, p["partition_index"])] = (
@@ -594,6 +598,8 @@ class KafkaCluster:
     def _remember_min_isr(self, topic: str, configs: Mapping, at: float) -> None:
         entry = configs.get("min.insync.replicas")
         value = int(entry.value) if entry is not None and entry.value is not None else None
+        unclean = configs.get("unclean.leader.election.enable")  # a cancel reverts uncleanly where true
+        self._unclean = {**self._unclean, topic: unclean is not None and str(unclean.value).lower() == "true"}
         self._min_isr = {**self._min_isr, topic: (value, at)}  # replaced, never changed (threads read it)
 
     def _reassignments(self, tps: Collection[TopicPartition] | None) -> dict | Result:
@@ -957,6 +963,21 @@ def _about(resource: Any, result: Result) -> Result:
     if isinstance(result, Unavailable):
         return Unavailable(f"{where}: {result.message}")
     return result
+
+
+def topic_id(raw: Any) -> str | None:
+    """A topic id as 32 hex digits, whichever client gave it (confluent-kafka's ``Uuid``, kafka-python's
+    ``uuid.UUID``); ``None`` for none, Kafka's zero id, or a value neither client gives."""
+    if raw is None:
+        return None
+    if hasattr(raw, "get_most_significant_bits"):
+        n = (raw.get_most_significant_bits() & (2**64 - 1)) << 64 | raw.get_least_significant_bits() & (2**64 - 1)
+    else:
+        try:
+            n = uuid.UUID(str(raw)).int
+        except ValueError:
+            return None
+    return f"{n:032x}" if n else None
 
 
 def _unavailable(r: Result) -> Unavailable:

@@ -20,6 +20,15 @@ Skip rules (a ``CancelSkipped`` event with the reason):
    the revert proceed when the new replicas are all offline too; KRaft does not,
    and Kafka's behaviour is the spec. The step then goes on, and the cancel
    applies once it completes.
+3. On a topic with ``unclean.leader.election.enable=true`` KRaft does not refuse
+   that revert: ``cancelPartitionReassignment`` makes the first original
+   replica the ISR alone (in sync or not) and elects uncleanly, so what the new
+   replicas had is lost. The ISR a cancel is judged on is the last look's, which
+   may be stale, so on such a topic a step is aborted only while every replica
+   it reverts to was in sync and alive at the last look (for the revert to be
+   unclean, all of them must then have left the ISR since); otherwise the step
+   goes on and the cancel applies once it completes (``unclean_skip_reason``).
+   A retried abort is judged again (``engine.core.decide``).
 
 Where a cancel leaves a partition:
 
@@ -71,6 +80,22 @@ def skip_reason(original: Replicas | None, isr: AbstractSet[int]) -> str | None:
         f"none of the replicas {list(original)} it would revert to is in the ISR {sorted(isr)}: "
         f"Kafka refuses such a revert (it would need an unclean leader election); the step goes on "
         f"and the cancel applies when it completes"
+    )
+
+
+def unclean_skip_reason(topic: str, original: Replicas, isr: AbstractSet[int],
+                        live: AbstractSet[int] | None) -> str | None:
+    """Why a step reverting to ``original`` on ``topic``, whose unclean leader election is enabled, must not
+    be aborted, or ``None``: every replica of ``original`` must be in the ISR (and alive, ``live``: the live
+    brokers, ``None`` if unknown) as last seen (rule 3)."""
+    out = [b for b in original if b not in isr or (live is not None and b not in live)]
+    if not out:
+        return None
+    return (
+        f"unclean leader election is enabled on topic {topic} (unclean.leader.election.enable=true): Kafka "
+        f"reverts a cancel whose original replicas have all left the ISR uncleanly, losing what the new "
+        f"replicas have, and the last look shows {out} of {list(original)} out of sync or down; the step goes "
+        f"on and the cancel applies when it completes"
     )
 
 

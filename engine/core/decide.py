@@ -43,7 +43,9 @@ from typing import Callable
 
 from engine.core import events as ev
 from engine.core import retry
-from engine.core.cancellation import ROLLBACK_STOPPED, rollback_skip_reason, rollback_waits, settle_target, skip_reason
+from engine.core.cancellation import (
+    ROLLBACK_STOPPED, rollback_skip_reason, rollback_waits, settle_target, skip_reason, unclean_skip_reason,
+)
 from engine.core.actions import ApplyThrottles, CancelStep, ElectLeader, RemoveThrottles, StartStep
 from engine.core.outcomes import Ok, Refused
 from engine.core.commands import (
@@ -55,7 +57,7 @@ from engine.core.partition import TopicPartition
 from engine.core.scheduler import WEIGHT_UNITS, Hold, Requeue, Start, creation_caps, next_batch, weight_units
 from engine.core.state import (
     ABORTING, CANCELLED, COMPLETED, FINISHED_KEPT, IN_FLIGHT, REVERTED, TERMINAL, Retired, State, apply,
-    RELEASE_REFILL, release_debt, set_back,
+    RELEASE_REFILL, UNCLEAN_REVERT, release_debt, set_back,
 )
 from engine.core.step import DEFAULT_STEP_MODE, Done, PlanResult, Step, Waiting, plan_step
 from engine.core.throttles import ThrottleSet, in_force, minus, needed, reconcile, union
@@ -227,7 +229,7 @@ def creations(s: State):
     """Each broker's new-replica caps (in flight, per decision: ``scheduler.creation_caps``) from how fast
     the state has seen it make new replicas (``State.creation``)."""
     lim, seen = s.limits, s.creation
-    return lambda b: creation_caps(lim, seen[b].seconds if b in seen else None)
+    return lambda b: creation_caps(lim, seen[b].seconds, seen[b].largest) if b in seen else creation_caps(lim, None)
 
 
 def _resolve(d: _Decision, tp: TopicPartition, result: PlanResult) -> None:
@@ -473,7 +475,7 @@ def _cancel_partition(d: _Decision, rid: str, tp: TopicPartition, rollback: bool
         d.emit(ev.PartitionCancelled(rid, tp, rollback, f.number, reason=note))
         return
     if status == IN_FLIGHT:
-        reason = skip_reason(f.step.cr, obs.isr if obs is not None else frozenset())  # an abort reverts to CR
+        reason = _abort_skip_reason(s, tp, f)
         if reason is not None:
             d.emit(ev.CancelSkipped(rid, tp, f"cannot abort step {f.number}: {reason}"))
             d.emit(ev.PartitionCancelled(rid, tp, rollback, None, reason=note))  # applies once the step completes
@@ -481,6 +483,18 @@ def _cancel_partition(d: _Decision, rid: str, tp: TopicPartition, rollback: bool
         d.emit(ev.PartitionCancelled(rid, tp, rollback, f.number, reason=note))
         return
     d.emit(ev.PartitionCancelled(rid, tp, rollback, None, reason=note))
+
+
+def _abort_skip_reason(s: State, tp: TopicPartition, f) -> str | None:
+    """Why the step in flight ``f`` may not be aborted now (``engine.core.cancellation``, rules 2 and 3):
+    an abort reverts to its CR, judged on the ISR of the last look."""
+    obs = s.observed.get(tp)
+    isr = obs.isr if obs is not None else frozenset()
+    reason = skip_reason(f.step.cr, isr)
+    info = s.topics.get(tp.topic)
+    if reason is None and info is not None and info.unclean_leader_election:
+        reason = unclean_skip_reason(tp.topic, f.step.cr, isr, s.live_brokers())
+    return reason
 
 
 def _limits(d: _Decision, cmd: ChangeLimits) -> None:
@@ -541,7 +555,8 @@ def _observe(d: _Decision, o: Observation) -> None:
                 for tp in sorted(d.state.waiting.keys()):
                     _reconsider(d, tp)
                 _reassert_rates(d, (d.state.live_brokers() or frozenset()) - (live_before or frozenset()))
-    gone: list[str] = []
+    gone: list[tuple[str, str]] = []
+    unsure: set[str] = set()  # topics the state knows that this look does not show: their partitions wait
     for topic in sorted(o.denied):
         if d.state.denied.get(topic) != o.denied[topic]:
             d.emit(ev.TopicAccessDenied(topic, o.denied[topic]))
@@ -549,13 +564,31 @@ def _observe(d: _Decision, o: Observation) -> None:
         info = o.topics[topic]
         if topic in d.state.denied and topic not in o.denied:
             d.emit(ev.TopicAccessDenied(topic, None))  # it could be described again
-        if d.state.topics.get(topic) != info:
-            d.emit(ev.TopicObserved(topic, info))
-            if info is None:
-                gone.append(topic)
+        known = d.state.topics.get(topic)
+        if known is not None and info is not None and info.topic_id is None:
+            info = info._replace(topic_id=known.topic_id)  # a look that gives no id: nothing said of it
+        if known is not None and (info is None or known.topic_id not in (None, info.topic_id)):
+            # Not the topic the state knows: absent, or another topic of that name. A broker whose metadata
+            # lags answers so for a topic it has not seen created: believed only when a look METADATA_SETTLE
+            # later still says so, and no look in between showed the topic (docs/algorithm.md, section 5).
+            unsure.add(topic)
+            if topic not in d.state.missing:
+                d.emit(ev.TopicMissing(topic, o.now, info.topic_id if info is not None else None))
+            elif _stood(o.now, d.state.missing[topic]):
+                d.emit(ev.TopicObserved(topic, None))
+                gone.append((topic, f"topic {topic} was deleted" if info is None else
+                             f"topic {topic} was deleted and created again (topic id {known.topic_id}, now "
+                             f"{info.topic_id})"))
+                if info is not None:
+                    d.emit(ev.TopicObserved(topic, info))
+            continue
+        if known != info or topic in d.state.missing:
+            d.emit(ev.TopicObserved(topic, info))  # (shown again: what a TopicMissing recorded is cleared)
     for tp in sorted(o.partitions):
-        if tp.topic in o.denied:
-            continue  # an adapter that reports it anyway: the partition waits (plan) until the topic can be described
+        if tp.topic in o.denied or tp.topic in unsure:
+            # an adapter that reports it anyway: the partition waits (plan) until the topic can be described;
+            # or the look shows another topic of that name (not believed yet): nothing of it is recorded
+            continue
         seen = d.state.known_at.get(tp)
         if o.now is not None and seen is not None and o.now <= seen and not set_back(o.now, seen):
             # Taken before (or at the very time of) the newest thing the state knows of it (a look recorded,
@@ -577,8 +610,8 @@ def _observe(d: _Decision, o: Observation) -> None:
             _check_step(d, tp, settled)
         elif tp in d.state.waiting:
             _reconsider(d, tp)
-    for topic in gone:
-        _topic_deleted(d, topic)
+    for topic, reason in gone:
+        _topic_deleted(d, topic, reason)
     _settle(d)
 
 
@@ -598,9 +631,8 @@ def _stood(now: float | None, since: float | None) -> bool:
     return now is None or since is None or set_back(now, since) or now - since >= METADATA_SETTLE
 
 
-def _topic_deleted(d: _Decision, topic: str) -> None:
+def _topic_deleted(d: _Decision, topic: str, reason: str) -> None:
     """Every unfinished partition of a deleted topic ends as cancelled, saying why (rare: a scan)."""
-    reason = f"topic {topic} was deleted"
     for tp, entry in sorted(d.state.partitions.items()):
         if tp.topic != topic or entry.status in TERMINAL:
             continue
@@ -1016,6 +1048,13 @@ def _retry_steps(d: _Decision) -> None:
         if not f.retry or not retry.due(f.retry_at, d.now):
             continue
         if f.aborting:
+            info = s.topics.get(tp.topic)
+            why = _abort_skip_reason(s, tp, f) if info is not None and info.unclean_leader_election else None
+            if why is not None:  # judged again: the ISR may have changed since the cancel was decided
+                d.emit(ev.ActionFailed("cancel_step", UNCLEAN_REVERT, f"step {f.number} is not aborted again: {why}",
+                                       f.attempt, final=True, request_id=f.request_id, tp=tp, number=f.number,
+                                       at=d.now))
+                continue
             d.emit(ev.ActionRetried("cancel_step", f.attempt + 1, f.request_id, tp, f.number, at=d.now))
         elif not f.started and (s.throttle_rate is None or f.released or in_force(d.state.throttles, tp, f.step, live)):
             d.emit(ev.ActionRetried("start_step", f.attempt + 1, f.request_id, tp, f.number, f.step.tr, d.now))

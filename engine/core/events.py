@@ -27,6 +27,20 @@ class BrokersObserved:
 class TopicObserved:
     topic: str
     info: TopicInfo | None  # None: the topic does not exist (any more)
+    # (also emitted unchanged when a look shows again a topic a TopicMissing recorded as not seen)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicMissing:
+    """A look did not show a topic the state knows: Kafka answered UNKNOWN_TOPIC_OR_PARTITION, or showed
+    a topic of that name with another id (``topic_id``). Not believed yet: a broker whose metadata lags
+    answers so for a topic it has not seen created. The topic counts as deleted (``TopicObserved`` with
+    no info) only when a look at least ``decide.METADATA_SETTLE`` later still does not show it, and no look
+    in between did; a look that shows it again clears this (``TopicObserved``)."""
+
+    topic: str
+    at: float | None = None  # the shell's clock of the first look that did not show it
+    topic_id: str | None = None  # the id of the topic the look showed under that name instead (None: none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -373,7 +387,7 @@ Event = (
     | CancelRequested | CancelSkipped | PartitionCancelled | StepAborted | PartitionReverted
     | ThrottlesApplied | ThrottlesRemoved | LimitsChanged | ThrottleRateChanged | Paused | Resumed
     | ActionFailed | ActionRetried | ActionSucceeded | ClusterUnreachable | ThrottlesDrifted | ThrottleReleased
-    | TopicAccessDenied | ActionAnswered | ClockSetBack | ThrottlesDiffered
+    | TopicAccessDenied | ActionAnswered | ClockSetBack | ThrottlesDiffered | TopicMissing
 )
 
 EVENT_TYPES: tuple[type, ...] = Event.__args__  # type: ignore[attr-defined]

@@ -30,10 +30,15 @@ class Broker(NamedTuple):
 
 
 class TopicInfo(NamedTuple):
-    """What the engine needs to know of a topic: its size and its ISR floor."""
+    """What the engine needs to know of a topic: its size, its ISR floor, whether Kafka may elect an
+    out-of-sync replica leader on it (``unclean.leader.election.enable``: a cancel then reverts
+    uncleanly, ``engine.core.cancellation``), and its topic id when the cluster gives one (a topic
+    deleted and created again under its name has another; ``None``: not known)."""
 
     partitions: int
     min_insync_replicas: int = 1
+    topic_id: str | None = None
+    unclean_leader_election: bool = False
 
 
 class PartitionState(NamedTuple):

@@ -52,6 +52,7 @@ is changed only by ``engine.core.state.apply``.
 from __future__ import annotations
 
 import heapq
+import math
 from typing import Callable, Iterator, NamedTuple
 
 import immutables
@@ -300,17 +301,23 @@ def _bump(m, key, delta: int) -> None:
 A = "additions"  # the cluster-wide cap on replica additions, as a resource
 
 
-def creation_caps(limits: Limits, seconds: float | None) -> tuple[int, int]:
+def creation_caps(limits: Limits, seconds: float | None, largest: int | None = None) -> tuple[int, int]:
     """(in flight, per decision): how many new replicas a broker that makes one in ``seconds`` (``None``:
     not known yet) may be asked to create at once, and in one decision (one alter: its new replicas
     start fetching together, once the last of their logs exists). Unknown: ``max_new_replicas_per_broker``
-    both. Known: what it makes in ``creation_window_ms`` per decision, twice that in flight (one batch
-    created while the next is decided), never fewer than ``max_new_replicas_per_broker``."""
+    both. Known: what it makes in ``creation_window_ms`` per decision (rounded up: an engine whose cycle
+    is about W sees each batch take about W, and would never ask for more), twice that in flight (one batch
+    created while the next is decided), but never more than twice ``largest`` (the most new replicas of
+    one alter it was seen to complete: a batch grows at most twofold past what the broker was seen to
+    handle, whatever the estimate says), never fewer than ``max_new_replicas_per_broker``."""
     floor = limits.max_new_replicas_per_broker
     if seconds is None or seconds <= 0:
         return floor, floor
-    batch = int(limits.creation_window_ms / 1000 / seconds)
-    return max(floor, 2 * batch), max(floor, batch)
+    batch = math.ceil(limits.creation_window_ms / 1000 / seconds - 1e-9)
+    in_flight, per = 2 * batch, batch
+    if largest is not None:
+        in_flight, per = min(in_flight, 2 * largest), min(per, 2 * largest)
+    return max(floor, in_flight), max(floor, per)
 
 
 Creations = Callable[[int], tuple[int, int]]  # broker -> creation_caps of it

@@ -84,22 +84,35 @@ class InFlightStep(NamedTuple):
 class Creation(NamedTuple):
     """How fast a broker makes new replicas (``engine.core.scheduler.creation_caps``): the seconds it had
     steps adding a replica to it in flight (the union of their [started, completed] intervals: the
-    log created, the copy made, the ISR joined, the completion seen), over the replicas completed,
-    both decayed by ``CREATION_DECAY`` at each completion (about the last eight count)."""
+    log created, the copy made, the ISR join, the completion seen), over the replicas completed,
+    both decayed by ``CREATION_DECAY`` once per look that saw completions (about the last eight looks
+    count; the completions one look saw are one sample, however many); and the most new replicas of one
+    alter (the steps the cluster accepted at one time) it was seen to complete (``largest``: the caps
+    never run past twice that)."""
 
-    last: float  # the latest completion time counted (the shell's clock)
+    last: float  # the latest look that saw a completion (the shell's clock)
     busy: float  # decayed seconds with a step adding a replica to it in flight
     count: float  # decayed replicas completed
+    since: float = 0.0  # where the busy time counted at ``last`` begins (the earliest start of its steps)
+    before: float | None = None  # the look before ``last`` that saw a completion: busy time up to it is counted
+    batch_at: float | None = None  # when the cluster accepted the alter whose completions are being counted
+    batch: int = 0  # its new replicas seen complete so far
+    largest: int = 0  # the most new replicas of one alter seen complete
 
     @property
     def seconds(self) -> float:
         """Seconds per new replica."""
         return self.busy / self.count
 
+    def counted(self, started_at: float) -> "Creation":
+        """One more of its new replicas accepted at ``started_at`` seen complete (``batch``, ``largest``)."""
+        batch = self.batch + 1 if started_at == self.batch_at else 1
+        return self._replace(batch_at=started_at, batch=batch, largest=max(self.largest, batch))
+
 
 CREATION_DECAY = 7 / 8
-"""Weight of the earlier history at each completion (``Creation``): the rate follows the broker within
-about eight completions."""
+"""Weight of the earlier history at each look that saw completions (``Creation``): the rate follows the
+broker within about eight such looks."""
 
 
 class Election(NamedTuple):
@@ -226,6 +239,9 @@ class State(NamedTuple):
     retired: immutables.Map = immutables.Map()  # id -> Retired: finished requests beyond FINISHED_KEPT
     retired_partitions: immutables.Map = immutables.Map()  # status -> partitions that left with them
     creation: immutables.Map = immutables.Map()  # broker -> Creation: how fast it makes new replicas
+    # topic -> the shell's clock of the first look that did not show it (``TopicMissing``), until a look
+    # shows it again or one METADATA_SETTLE later confirms it gone
+    missing: immutables.Map = immutables.Map()
 
     def request(self, request_id: str) -> "Request | Retired | None":
         """The request with this id: running, finished and kept whole, or retired."""
@@ -335,6 +351,10 @@ def _touch(s: State, *rids: str) -> State:
     return s._replace(ranks=ranks, completable=completable, finished=finished, requests=requests)
 
 
+UNCLEAN_REVERT = "UNCLEAN_REVERT"
+"""The code of the final ``ActionFailed`` of an abort the core gives up before retrying it: its topic
+reverts uncleanly and its original replicas are no longer all in sync (``engine.core.cancellation``)."""
+
 CLOCK_SET_BACK = 60.0
 """A look or an answer this many seconds older than what the state knows of a partition is no late
 delivery (the shells deliver a look within the tick that took it): the clock was set back, or another
@@ -397,9 +417,17 @@ def _(s: State, e: ev.BrokersObserved) -> State:
 
 @_on(ev.TopicObserved)
 def _(s: State, e: ev.TopicObserved) -> State:
+    if e.topic in s.missing:
+        s = s._replace(missing=s.missing.delete(e.topic))
     if e.info is None:
         return s._replace(topics=s.topics.delete(e.topic)) if e.topic in s.topics else s
     return s._replace(topics=s.topics.set(e.topic, e.info))
+
+
+@_on(ev.TopicMissing)
+def _(s: State, e: ev.TopicMissing) -> State:
+    s = _seen(s, e.at)
+    return s if e.topic in s.missing else s._replace(missing=s.missing.set(e.topic, e.at))
 
 
 @_on(ev.PartitionObserved)
@@ -535,20 +563,26 @@ def _(s: State, e: ev.RequestCompleted) -> State:
 
 def _created(s: State, f: InFlightStep, at: float | None) -> State:
     """A completed step's new replicas into the brokers' creation rates (``Creation``): each broker of NR
-    was busy with it from when the cluster accepted it, or its previous completion if later, to now."""
+    was busy with it from when the cluster accepted it, or the previous look that saw a completion if
+    later, to now. The completions one look sees are one sample: the history decays once per look, and
+    a second completion seen by the same look adds only the busy time its earlier start uncovers."""
     if not f.step.nr or at is None or f.started_at is None:
         return s
     creation = s.creation
     for b in f.step.nr:
         c = creation.get(b)
         if c is None:
-            c = Creation(at, at - f.started_at, 1.0)
-        elif at >= c.last:
-            busy = max(0.0, at - max(f.started_at, c.last))
-            c = Creation(at, c.busy * CREATION_DECAY + busy, c.count * CREATION_DECAY + 1)
+            c = Creation(at, max(0.0, at - f.started_at), 1.0, min(f.started_at, at))
+        elif at == c.last:  # the same look: no decay; the union of the intervals grows by an earlier start
+            start = min(c.since, f.started_at) if c.before is None else max(c.before, min(c.since, f.started_at))
+            c = c._replace(busy=c.busy + (c.since - start), count=c.count + 1, since=start)
+        elif at > c.last:
+            start = min(at, max(f.started_at, c.last))
+            c = c._replace(last=at, busy=c.busy * CREATION_DECAY + (at - start), count=c.count * CREATION_DECAY + 1,
+                           since=start, before=c.last)
         else:
             continue  # an answer from before the last completion counted (clock stepped): nothing learnt
-        creation = creation.set(b, c)
+        creation = creation.set(b, c.counted(f.started_at))
     return s._replace(creation=creation)
 
 
@@ -736,7 +770,8 @@ def _(s: State, e: ev.ActionFailed) -> State:
         return s
     s = _known(s, e.tp, e.at)  # an answer (or a look showing the action had no effect)
     if e.action == "cancel_step" and e.final:  # the abort was refused: the step goes on
-        f = f._replace(aborting=False, attempt=1, error=None, retry=False, retry_at=None).answered()
+        f = f._replace(aborting=False, attempt=1, error=None, retry=False, retry_at=None)
+        f = f if e.code == UNCLEAN_REVERT else f.answered()  # (the core's own: no answer of the cluster)
         s = s._replace(steps=s.steps.set(e.tp, f))
         old = s.partitions[e.tp]
         return _put(s, e.tp, old._replace(status=IN_FLIGHT, note=e.message), old)
@@ -804,13 +839,16 @@ def _(s: State, e: ev.ClockSetBack) -> State:
     elections = immutables.Map({tp: el._replace(since=back(el.since), retry_at=back(el.retry_at))
                                 for tp, el in s.elections.items()})
     debt = immutables.Map({b: (owed, back(at)) for b, (owed, at) in s.release_debt.items()})
-    creation = immutables.Map({b: c._replace(last=c.last - shift) for b, c in s.creation.items()})
+    creation = immutables.Map({b: c._replace(last=c.last - shift, since=c.since - shift, before=back(c.before),
+                                           batch_at=back(c.batch_at))
+                               for b, c in s.creation.items()})
     with s.known_at.mutate() as known:
         for tp, at in s.known_at.items():
             known[tp] = at - shift
         known = known.finish()
+    missing = immutables.Map({t: back(at) for t, at in s.missing.items()})
     return s._replace(steps=steps, partitions=partitions, elections=elections, release_debt=debt, known_at=known,
-                      throttle_retry_at=back(s.throttle_retry_at), clock=e.now, creation=creation)
+                      throttle_retry_at=back(s.throttle_retry_at), clock=e.now, creation=creation, missing=missing)
 
 
 @_on(ev.ClusterUnreachable)

@@ -134,13 +134,46 @@ class MemoryLog:
         return None
 
 
+class SteadyClock:
+    """The clock a decider stamps the core's inputs with (epoch seconds): the host's wall clock at its first
+    reading, then the monotonic clock's elapsed time. Within one process a step of the host's clock (NTP, an
+    operator, a VM resumed) moves no timer: the grace periods (``METADATA_SETTLE``, ``REVERT_GRACE``,
+    ``ELECTION_GRACE``) and the retries take the time they say. Across processes (a restart, a standby
+    taking over) there is no common monotonic clock: each starts from its host's wall clock, and the core
+    takes a difference from the log's clock as time that passed, or, more than 60 s back, as a clock set
+    back (``ClockSetBack``) (docs/algorithm.md, *Timers and the clock*)."""
+
+    def __init__(self, wall: Callable[[], float] | None = None, mono: Callable[[], float] | None = None):
+        self._wall = wall or (lambda: time.time())  # (looked up at each call: a test may stand in for them)
+        self._mono = mono or (lambda: time.monotonic())
+        self._base: float | None = None
+
+    def __call__(self) -> float:
+        m = self._mono()
+        if self._base is None:
+            self._base = self._wall() - m
+        return self._base + m
+
+    def stepped(self) -> float:
+        """Seconds the host's wall clock has been stepped since the first reading (+: forward); about 0."""
+        return 0.0 if self._base is None else self._wall() - self()
+
+
+STEADY = SteadyClock()
+"""This process's clock for the core's inputs (every decider of the process reads it)."""
+
+CLOCK_STEP_REPORTED = 1.0
+"""A host clock step of at least this many seconds is a WARNING line (once per step)."""
+
+
 class Decider:
-    def __init__(self, log: EventLog, cluster: Cluster, *, clock: Callable[[], float] = time.time,
+    def __init__(self, log: EventLog, cluster: Cluster, *, clock: Callable[[], float] | None = None,
                  adaptive: AdaptiveThrottle | None = None, verify_interval: float = 10.0,
                  poll_interval: float = 0.0, floor: float = 0.0):
         self.log = log
         self.cluster = cluster
-        self.clock = clock
+        self.clock = clock if clock is not None else STEADY  # (a simulation passes its own)
+        self.stepped = 0.0  # the host clock step last reported (``SteadyClock.stepped``)
         self.adaptive = adaptive
         self.verify_interval = verify_interval  # seconds between read-backs of the throttle configs
         self.verified_at: float | None = None
@@ -156,7 +189,7 @@ class Decider:
         self.state: State = EMPTY
         self.progress = Progress()
         self.recent: deque[EventEnvelope] = deque(maxlen=RECENT)  # for the status page
-        self.executor = Executor(cluster, clock, guard=getattr(log, "guard", None))
+        self.executor = Executor(cluster, self.clock, guard=getattr(log, "guard", None))
         self.executed: str | None = None  # last event whose actions (and all before) were carried out
         self.last_event: str | None = None
         self.recovered = False
@@ -270,6 +303,7 @@ class Decider:
         A tick with nothing due and nothing to decide sends nothing to the cluster; ``due_in`` tells
         the shell when the next tick is worth sending (docs/engine.md, *What the engine's looks cost*)."""
         now = self.clock()
+        self._clock_stepped()
         # a clock set back (now before the last full look) makes a full look due: none waits for the old clock
         early = self.floor / 2 + 1e-9  # the shell's timer checks every floor: a look due within half of it is due
         full = self.full_at is None or not 0 <= now - self.full_at < self.poll_interval - early
@@ -336,6 +370,19 @@ class Decider:
         self._after_tick = self.state
         self._schedule(now)
         return out
+
+    def _clock_stepped(self) -> None:
+        """Say once when the host's clock was stepped: the engine keeps time by the monotonic clock, so the
+        times it records are off the wall clock by that much until it restarts."""
+        stepped = getattr(self.clock, "stepped", None)
+        if stepped is None:
+            return
+        step = stepped()
+        if abs(step - self.stepped) >= CLOCK_STEP_REPORTED:
+            log.warning("the host's clock was stepped by %+.0f s: the engine keeps time by the monotonic clock, so "
+                        "no grace period or retry is cut short; the times it records are %+.0f s off the wall "
+                        "clock until it restarts", step - self.stepped, -step)
+            self.stepped = step
 
     def _verify_due(self, now: float) -> bool:
         """A read-back of the throttle configuration is due: ``verify_interval`` since the last, and
@@ -577,7 +624,7 @@ class Decider:
 
 
 _WARN = frozenset({ev.ActionFailed, ev.StepFailed, ev.ClusterUnreachable, ev.ThrottlesDrifted, ev.CancelSkipped,
-                   ev.TopicAccessDenied, ev.ClockSetBack})
+                   ev.TopicAccessDenied, ev.ClockSetBack, ev.TopicMissing})
 """Events that report a failure or a correction: each is also a WARNING line of the engine's log."""
 
 

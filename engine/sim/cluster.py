@@ -283,6 +283,10 @@ class SimulatedCluster:
         self._sync()
         self.state = controller.set_min_insync(self.state, topic, value)
 
+    def set_unclean(self, topic: str, enabled: bool) -> None:
+        self._sync()
+        self.state = controller.set_unclean(self.state, topic, enabled)
+
     def throttles(self, topics: Collection[str], brokers: Collection[int]) -> ThrottleSet:
         """KIP-73 configuration as one broker's metadata holds it (it may lag: ``_metadata_source``)."""
         self._sync()

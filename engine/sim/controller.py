@@ -12,8 +12,13 @@ Every function is pure: ``(state, ...) -> state`` or ``(state, result)``.
   nothing; an empty AR or RR keeps the previous one, as KRaft's builder does.
 * Cancel (a null target; KRaft's ``PartitionReassignmentRevert``): RS minus AR
   (in RS order, which need not be the order before the reassignment), ISR
-  minus AR; refused with INVALID_REPLICA_ASSIGNMENT if that leaves no replica
-  in sync (unclean leader election is off). Nothing in progress: a no-op.
+  minus AR; if that leaves no replica in sync, refused with
+  INVALID_REPLICA_ASSIGNMENT where the topic's unclean leader election is off
+  (the default), and where it is on (``unclean.leader.election.enable``,
+  ``cancelPartitionReassignment``) reverted uncleanly: the first replica left
+  becomes the ISR alone, and leads if alive (else the first live replica, as
+  an unclean election): what the new replicas had that it lacks is lost.
+  Nothing in progress: a no-op.
 * Leader election: the leader stays while it is alive and in the ISR and RS;
   otherwise the first replica of RS that is alive and in sync leads, or none.
   Preferred election (on request only) makes the first replica lead if it is
@@ -387,13 +392,22 @@ def cancel(state: SimState, tp: TopicPartition) -> tuple[SimState, Result]:
         return state, Ok("no reassignment in progress")
     adding = set(p.adding)
     isr = frozenset(b for b in p.isr if b not in adding)
-    if not isr:
+    replicas = tuple(b for b in p.replicas if b not in adding)
+    info = state.topics.get(tp.topic)
+    unclean = info is not None and info.unclean_leader_election
+    if not isr and not unclean:
         return state, Refused(
             "INVALID_REPLICA_ASSIGNMENT",
             f"unable to revert {tp}: it would require an unclean leader election",
         )
-    new = p._replace(replicas=tuple(b for b in p.replicas if b not in adding), isr=isr, adding=(), removing=())
-    return put(state, tp, new._replace(leader=elect(new, state))), OK
+    if not isr:  # unclean: the first replica left is the ISR alone (what it lacks is lost)
+        isr = frozenset(replicas[:1])
+    new = p._replace(replicas=replicas, isr=isr, adding=(), removing=())
+    leader = elect(new, state)
+    if leader is None and unclean:  # the unclean election: the first live replica, in sync or not
+        leader = next((b for b in replicas if state.alive(b)), None)
+        new = new._replace(isr=frozenset({leader}) if leader is not None else isr)
+    return put(state, tp, new._replace(leader=leader)), OK
 
 
 def elect_preferred(state: SimState, tp: TopicPartition) -> tuple[SimState, Result]:
@@ -553,6 +567,12 @@ def set_throttle_rate(state: SimState, broker: int, side: str, rate: int | None)
 
 def _relisted(t: Throttles) -> Throttles:
     return t._replace(follower_listed=listed_brokers(t.follower, t.follower_rate))
+
+
+def set_unclean(state: SimState, topic: str, enabled: bool) -> SimState:
+    """The topic's unclean.leader.election.enable (a cancel that leaves no replica in sync reverts uncleanly)."""
+    info = state.topics[topic]
+    return state._replace(topics=state.topics.set(topic, info._replace(unclean_leader_election=enabled)))
 
 
 def set_min_insync(state: SimState, topic: str, value: int) -> SimState:

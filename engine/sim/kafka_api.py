@@ -520,6 +520,13 @@ class Api:
                 cluster.set_min_insync(topic, int(self.broker_default(C.MIN_INSYNC)))
         kept = {n: v for n, v in new.items() if n not in (C.LEADER_REPLICAS, C.FOLLOWER_REPLICAS, C.MIN_INSYNC)}
         self.topic_overrides[topic] = kept
+        if new.get(C.UNCLEAN) != current.get(C.UNCLEAN):  # the controller reverts a cancel uncleanly where true
+            cluster.set_unclean(topic, self.unclean(topic))
+
+    def unclean(self, topic: str) -> bool:
+        """The topic's unclean.leader.election.enable in force: its override, else the cluster default."""
+        value = self.topic_overrides.get(topic, {}).get(C.UNCLEAN) or self.broker_default(C.UNCLEAN) or "false"
+        return value.strip().lower() == "true"
 
     def _set_broker(self, name: str, current: dict, new: dict) -> None:
         if name != "":
@@ -812,6 +819,8 @@ class Api:
         self.sim.cluster.create_topic(t.name, assignment, min_insync)
         if configs:
             self.topic_overrides[t.name] = {k: v for k, v in configs.items() if v is not None}
+        if self.unclean(t.name):
+            self.sim.cluster.set_unclean(t.name, True)
         log.info("CreateTopics %s: %d partitions, replicas %s", t.name, len(assignment), assignment)
         return "NONE", None
 

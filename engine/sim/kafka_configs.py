@@ -47,6 +47,7 @@ FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
 LEADER_RATE = "leader.replication.throttled.rate"
 FOLLOWER_RATE = "follower.replication.throttled.rate"
 MIN_INSYNC = "min.insync.replicas"
+UNCLEAN = "unclean.leader.election.enable"
 
 
 class ConfigDef(NamedTuple):

@@ -130,6 +130,10 @@ def describe(e: ev.Event) -> str:
                 f"{_count(e.unexpected)} left over (removed)")
     if isinstance(e, ev.CancelSkipped):
         return f"{where}: cancel skipped: {e.reason}"
+    if isinstance(e, ev.TopicMissing):
+        what = "does not exist" if e.topic_id is None else f"has another topic id ({e.topic_id})"
+        return (f"topic {e.topic}: a look says it {what}; believed only if a look "
+                f"5 s later still says so (a broker's metadata may lag)")
     if isinstance(e, ev.ClockSetBack):
         return (f"the clock reads {e.seen - e.now:.0f} s before the newest time in the log (set back, or a "
                 f"standby whose clock lags took over): every retry and grace time moves back with it")
