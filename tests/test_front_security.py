@@ -211,6 +211,43 @@ def test_a_request_before_authentication_closes_the_connection_and_only_plain_is
     assert answer.error_code == 33 and answer.mechanisms == ["PLAIN"]  # UNSUPPORTED_SASL_MECHANISM
 
 
+def _exchange(s, request, version, correlation):
+    """One request on an open connection; the raw answer body, or None if the broker closed the connection."""
+    request = type(request)[version](**request.to_dict(json=False)) if request.API_VERSION != version else request
+    request.with_header(correlation_id=correlation, client_id="raw")
+    s.sendall(request.encode(header=True, framed=True))
+    head = s.recv(4)
+    if not head:
+        return None
+    (size,) = struct.unpack(">i", head)
+    body = b""
+    while len(body) < size:
+        chunk = s.recv(size - len(body))
+        if not chunk:
+            return None
+        body += chunk
+    return body
+
+
+def test_a_second_api_versions_before_authentication_closes_the_connection_as_kafka_does(front):
+    """SaslServerAuthenticator: one ApiVersions, then the next request must be SaslHandshake; a second one
+    is "Unexpected ApiVersions request received during SASL authentication state HANDSHAKE_REQUEST" and the
+    connection is closed (the old front answered every one). A version above the highest is answered with
+    UNSUPPORTED_VERSION and does not count, so the client may ask again lower."""
+    from kafka.protocol.metadata import ApiVersionsRequest
+
+    with socket.create_connection(("127.0.0.1", front.ports[1]), timeout=10) as s:
+        assert _exchange(s, ApiVersionsRequest(), 0, 1) is not None
+        assert _exchange(s, ApiVersionsRequest(), 0, 2) is None
+    with socket.create_connection(("127.0.0.1", front.ports[1]), timeout=10) as s:
+        s.sendall(struct.pack(">ihhih", 10, 18, 99, 3, -1))  # ApiVersions v99: Kafka answers at v0, UNSUPPORTED_VERSION
+        (size,) = struct.unpack(">i", s.recv(4))
+        assert struct.unpack(">h", s.recv(size)[4:6])[0] == 35
+        assert _exchange(s, ApiVersionsRequest(), 0, 4) is not None
+        answer = _exchange(s, SaslHandshakeRequest(mechanism="PLAIN"), 1, 5)
+        assert SaslHandshakeResponse.decode(answer, version=1, header=True).error_code == 0
+
+
 def test_topics_a_principal_may_not_describe_are_left_out_of_a_listing_and_refused_by_name(front, eng):
     assert sorted(t for t in eng.list_topics(timeout=10).topics) == ["orders"]
     futures = eng.describe_topics(TopicCollection(["orders", "secret", "missing"]), include_authorized_operations=True)

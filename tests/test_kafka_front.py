@@ -522,3 +522,74 @@ def test_a_look_costs_the_partitions_it_is_about_not_the_topic_nor_the_cluster()
         cluster.close()
         front.shutdown()
         sim.shutdown()
+
+
+# --- DescribeTopicPartitions paged as Kafka pages it (the review's findings 1 and 11) ---------------------------
+
+PAGED = {"name": "paged", "brokers": [{"id": b} for b in (1, 2, 3)],
+         "topics": [{"name": n, "min_insync_replicas": 1, "assignment": [{"replicas": [1, 2], "size": "1 MB"}] * k}
+                    for n, k in (("a", 3), ("b", 4), ("c", 2))]
+         + [{"name": "solo", "min_insync_replicas": 1, "assignment": [{"replicas": [3], "size": "1 MB"}]}]}
+
+
+@pytest.fixture(scope="module")
+def paged():
+    """A cluster whose brokers serve at most 5 partitions per DescribeTopicPartitions answer
+    (max.request.partition.size.limit=5), broker 3 down: "solo" has no leader."""
+    sim = SimServer(S.from_document(PAGED), speed=1)
+    with sim.lock:
+        sim.cluster.inject(3, "down")
+    sim.start()
+    kafka = KafkaFront(sim, max_request_partition_size_limit=5)
+    kafka.start()
+    client = KafkaAdminClient(bootstrap_servers=kafka.bootstrap, request_timeout_ms=10000)
+    yield client
+    client.close()
+    kafka.shutdown()
+    sim.shutdown()
+
+
+def _pages(answer):
+    return ([(t["name"], t["error_code"], [p["partition_index"] for p in t["partitions"]]) for t in answer["topics"]],
+            answer["next_cursor"])
+
+
+def test_the_brokers_partition_limit_caps_an_answer_and_the_cursor_says_where_the_next_one_starts(paged):
+    """Limit = max(min(max.request.partition.size.limit, the request's), 1) (DescribeTopicPartitionsRequestHandler);
+    a topic cut by it sets the cursor to its next partition; a limit of 0 is 1 (the old front made it 2000)."""
+    first = paged.describe_topic_partitions(["c", "b", "a"], response_partition_limit=100)
+    assert _pages(first) == ([("a", 0, [0, 1, 2]), ("b", 0, [0, 1])], {"topic_name": "b", "partition_index": 2})
+    second = paged.describe_topic_partitions(["a", "b", "c"], response_partition_limit=100, cursor=first["next_cursor"])
+    assert _pages(second) == ([("b", 0, [2, 3]), ("c", 0, [0, 1])], None)
+    assert _pages(paged.describe_topic_partitions(["a"], response_partition_limit=0)) == (
+        [("a", 0, [0])], {"topic_name": "a", "partition_index": 1})
+    # a cursor beyond the topic's last partition: the topic with no partitions, no cursor
+    assert _pages(paged.describe_topic_partitions(["a"], cursor={"topic_name": "a", "partition_index": 9})) == (
+        [("a", 0, [])], None)
+
+
+def test_once_the_limit_is_used_up_the_next_topic_gets_the_cursor_known_or_not(paged):
+    """KRaftMetadataCache: "if a partition is pointed in the NextTopicPartition, it does not mean this topic
+    exists"; an unknown topic is an error entry only while the limit lasts (the old front gave it one after)."""
+    answer = paged.describe_topic_partitions(["a", "no-such"], response_partition_limit=3)
+    assert _pages(answer) == ([("a", 0, [0, 1, 2])], {"topic_name": "no-such", "partition_index": 0})
+    answer = paged.describe_topic_partitions(["a", "no-such"], response_partition_limit=3, cursor=answer["next_cursor"])
+    assert _pages(answer) == ([("no-such", 3, [])], None)
+    assert _pages(paged.describe_topic_partitions(["a", "bad/name"])) == ([("a", 0, [0, 1, 2]), ("bad/name", 17, [])],
+                                                                           None)
+
+
+def test_a_cursor_kafka_refuses_is_invalid_request_for_every_topic_named(paged):
+    """The cursor's topic must be among those named, its partition not negative (INVALID_REQUEST, the
+    request's error response: every topic named, no partitions); the old front answered both."""
+    outside = paged.describe_topic_partitions(["a", "b"], cursor={"topic_name": "c", "partition_index": 0})
+    assert _pages(outside) == ([("a", 42, []), ("b", 42, [])], None)
+    negative = paged.describe_topic_partitions(["b"], cursor={"topic_name": "b", "partition_index": -1})
+    assert _pages(negative) == ([("b", 42, [])], None)
+
+
+def test_a_partition_without_a_leader_has_no_error_code_in_describe_topic_partitions_unlike_metadata(paged):
+    (p,) = paged.describe_topic_partitions(["solo"])["topics"][0]["partitions"]
+    assert (p["error_code"], p["leader_id"], p["replica_nodes"]) == (0, -1, [3])
+    (topic,) = paged.describe_topics(["solo"])
+    assert topic["partitions"][0]["error_code"] == 5  # Metadata: LEADER_NOT_AVAILABLE
