@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 
 import pytest
 from confluent_kafka import Consumer, ElectionType, KafkaError, KafkaException, TopicCollection
@@ -246,6 +247,35 @@ def test_a_second_api_versions_before_authentication_closes_the_connection_as_ka
         assert _exchange(s, ApiVersionsRequest(), 0, 4) is not None
         answer = _exchange(s, SaslHandshakeRequest(mechanism="PLAIN"), 1, 5)
         assert SaslHandshakeResponse.decode(answer, version=1, header=True).error_code == 0
+
+
+def test_the_broker_watch_keeps_answering_on_a_sasl_listener(front):
+    """The review's finding 5: the watch reused one unauthenticated connection for every ApiVersions probe;
+    Kafka closes it at the second, so every other probe failed and healthy brokers were named unresponsive
+    (and the clients rebuilt) every few seconds. Through the adapter's own watch, probing while steps are in
+    flight: every broker answers every probe, nothing is ever named."""
+    from engine.cluster.kafka import KafkaCluster
+    from engine.core.partition import TopicPartition
+    from engine.kafka.client_config import ClientConfig
+
+    cluster = KafkaCluster(ClientConfig(sasl(front, "admin")), timeout=10)
+    changes = []
+    cluster._silence = changes.append  # what the watch would report (and rebuild the clients for)
+    try:
+        cluster.observe([TopicPartition("orders", 0)])  # the brokers' addresses (DescribeCluster)
+        front.counts(reset=True)
+        cluster.watch_brokers(0.3, interval=0.1, demand=lambda: "busy")  # each broker every 0.6 s
+        watch = cluster._brokers_watch
+        deadline = time.monotonic() + 3.0
+        named = set()
+        while time.monotonic() < deadline:
+            named |= set(watch.unresponsive())
+            time.sleep(0.05)
+        probes = {b: per.get("ApiVersions", {}).get("requests", 0) for b, per in front.counts()["brokers"].items()}
+        assert watch.probes >= 9 and all(n >= 3 for n in probes.values()) and set(probes) == {1, 2, 3}, probes
+        assert named == set() and changes == [], (named, changes)
+    finally:
+        cluster.close()
 
 
 def test_topics_a_principal_may_not_describe_are_left_out_of_a_listing_and_refused_by_name(front, eng):

@@ -251,8 +251,10 @@ class KafkaCluster:
 
         if self._brokers_watch is not None:
             return
+        protocol = str(self._config.kafka_python().get("security_protocol", "PLAINTEXT")).upper()
         self._brokers_watch = BrokerWatch(self._live_addresses, deadline, interval, on_change=self._silence,
-                                          connect=self._probe_connection, demand=demand)
+                                          connect=self._probe_connection, demand=demand,
+                                          reuse=not protocol.startswith("SASL"))  # Kafka: one ApiVersions before SASL
         self._brokers_watch.start()
 
     def _live_addresses(self) -> dict[int, str]:
@@ -261,7 +263,7 @@ class KafkaCluster:
 
     def _probe_connection(self, address: str, timeout: float):
         """A connection to one broker for the watch's probe, with TLS where the client settings ask for
-        it (the probe, ApiVersions, needs no authentication)."""
+        it (the probe, ApiVersions, needs no authentication; on a SASL listener, one probe per connection)."""
         import socket
         import ssl
 
