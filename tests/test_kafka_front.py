@@ -533,7 +533,7 @@ PAGED = {"name": "paged", "brokers": [{"id": b} for b in (1, 2, 3)],
 
 
 @pytest.fixture(scope="module")
-def paged():
+def paged_front():
     """A cluster whose brokers serve at most 5 partitions per DescribeTopicPartitions answer
     (max.request.partition.size.limit=5), broker 3 down: "solo" has no leader."""
     sim = SimServer(S.from_document(PAGED), speed=1)
@@ -542,11 +542,16 @@ def paged():
     sim.start()
     kafka = KafkaFront(sim, max_request_partition_size_limit=5)
     kafka.start()
-    client = KafkaAdminClient(bootstrap_servers=kafka.bootstrap, request_timeout_ms=10000)
-    yield client
-    client.close()
+    yield kafka
     kafka.shutdown()
     sim.shutdown()
+
+
+@pytest.fixture(scope="module")
+def paged(paged_front):
+    client = KafkaAdminClient(bootstrap_servers=paged_front.bootstrap, request_timeout_ms=10000)
+    yield client
+    client.close()
 
 
 def _pages(answer):
@@ -593,3 +598,47 @@ def test_a_partition_without_a_leader_has_no_error_code_in_describe_topic_partit
     assert (p["error_code"], p["leader_id"], p["replica_nodes"]) == (0, -1, [3])
     (topic,) = paged.describe_topics(["solo"])
     assert topic["partitions"][0]["error_code"] == 5  # Metadata: LEADER_NOT_AVAILABLE
+
+
+def test_the_adapter_pages_through_a_broker_that_answers_fewer_partitions_than_it_asks(paged_front):
+    """A look at a, b and c (9 partitions asked together) from brokers that answer 5 at a time: the old adapter
+    took the first answer (a, b-0, b-1, a cursor at b-2) for all of it, and c was missing from the look."""
+    cluster = KafkaCluster(ClientConfig({"bootstrap.servers": paged_front.bootstrap}), timeout=10)
+    try:
+        wanted = [TopicPartition(t, p) for t, k in (("a", 3), ("b", 4), ("c", 2)) for p in range(k)]
+        cluster.observe(wanted)  # counts the topics (Metadata)
+        paged_front.counts(reset=True)
+        obs = cluster.observe(wanted)
+        assert set(obs.partitions) == set(wanted) and {t: i.partitions for t, i in obs.topics.items()} == {
+            "a": 3, "b": 4, "c": 2}
+        asked = sum(per.get("DescribeTopicPartitions", {}).get("requests", 0)
+                    for per in paged_front.counts()["brokers"].values())
+        assert asked == 2
+    finally:
+        cluster.close()
+
+
+def test_a_topic_that_grew_does_not_drop_the_next_topic_from_the_adapters_looks():
+    """The review's reproduction (dtp_repro.py): topics a and b of 10 partitions; another tool grows a to 20.
+    The old adapter's looks held only a-0 from then on: b was missing from every look, for good."""
+    doc = {"name": "grow", "brokers": [{"id": b} for b in (1, 2, 3)],
+           "topics": [{"name": n, "min_insync_replicas": 1, "assignment": [
+               {"replicas": [1 + (p + i) % 3 for i in range(2)], "size": "1 MB"} for p in range(10)]} for n in ("a", "b")]}
+    sim = SimServer(S.from_document(doc), speed=1)
+    sim.start()
+    front = KafkaFront(sim)
+    front.start()
+    cluster = KafkaCluster(ClientConfig({"bootstrap.servers": front.bootstrap}), timeout=10)
+    try:
+        wanted = [TopicPartition("a", 0), TopicPartition("b", 0)]
+        cluster.observe(wanted)
+        with sim.lock:  # kafka-topics --alter --partitions 20 on a
+            sim.cluster.create_topic("a", [tuple(1 + (p + i) % 3 for i in range(2)) for p in range(20)], 1)
+        for _ in range(3):
+            obs = cluster.observe(wanted)
+            assert set(obs.partitions) == set(wanted) and sorted(obs.topics) == ["a", "b"], obs
+        assert obs.topics["a"].partitions == 20 and obs.topics["b"].partitions == 10
+    finally:
+        cluster.close()
+        front.shutdown()
+        sim.shutdown()

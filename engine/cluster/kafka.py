@@ -123,6 +123,9 @@ look asks only the partitions it is about (DescribeTopicPartitions from a cursor
 SLICES = 3
 """At most this many DescribeTopicPartitions requests per large topic and look (runs of the partitions
 wanted, split at the widest gaps)."""
+PAGE = 2000
+"""Partitions asked per DescribeTopicPartitions request at most: Kafka's default max.request.partition.size.limit
+(a broker set lower answers fewer and a cursor to the rest, which is followed)."""
 BROKER_TIMEOUT = 5.0  # seconds for a config change sent to one broker (see _send_alter_configs)
 CLIENT_ERROR = "CLIENT_ERROR"  # the client library raised (TypeError, ValueError ...): a defect of the call
 
@@ -490,7 +493,8 @@ class KafkaCluster:
                     parts.update({tp: v for tp, v in s_parts.items() if tp.topic not in again})
                     denied.update(s_denied)
                     existing += [t for t, i in s_infos.items() if i is not None and t not in again]
-                    whole = [t for t in topics if t not in known or t in again]
+                    # a topic in no answer (a broker that left it out) is asked whole: never taken for absent
+                    whole = [t for t in topics if t not in known or t in again or (t not in s_infos and t not in s_denied)]
                 elif sliced is not None:
                     return sliced
         futures = {}
@@ -537,10 +541,18 @@ class KafkaCluster:
 
     def _slices(self, wanted: dict[str, list[int]], counts: dict[str, int]) -> tuple[dict, dict, dict] | Result | None:
         """The partitions ``wanted`` of topics of known partition ``counts``, through DescribeTopicPartitions:
-        the topics of at most ``SMALL_TOPIC`` partitions together, whole (one request per 2,000 partitions,
-        Kafka's cap); each larger topic from a cursor, in at most ``SLICES`` runs of its wanted partitions
-        (split at the widest gaps). ``None``: the API is missing (kafka-python too old, or a broker older
-        than Kafka 3.7): the caller asks Metadata instead, from now on."""
+        the topics of at most ``SMALL_TOPIC`` partitions together, whole (their partition counts are counted
+        anew); each larger topic from a cursor, in at most ``SLICES`` runs of its wanted partitions (split at
+        the widest gaps). ``None``: the API is missing (kafka-python too old, or a broker older than Kafka
+        3.7): the caller asks Metadata instead, from now on.
+
+        Kafka pages the answer (``KRaftMetadataCache.getTopicMetadataForDescribeTopicResponse``): at most
+        max(min(``max.request.partition.size.limit``, the request's limit), 1) partitions (the broker's
+        setting: 2,000 by default, it can be lower), topics in name order; the topic the limit cuts, or the
+        next one once it is used up, gets the cursor, and every later topic is left out, with no error. So
+        every request's cursor is followed, to its end for the small topics, and for a run as long as it
+        points at or before the run's last partition. A topic named and in no answer is left out of the
+        result: the caller asks it whole (Metadata), never takes it for absent."""
         kp = self._kafka_python()
         if isinstance(kp, (Unavailable, Refused)):
             return kp
@@ -548,49 +560,72 @@ class KafkaCluster:
             self._slicing = False
             return None
         small = [t for t in sorted(wanted) if counts[t] <= SMALL_TOPIC]
-        calls: list[tuple[list[str], int, dict | None]] = []
+        # (topics, partitions asked, first cursor, last partition wanted: the cursor is followed up to it;
+        # None: to its end)
+        calls: list[tuple[list[str], int, dict | None, tuple[str, int] | None]] = []
         batch: list[str] = []
         for t in small:
-            if batch and sum(counts[x] for x in batch) + counts[t] > 2000:
-                calls.append((batch, sum(counts[x] for x in batch), None))
+            if batch and sum(counts[x] for x in batch) + counts[t] > PAGE:
+                calls.append((batch, sum(counts[x] for x in batch), None, None))
                 batch = []
             batch.append(t)
         if batch:
-            calls.append((batch, sum(counts[x] for x in batch), None))
+            calls.append((batch, sum(counts[x] for x in batch), None, None))
         for t in sorted(wanted):
             if counts[t] > SMALL_TOPIC and wanted[t]:
                 for lo, hi in _runs(wanted[t], SLICES):
-                    for start in range(lo, hi + 1, 2000):  # Kafka answers at most 2,000 partitions a request
-                        calls.append(([t], min(hi + 1 - start, 2000), {"topic_name": t, "partition_index": start}))
+                    calls.append(([t], hi + 1 - lo, {"topic_name": t, "partition_index": lo}, (t, hi)))
         infos: dict[str, TopicInfo | None] = {}
         parts: dict[TopicPartition, tuple] = {}
         denied: dict[str, str] = {}
-        for names, limit, cursor in calls:
-            try:
-                answer = kp.describe_topic_partitions(names, response_partition_limit=min(limit, 2000), cursor=cursor)
-            except Exception as e:  # noqa: BLE001
-                if type(e).__name__ in ("IncompatibleBrokerVersion", "UnsupportedVersionError"):
-                    log.info("no DescribeTopicPartitions on this cluster (%s): looks ask Metadata of whole topics", e)
-                    self._slicing = False
-                    return None
-                return self._kafka_python_error(e, Need(("Describe",), access.topic(names[0])))
-            for topic in answer.get("topics", ()):
-                name, code = topic["name"], topic.get("error_code", 0)
-                if code == 3:
-                    infos[name] = None
-                    self._counts = {t: c for t, c in self._counts.items() if t != name}
-                    continue
-                if code:
-                    result = self._kafka_python_error(_kafka_python_error_class(code), Need(("Describe",), access.topic(name)))
-                    if isinstance(result, Refused) and result.code == "TOPIC_AUTHORIZATION_FAILED":
-                        denied[name] = result.message
+        seen: dict[str, int] = {}  # small topic -> partitions answered (the whole topic: its count)
+        for names, limit, cursor, last in calls:
+            while True:
+                try:
+                    answer = kp.describe_topic_partitions(names, response_partition_limit=max(1, min(limit, PAGE)),
+                                                          cursor=cursor)
+                except Exception as e:  # noqa: BLE001
+                    if type(e).__name__ in ("IncompatibleBrokerVersion", "UnsupportedVersionError"):
+                        log.info("no DescribeTopicPartitions on this cluster (%s): looks ask Metadata of whole topics", e)
+                        self._slicing = False
+                        return None
+                    return self._kafka_python_error(e, Need(("Describe",), access.topic(names[0])))
+                for topic in answer.get("topics", ()):
+                    name, code = topic["name"], topic.get("error_code", 0)
+                    if code == 3:
+                        infos[name] = None
+                        self._counts = {t: c for t, c in self._counts.items() if t != name}
                         continue
-                    return result
-                infos.setdefault(name, TopicInfo(counts[name]))
-                for p in topic.get("partitions", ()):
-                    leader = p["leader_id"] if p.get("leader_id", -1) >= 0 else None
-                    parts[TopicPartition(name, p["partition_index"])] = (
-                        tuple(p["replica_nodes"]), frozenset(p["isr_nodes"]), leader)
+                    if code:
+                        result = self._kafka_python_error(_kafka_python_error_class(code),
+                                                          Need(("Describe",), access.topic(name)))
+                        if isinstance(result, Refused) and result.code == "TOPIC_AUTHORIZATION_FAILED":
+                            denied[name] = result.message
+                            continue
+                        return result
+                    infos.setdefault(name, TopicInfo(counts[name]))
+                    for p in topic.get("partitions", ()):
+                        leader = p["leader_id"] if p.get("leader_id", -1) >= 0 else None
+                        parts[TopicPartition(name, p["partition_index"])] = (
+                            tuple(p["replica_nodes"]), frozenset(p["isr_nodes"]), leader)
+                        if last is None:
+                            seen[name] = seen.get(name, 0) + 1
+                following = answer.get("next_cursor")
+                if following is None:
+                    break
+                at = (following["topic_name"], following["partition_index"])
+                if last is not None and (at[0] != last[0] or at[1] > last[1]):
+                    break  # past the run's last partition
+                if cursor is not None and at <= (cursor["topic_name"], cursor["partition_index"]):
+                    log.warning("DescribeTopicPartitions answered a cursor %s not after the one asked %s: the topics "
+                                "not answered are asked whole", at, cursor)
+                    break
+                cursor = following
+                limit = last[1] + 1 - at[1] if last is not None else PAGE
+        for name, n in seen.items():  # a small topic answered whole: its partitions counted anew (it may have grown)
+            if infos.get(name) is not None:
+                infos[name] = TopicInfo(n)
+                self._counts = {**self._counts, name: (n, self._clock())}
         return infos, parts, denied
 
     def _remember_min_isr(self, topic: str, configs: Mapping, at: float) -> None:
