@@ -26,7 +26,7 @@ from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 from kafka.structs import TopicPartition as KTP
 
 from engine.kafka.client_config import ClientConfig
-from engine.cluster import Ok
+from engine.cluster import Ok, Unavailable
 from engine.cluster.kafka import KafkaCluster
 from engine.core.partition import TopicPartition
 from engine.sim import scenario as S
@@ -638,6 +638,54 @@ def test_a_topic_that_grew_does_not_drop_the_next_topic_from_the_adapters_looks(
             obs = cluster.observe(wanted)
             assert set(obs.partitions) == set(wanted) and sorted(obs.topics) == ["a", "b"], obs
         assert obs.topics["a"].partitions == 20 and obs.topics["b"].partitions == 10
+    finally:
+        cluster.close()
+        front.shutdown()
+        sim.shutdown()
+
+
+# --- kafka-python's cached routing: a stopped controller id, a broker newer than its metadata (findings 3, 4) ------
+
+
+def _refused(front, broker):
+    try:
+        socket.create_connection(("127.0.0.1", front.ports[broker]), timeout=1).close()
+        return False
+    except ConnectionRefusedError:
+        return True
+
+
+def test_the_broker_kafka_python_took_for_the_controller_stopping_does_not_blind_the_adapter():
+    """The review's finding 3 (ctrl_repro.py): kafka-python sends ListPartitionReassignments and
+    AlterPartitionReassignments to the controller id Metadata gave it once (KRaft: a random live broker) and
+    asks again only on NOT_CONTROLLER. With that broker stopped cleanly (fenced, so never named by the broker
+    watch), every look of the old adapter was Unavailable (UnknownBrokerIdError) until it came back, and an
+    alter was even Refused. Now the id is asked anew: the looks and the alter after the stop go through."""
+    doc = {"name": "ctl", "brokers": [{"id": b} for b in (1, 2, 3, 4)],
+           "topics": [{"name": "t", "min_insync_replicas": 1, "assignment": [
+               {"replicas": [1 + (p + i) % 4 for i in range(2)], "size": "1 MB"} for p in range(8)]}]}
+    sim = SimServer(S.from_document(doc), speed=1)
+    sim.start()
+    front = KafkaFront(sim)
+    front.start()
+    cluster = KafkaCluster(ClientConfig({"bootstrap.servers": front.bootstrap}), timeout=5)
+    try:
+        wanted = [TopicPartition("t", p) for p in range(8)]
+        assert not isinstance(cluster.observe(wanted), Unavailable)
+        chosen = cluster._kp._controller_id
+        with sim.lock:
+            sim.cluster.inject(chosen, "down")  # a clean stop: a rolling restart, a decommission
+        wait_for(lambda: _refused(front, chosen), 10, f"broker {chosen}'s listener to close")
+        t = time.monotonic()
+        for _ in range(3):
+            obs = cluster.observe(wanted)
+            assert not isinstance(obs, Unavailable), obs
+        target = next(tp for tp in wanted if chosen not in obs.partitions[tp].replicas)
+        others = [b for b in (1, 2, 3, 4) if b != chosen and b not in obs.partitions[target].replicas]
+        moved = (others[0], obs.partitions[target].replicas[0])
+        assert cluster.alter_reassignments({target: moved}) == {target: Ok()}
+        assert time.monotonic() - t < 5
+        assert cluster._kp._controller_id not in (None, chosen)
     finally:
         cluster.close()
         front.shutdown()

@@ -173,7 +173,10 @@ def _kafka_python_result(err: Any) -> Result:
     cls = err if isinstance(err, type) else type(err)
     code = getattr(cls, "errno", None)
     if code is None:  # client-side: connection, timeout, incompatible broker
-        retriable = getattr(cls, "retriable", False) or isinstance(err, (OSError, TimeoutError))
+        # a broker missing from kafka-python's cached metadata (UnknownBrokerIdError): nothing was sent, and
+        # the broker may be known at the next try (a new broker, a controller id to ask anew): not a refusal
+        retriable = (getattr(cls, "retriable", False) or isinstance(err, (OSError, TimeoutError))
+                     or cls.__name__ == "UnknownBrokerIdError")
         text = f"{cls.__name__}: {err}" if not isinstance(err, type) else cls.__name__
         return Unavailable(text) if retriable else Refused(cls.__name__, str(err))
     message = "" if isinstance(err, type) else str(err)
@@ -404,6 +407,27 @@ class KafkaCluster:
             return self._kafka_python_error(box["error"])
         self._kp = box["client"]
         return self._kp
+
+    def _to_controller(self, kp: Any, api: str, call: Callable[[], Any]) -> Any:
+        """``call()``: a request kafka-python sends to the controller id it cached, once, from Metadata. KRaft
+        answers a random live broker there (``KRaftMetadataCache.getControllerId``), and kafka-python asks again
+        only on NOT_CONTROLLER: once that broker stops (a rolling restart, a decommission: fenced, gone from
+        Metadata, so the broker watch never names it) every such call fails (UnknownBrokerIdError, a refused
+        connection) until it is back, if ever. So on such a failure the cached id is forgotten and the call
+        made once more: kafka-python asks Metadata for a live one. Nothing of the first call reached a broker
+        but maybe its bytes on a connection that then broke: the calls are idempotent (the same target again,
+        a cancel of nothing is NO_REASSIGNMENT_IN_PROGRESS)."""
+        import kafka.errors as KE
+
+        try:
+            return call()
+        except (KE.UnknownBrokerIdError, KE.NodeNotReadyError, KE.KafkaConnectionError) as e:
+            if not hasattr(kp, "_controller_id"):
+                raise
+            gone, kp._controller_id = kp._controller_id, None
+            log.warning("%s: kafka-python's controller, broker %s, cannot be reached (%s: %s): asking a live broker "
+                        "for the controller and sending it again", api, gone, type(e).__name__, e)
+            return call()
 
     def _wait(self, future: Any, timeout: float | None = None, need: Need | None = None) -> tuple[Any, Result | None]:
         """The future's result, or the failure as a result. A failed SASL authentication (librdkafka
@@ -639,9 +663,9 @@ class KafkaCluster:
         kp = self._kafka_python()
         if isinstance(kp, (Unavailable, Refused)):
             return kp
+        asked = None if tps is None else [KafkaTopicPartition(tp.topic, tp.partition) for tp in tps]
         try:
-            listed = kp.list_partition_reassignments(
-                None if tps is None else [KafkaTopicPartition(tp.topic, tp.partition) for tp in tps])
+            listed = self._to_controller(kp, "ListPartitionReassignments", lambda: kp.list_partition_reassignments(asked))
         except Exception as e:  # noqa: BLE001
             return self._kafka_python_error(e, Need(("Describe",), THE_CLUSTER, "ListPartitionReassignments"))
         out = {}
@@ -784,7 +808,8 @@ class KafkaCluster:
                    for tp, r in targets.items()}
         need = Need(("Alter",), THE_CLUSTER, "AlterPartitionReassignments")
         try:
-            answers = kp.alter_partition_reassignments(request, timeout_ms=int(self.timeout * 1000))
+            answers = self._to_controller(kp, "AlterPartitionReassignments", lambda: kp.alter_partition_reassignments(
+                request, timeout_ms=int(self.timeout * 1000)))
         except Exception as e:  # noqa: BLE001
             failure = self._kafka_python_error(e, need)
             return {tp: failure for tp in targets}
