@@ -690,3 +690,35 @@ def test_the_broker_kafka_python_took_for_the_controller_stopping_does_not_blind
         cluster.close()
         front.shutdown()
         sim.shutdown()
+
+
+def test_a_broker_that_registered_after_kafka_pythons_metadata_is_measured_at_once():
+    """The review's finding 4 (newbroker_repro.py): kafka-python knows only the brokers of its cached metadata
+    (refreshed every 5 minutes); DescribeLogDirs to a broker that registered since failed at once
+    (UnknownBrokerIdError), so a copy onto the new broker had no catch-up measurement and was never released
+    from the throttle, and the log blamed an ACL. Now kafka-python's metadata is refreshed and the call made
+    again: the first catch-up after the move is measured."""
+    doc = {"name": "nb", "brokers": [{"id": b} for b in (1, 2, 3, 4)],
+           "topics": [{"name": "t", "min_insync_replicas": 1, "assignment": [
+               {"replicas": [1, 2], "size": "50 MB"} for _ in range(2)]}]}
+    sim = SimServer(S.from_document(doc), speed=1)
+    with sim.lock:
+        sim.cluster.inject(4, "down")  # broker 4 not there yet
+    sim.start()
+    front = KafkaFront(sim)
+    front.start()
+    cluster = KafkaCluster(ClientConfig({"bootstrap.servers": front.bootstrap}), timeout=5)
+    try:
+        t0 = TopicPartition("t", 0)
+        assert not isinstance(cluster.observe([t0]), Unavailable)  # kafka-python's client, built without broker 4
+        assert cluster.catch_up({t0: (1, (2,))}) == {t0: 0}
+        with sim.lock:
+            sim.cluster.inject(4, "up")  # the new broker registers
+        wait_for(lambda: not _refused(front, 4), 10, "broker 4 listening")
+        assert cluster.alter_reassignments({t0: (4, 2)}) == {t0: Ok()}
+        remaining = cluster.catch_up({t0: (1, (4,))})
+        assert set(remaining) == {t0} and 0 < remaining[t0] <= 50 * 1000**2, remaining
+    finally:
+        cluster.close()
+        front.shutdown()
+        sim.shutdown()

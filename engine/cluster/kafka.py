@@ -765,18 +765,19 @@ class KafkaCluster:
         for tp in partitions:
             topics.setdefault(tp.topic, []).append(tp.partition)
         out: dict[int, dict[TopicPartition, int]] = {}
-        answered = False
+        answered = returned = False
         silent = self._silent_now()
         for b in brokers:
             if b in silent:
                 continue  # it does not answer: its sizes stay unknown (status names it)
             try:
                 with self._sent_to(b, "DescribeLogDirs (partition sizes)"):
-                    answers = kp.describe_log_dirs(topic_partitions=topics, brokers=[b])
+                    answers = self._to_broker(kp, b, lambda: kp.describe_log_dirs(topic_partitions=topics, brokers=[b]))
             except Exception as e:  # noqa: BLE001 - that broker's sizes stay unknown
                 log.warning("no partition sizes from broker %s (DescribeLogDirs): %s", b, self._kafka_python_error(
                     e, Need(("Describe",), THE_CLUSTER, "DescribeLogDirs")))
                 continue
+            returned = True
             mine = out.setdefault(b, {})
             for answer in answers:
                 answered = answered or bool(answer.get("log_dirs"))
@@ -789,10 +790,34 @@ class KafkaCluster:
                                 continue
                             tp = TopicPartition(t["name"], p["partition_index"])
                             mine[tp] = max(mine.get(tp, 0), int(p["partition_size"]))
-        if partitions and not answered and not silent:  # kafka-python drops DescribeLogDirs' top-level error code
+        if partitions and returned and not answered and not silent:  # kafka-python drops DescribeLogDirs' top-level error code
             log.warning("no partition sizes: no broker described its log directories (DescribeLogDirs needs %s)",
                         Need(("Describe",), THE_CLUSTER))
         return out
+
+    def _to_broker(self, kp: Any, broker: int, call: Callable[[], Any]) -> Any:
+        """``call()``: a request kafka-python sends to ``broker``. kafka-python knows only the brokers of its
+        cached cluster metadata (refreshed every ``metadata.max.age.ms``, 5 minutes): a broker that registered
+        since (the new broker a move goes to) is UnknownBrokerIdError at once. So then its metadata is
+        refreshed (one Metadata request) and the call made once more; if the broker is still unknown to it, the
+        error says so (not an ACL: the request never left)."""
+        import kafka.errors as KE
+
+        try:
+            return call()
+        except KE.UnknownBrokerIdError as e:
+            manager = getattr(kp, "_manager", None)
+            metadata = getattr(manager, "cluster", None)
+            if metadata is None or not hasattr(metadata, "refresh_metadata"):
+                raise
+            log.info("broker %s is not in kafka-python's cluster metadata (it registered after the client last "
+                     "refreshed it): refreshing it", broker)
+            manager.run(metadata.refresh_metadata)
+            try:
+                return call()
+            except KE.UnknownBrokerIdError:
+                raise KE.UnknownBrokerIdError(f"broker {broker} is not in kafka-python's cluster metadata, even "
+                                              f"refreshed (not registered, or fenced): nothing was sent to it") from e
 
     # -- act ---------------------------------------------------------------------------------------
 
