@@ -722,3 +722,45 @@ def test_a_broker_that_registered_after_kafka_pythons_metadata_is_measured_at_on
         cluster.close()
         front.shutdown()
         sim.shutdown()
+
+
+def test_a_topic_throttled_with_the_wildcard_is_left_to_it_and_read_back_as_in_force():
+    """The review's finding 8 (wild_repro.py): an operator set b's leader list to '*' (every replica). Kafka
+    refuses anything appended to it (ThrottledReplicaListValidator: INVALID_CONFIG "*,0:1"), and the old adapter
+    failed every throttle round for good (a permanent refusal), its read-backs reporting b's entries missing.
+    Now the '*' side is left as it is (already throttled), the other side appended, the read-back says what
+    kreassign needs is in force, and removing kreassign's entries leaves the operator's '*'."""
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+    from engine.core.throttles import ThrottledReplica, ThrottleSet
+
+    doc = {"name": "w", "brokers": [{"id": b} for b in (1, 2, 3)],
+           "topics": [{"name": n, "assignment": [{"replicas": [1, 2]}]} for n in ("a", "b")]}
+    sim = SimServer(S.from_document(doc), speed=1)
+    sim.start()
+    front = KafkaFront(sim)
+    front.start()
+    cluster = KafkaCluster(ClientConfig({"bootstrap.servers": front.bootstrap}), timeout=5)
+    try:
+        admin = AdminClient({"bootstrap.servers": front.bootstrap})
+        star = ConfigResource(ResourceType.TOPIC, "b", incremental_configs=[
+            ConfigEntry("leader.replication.throttled.replicas", "*", incremental_operation=AlterConfigOpType.SET)])
+        for f in admin.incremental_alter_configs([star]).values():
+            f.result(10)
+        want = ThrottleSet(leader=frozenset({ThrottledReplica("a", 0, 1), ThrottledReplica("b", 0, 1)}),
+                           follower=frozenset({ThrottledReplica("a", 0, 3), ThrottledReplica("b", 0, 3)}))
+        assert cluster.apply_throttles(want) == Ok()
+        with sim.lock:
+            lists = sim.cluster.state.throttles
+            assert set(lists.leader["b"]) == {"*"} and set(lists.follower["b"]) == {(0, 3)}
+            assert set(lists.leader["a"]) == {(0, 1)} and set(lists.follower["a"]) == {(0, 3)}
+        read = cluster.throttles(["a", "b"], [])
+        assert (read.leader, read.follower) == (want.leader, want.follower)
+        assert cluster.remove_throttles(want) == Ok()
+        read = cluster.throttles(["a", "b"], [])
+        assert read.leader == read.follower == frozenset()
+        with sim.lock:
+            assert set(sim.cluster.state.throttles.leader["b"]) == {"*"}  # the operator's, untouched
+    finally:
+        cluster.close()
+        front.shutdown()
+        sim.shutdown()

@@ -5,8 +5,9 @@ Two client libraries behind one adapter (measured in the admin spike):
 * confluent-kafka's ``AdminClient``: ``describe_cluster`` (brokers, racks),
   ``describe_topics`` (replicas, ISR, leader), ``describe_configs``
   (min.insync.replicas), ``incremental_alter_configs`` (KIP-73 throttles:
-  APPEND/SUBTRACT on the topic lists so other tools' entries stay, SET/DELETE
-  of the broker rates) and ``elect_leaders`` (PREFERRED).
+  APPEND/SUBTRACT on the topic lists so other tools' entries stay, a list that
+  is ``*`` left alone as already holding them; SET/DELETE of the broker rates)
+  and ``elect_leaders`` (PREFERRED).
 * kafka-python's ``KafkaAdminClient`` for what librdkafka lacks (KIP-455):
   ``alter_partition_reassignments`` (a target, or None to cancel),
   ``list_partition_reassignments`` (adding/removing; an entry with both empty
@@ -199,6 +200,7 @@ class KafkaCluster:
         self._last_brokers: dict[int, Broker] = {}  # its answer: every broker known, alive or not
         self._min_isr: dict[str, tuple[int | None, float]] = {}  # topic -> (min.insync.replicas, when read)
         self._counts: dict[str, tuple[int, float]] = {}  # topic -> (partitions, when counted: a whole Metadata)
+        self._covered: dict[tuple[str, str], frozenset] = {}  # (topic, list) that is '*' -> kreassign's entries it covers
         self._slicing = True  # DescribeTopicPartitions answers (False once a broker or the client lacks it)
         self.timeout = timeout
         self.principal = access.principal_of(config)
@@ -916,8 +918,54 @@ class KafkaCluster:
             for resource, result in self._answers(call).items():
                 if remove and isinstance(result, Refused) and result.code == "UNKNOWN_TOPIC_OR_PARTITION":
                     result = OK  # a deleted topic has no throttle left to remove
+                if (not remove and resource.restype == ResourceType.TOPIC and isinstance(result, Refused)
+                        and result.code == "INVALID_CONFIG"):
+                    result = self._past_wildcards(resource.name, delta) or result
                 results.append(_about(resource, result))
+        if remove:
+            self._uncover(delta)
         return first_failure(results)
+
+    def _past_wildcards(self, topic: str, delta: ThrottleSet) -> Result | None:
+        """After Kafka refused to APPEND to ``topic``'s throttled-replicas lists (INVALID_CONFIG): if a list
+        is the wildcard ``*`` (every replica throttled, set by an operator or another tool), Kafka refuses
+        anything added to it (ThrottledReplicaListValidator: ``*`` must be alone), and what kreassign would
+        add is already throttled: that side is left as it is (its entries remembered as covered, for the
+        read-back), the other side appended alone. None: no list is ``*`` (the refusal stands)."""
+        from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+        resource = ConfigResource(ResourceType.TOPIC, topic)
+        configs, err = self._describe_configs([resource])[resource]
+        if err is not None:
+            return None
+        self._remember_min_isr(topic, configs, self._clock())
+        mine = {LEADER_REPLICAS: {e for e in delta.leader if e.topic == topic},
+                FOLLOWER_REPLICAS: {e for e in delta.follower if e.topic == topic}}
+        wild = {name for name in mine if mine[name] and _wildcard(_value(configs, name))}
+        if not wild:
+            return None
+        covered = dict(self._covered)
+        for name in wild:
+            covered[(topic, name)] = frozenset(covered.get((topic, name), frozenset()) | mine[name])
+        self._covered = covered  # replaced, never changed (threads read it)
+        log.info("topic %s: %s is '*' (every replica throttled, set outside kreassign): kreassign's entries there "
+                 "are already in force and are not added", topic, " and ".join(sorted(wild)))
+        rest = [ConfigEntry(name, ",".join(sorted(e.config_entry() for e in mine[name])),
+                            incremental_operation=AlterConfigOpType.APPEND)
+                for name in (LEADER_REPLICAS, FOLLOWER_REPLICAS) if mine[name] and name not in wild]
+        if not rest:
+            return OK
+        again = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=rest)
+        return self._answers(self._send_alter_configs([again]))[again]
+
+    def _uncover(self, delta: ThrottleSet) -> None:
+        """Removed entries are no longer kreassign's under a ``*`` list (``_past_wildcards``); the ``*`` itself,
+        the operator's, is never subtracted."""
+        if not self._covered:
+            return
+        gone = {LEADER_REPLICAS: delta.leader, FOLLOWER_REPLICAS: delta.follower}
+        self._covered = {(t, name): left for (t, name), entries in self._covered.items()
+                         if (left := entries - gone[name])}
 
     def _send_alter_configs(self, resources: list) -> tuple[float, dict[Any, Any]]:
         """One IncrementalAlterConfigs call, not awaited: its timeout and each resource's future (or
@@ -970,7 +1018,8 @@ class KafkaCluster:
         return out
 
     def throttles(self, topics: Collection[str], brokers: Collection[int]) -> ThrottleSet | Unavailable:
-        """Throttle configs in force (describe_configs on the topics and brokers); wildcards left out."""
+        """Throttle configs in force (describe_configs on the topics and brokers). A list that is the wildcard
+        ``*`` reads as the entries kreassign found it covering (``_past_wildcards``), not as every replica."""
         from confluent_kafka.admin import ConfigResource, ResourceType
 
         for b in sorted(set(brokers)):
@@ -988,17 +1037,18 @@ class KafkaCluster:
             if err is not None:
                 return _unavailable(_about(resource, err))
 
-            def value(name):
-                entry = configs.get(name)
-                return None if entry is None else entry.value
-
             if resource.restype == ResourceType.TOPIC:
                 self._remember_min_isr(resource.name, configs, self._clock())
-                leader.update(parse_config_entries(resource.name, value(LEADER_REPLICAS)))
-                follower.update(parse_config_entries(resource.name, value(FOLLOWER_REPLICAS)))
+                for name, side in ((LEADER_REPLICAS, leader), (FOLLOWER_REPLICAS, follower)):
+                    text = _value(configs, name)
+                    if _wildcard(text):  # every replica: kreassign's entries it covers are in force
+                        side.update(self._covered.get((resource.name, name), ()))
+                    else:
+                        self._covered = {k: v for k, v in self._covered.items() if k != (resource.name, name)}
+                        side.update(parse_config_entries(resource.name, text))
             else:
                 for name, side in ((LEADER_RATE, leader_b), (FOLLOWER_RATE, follower_b)):
-                    rate = value(name)
+                    rate = _value(configs, name)
                     if rate not in (None, "", str(2**63 - 1)):  # unset reads as Long.MAX_VALUE
                         side.add(int(resource.name))
                         rates.append(int(rate))
@@ -1014,6 +1064,16 @@ class KafkaCluster:
             except Exception:  # noqa: BLE001
                 pass
             self._kp = None
+
+
+def _value(configs: Mapping, name: str) -> str | None:
+    entry = configs.get(name)
+    return None if entry is None else entry.value
+
+
+def _wildcard(value: str | None) -> bool:
+    """Whether a throttled-replicas value is Kafka's ``*`` (every replica; ThrottledReplicaListValidator trims it)."""
+    return value is not None and value.strip() == "*"
 
 
 def _close_quietly(client: Any) -> None:
