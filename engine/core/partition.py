@@ -30,10 +30,13 @@ class Broker(NamedTuple):
 
 
 class TopicInfo(NamedTuple):
-    """What the engine needs to know of a topic: its size and its ISR floor."""
+    """What the engine needs to know of a topic: its size and its ISR floor; and its Kafka topic id
+    (``None``: not given), which tells a topic deleted and made again under the same name from the old one:
+    leader epochs (``PartitionState.leader_epoch``) compare only within one topic id."""
 
     partitions: int
     min_insync_replicas: int = 1
+    topic_id: str | None = None
 
 
 class PartitionState(NamedTuple):
@@ -42,7 +45,10 @@ class PartitionState(NamedTuple):
     ``replicas`` is the full replica set Kafka reports; while a reassignment is
     in progress that is RS = TRS + ORS, with ``adding`` (AR) and ``removing``
     (RR) naming the difference. ``leader`` is ``None`` when the partition is
-    offline.
+    offline. ``leader_epoch`` is Kafka's, as the broker that answered had it (``None``: not given): KRaft
+    bumps it at every leader change and every replica removal (a step that drops one, its completion, a
+    cancel's revert), so a look with a lower epoch than one recorded comes from a broker whose metadata
+    predates that (``engine.core.decide``).
     """
 
     replicas: Replicas
@@ -51,6 +57,7 @@ class PartitionState(NamedTuple):
     size_bytes: int | None = None
     adding: Replicas = ()
     removing: Replicas = ()
+    leader_epoch: int | None = None
 
     @property
     def reassignment_in_progress(self) -> bool:
