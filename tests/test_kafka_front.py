@@ -764,3 +764,36 @@ def test_a_topic_throttled_with_the_wildcard_is_left_to_it_and_read_back_as_in_f
         cluster.close()
         front.shutdown()
         sim.shutdown()
+
+
+def test_looks_carry_kafkas_leader_epochs_and_one_topic_id_whichever_request_answered():
+    """The review's finding 7: the adapter dropped DescribeTopicPartitions' leader epoch. A look now carries it
+    (librdkafka's Metadata exposes none: the first look, which counts the topic, has None), and the topic id in
+    Kafka's form, the same from Metadata and from DescribeTopicPartitions (else the core would take every other
+    look for another topic). A step that drops a replica bumps the epoch when Kafka completes it."""
+    import base64
+
+    doc = {"name": "epochs", "brokers": [{"id": b} for b in (1, 2, 3)],
+           "topics": [{"name": "t", "min_insync_replicas": 1, "assignment": [{"replicas": [1, 2], "size": "1 kB"}]}]}
+    sim = SimServer(S.from_document(doc), speed=1)
+    sim.start()
+    front = KafkaFront(sim)
+    front.start()
+    cluster = KafkaCluster(ClientConfig({"bootstrap.servers": front.bootstrap}), timeout=10)
+    t0 = TopicPartition("t", 0)
+    try:
+        first = cluster.observe([t0])  # Metadata through librdkafka
+        kafka_id = base64.urlsafe_b64encode(front.api.topic_id("t").bytes).rstrip(b"=").decode()
+        assert first.topics["t"].topic_id == kafka_id and first.partitions[t0].leader_epoch is None
+        second = cluster.observe([t0])  # DescribeTopicPartitions through kafka-python
+        with sim.lock:
+            epoch = sim.cluster.state.partitions[t0].leader_epoch
+        assert second.topics["t"] == first.topics["t"] and second.partitions[t0].leader_epoch == epoch
+        assert cluster.alter_reassignments({t0: (1, 3)}) == {t0: Ok()}
+        done = wait_for(lambda: (o := cluster.observe([t0])).partitions[t0].replicas == (1, 3)
+                        and not o.partitions[t0].reassignment_in_progress and o, 30, "the step to complete")
+        assert done.partitions[t0].leader_epoch > epoch
+    finally:
+        cluster.close()
+        front.shutdown()
+        sim.shutdown()

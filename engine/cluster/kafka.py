@@ -482,7 +482,7 @@ class KafkaCluster:
 
     def _describe(self, topics: Iterable[str], wanted: Collection[TopicPartition] | None = None
                   ) -> tuple[dict, dict, dict] | Result:
-        """topic -> TopicInfo or None, (topic, p) -> (replicas, isr, leader), and topic -> why it may not
+        """topic -> TopicInfo or None, (topic, p) -> (replicas, isr, leader, leader epoch or None), and topic -> why it may not
         be described (Describe, or DescribeConfigs for min.insync.replicas, refused).
 
         With ``wanted`` (the partitions a look is about), a topic whose partition count is known (above every
@@ -540,12 +540,12 @@ class KafkaCluster:
             if err is not None:
                 return err
             existing.append(topic)
-            infos[topic] = TopicInfo(len(desc.partitions))
+            infos[topic] = TopicInfo(len(desc.partitions), topic_id=_topic_id(getattr(desc, "topic_id", None)))
             self._counts = {**self._counts, topic: (len(desc.partitions), self._clock())}
             for p in desc.partitions:
                 leader = p.leader.id if p.leader is not None and p.leader.id >= 0 else None
-                parts[TopicPartition(topic, p.id)] = (
-                    tuple(n.id for n in p.replicas), frozenset(n.id for n in p.isr), leader,
+                parts[TopicPartition(topic, p.id)] = (  # librdkafka exposes no leader epoch
+                    tuple(n.id for n in p.replicas), frozenset(n.id for n in p.isr), leader, None,
                 )
         now = self._clock()
         stale = [t for t in existing if t not in self._min_isr or not 0 <= now - self._min_isr[t][1] < MIN_ISR_MAX_AGE]
@@ -629,11 +629,13 @@ class KafkaCluster:
                             denied[name] = result.message
                             continue
                         return result
-                    infos.setdefault(name, TopicInfo(counts[name]))
+                    infos.setdefault(name, TopicInfo(counts[name], topic_id=_topic_id(topic.get("topic_id"))))
                     for p in topic.get("partitions", ()):
                         leader = p["leader_id"] if p.get("leader_id", -1) >= 0 else None
+                        epoch = p.get("leader_epoch")
                         parts[TopicPartition(name, p["partition_index"])] = (
-                            tuple(p["replica_nodes"]), frozenset(p["isr_nodes"]), leader)
+                            tuple(p["replica_nodes"]), frozenset(p["isr_nodes"]), leader,
+                            epoch if epoch is not None and epoch >= 0 else None)
                         if last is None:
                             seen[name] = seen.get(name, 0) + 1
                 following = answer.get("next_cursor")
@@ -650,7 +652,7 @@ class KafkaCluster:
                 limit = last[1] + 1 - at[1] if last is not None else PAGE
         for name, n in seen.items():  # a small topic answered whole: its partitions counted anew (it may have grown)
             if infos.get(name) is not None:
-                infos[name] = TopicInfo(n)
+                infos[name] = infos[name]._replace(partitions=n)
                 self._counts = {**self._counts, name: (n, self._clock())}
         return infos, parts, denied
 
@@ -698,8 +700,8 @@ class KafkaCluster:
             return _unavailable(described)
         infos, parts, denied = described
         parts = {tp: v for tp, v in parts.items() if tp.topic not in denied}  # no partition without its topic's info
-        named = {b for replicas, _isr, _leader in parts.values() for b in replicas}
-        in_isr = {b for _replicas, isr, _leader in parts.values() for b in isr}
+        named = {b for replicas, *_ in parts.values() for b in replicas}
+        in_isr = {b for _replicas, isr, *_ in parts.values() for b in isr}
         recent = self._brokers_at is not None and 0 <= self._clock() - self._brokers_at < BROKERS_MIN_AGE
         if not recent and (any(b not in brokers for b in named) or any(b in brokers and not brokers[b].alive
                                                                        for b in in_isr)):
@@ -709,9 +711,9 @@ class KafkaCluster:
         wanted = list(parts) if partitions is None else [tp for tp in partitions if tp in parts]
         states = {}
         for tp in wanted:
-            replicas, isr, leader = parts[tp]
+            replicas, isr, leader, epoch = parts[tp]
             adding, removing = moving.get(tp, ((), ()))
-            states[tp] = PartitionState(replicas, isr, leader, None, adding, removing)
+            states[tp] = PartitionState(replicas, isr, leader, None, adding, removing, epoch)
             for b in replicas:
                 if b not in brokers:
                     brokers[b] = Broker(b, None, False)
@@ -1064,6 +1066,27 @@ class KafkaCluster:
             except Exception:  # noqa: BLE001
                 pass
             self._kp = None
+
+
+def _topic_id(value: Any) -> str | None:
+    """A topic id as Kafka writes it (``Uuid.toString``: URL-safe base64 of its 16 bytes, unpadded), from
+    kafka-python's ``uuid.UUID`` or confluent-kafka's ``Uuid``; None for none or the zero id (Kafka's "not
+    given", e.g. beside TOPIC_AUTHORIZATION_FAILED)."""
+    import base64
+    import uuid
+
+    if value is None:
+        return None
+    if isinstance(value, uuid.UUID):
+        raw = value.bytes
+    elif hasattr(value, "get_most_significant_bits"):
+        raw = (value.get_most_significant_bits().to_bytes(8, "big", signed=True)
+               + value.get_least_significant_bits().to_bytes(8, "big", signed=True))
+    else:
+        return None
+    if raw == bytes(16):
+        return None
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
 
 
 def _value(configs: Mapping, name: str) -> str | None:
