@@ -604,8 +604,9 @@ class KafkaCluster:
         infos: dict[str, TopicInfo | None] = {}
         parts: dict[TopicPartition, tuple] = {}
         denied: dict[str, str] = {}
-        seen: dict[str, int] = {}  # small topic -> partitions answered (the whole topic: its count)
+        seen: dict[str, int] = {}  # small topic -> partitions answered, once its call was paged to the end
         for names, limit, cursor, last in calls:
+            answered: dict[str, int] = {}
             while True:
                 try:
                     answer = kp.describe_topic_partitions(names, response_partition_limit=max(1, min(limit, PAGE)),
@@ -636,10 +637,11 @@ class KafkaCluster:
                         parts[TopicPartition(name, p["partition_index"])] = (
                             tuple(p["replica_nodes"]), frozenset(p["isr_nodes"]), leader,
                             epoch if epoch is not None and epoch >= 0 else None)
-                        if last is None:
-                            seen[name] = seen.get(name, 0) + 1
+                        answered[name] = answered.get(name, 0) + 1
                 following = answer.get("next_cursor")
                 if following is None:
+                    if last is None:  # every topic of the call answered whole: their counts
+                        seen.update(answered)
                     break
                 at = (following["topic_name"], following["partition_index"])
                 if last is not None and (at[0] != last[0] or at[1] > last[1]):
