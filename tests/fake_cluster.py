@@ -16,7 +16,11 @@ unforgiving as Kafka's controller (KRaft) where the core must cope:
   election is enabled (``unclean``): then the first replica left is the ISR alone and leads;
 * the test can make the next calls of an action refused (``refuse``) or unanswered
   (``unavailable``), drop a reassignment in progress (``drop``: cancelled by another tool), and
-  refuse or lose preferred-leader elections (``elections``).
+  refuse or lose preferred-leader elections (``elections``);
+* with ``epochs``, every partition carries a leader epoch moved as KRaft's ``PartitionChangeBuilder``
+  moves it: from 0, one more at every leader change and whenever a replica leaves the replica set (a
+  completion that drops RR, a cancel's revert that drops AR); adding replicas or an ISR change keeps it.
+  With ``topic_ids`` (topic -> id) each topic reports its Kafka topic id.
 
 It has no rates or clock: the simulated cluster of ``engine.sim`` is the product's model; this
 only lets core tests choose the order in which things happen.
@@ -35,10 +39,27 @@ from engine.core.state import EMPTY, State
 from engine.core.throttles import ThrottleSet
 
 
+class KRaftEpochs(dict):
+    """Partition states whose ``leader_epoch`` every assignment moves as KRaft does (PartitionChangeBuilder's
+    ``tryElection`` and ``triggerLeaderEpochBumpForReplicaReassignmentIfNeeded``; Kafka 3.6+ metadata, where an
+    ISR shrink no longer bumps it)."""
+
+    def __setitem__(self, tp, p: PartitionState) -> None:
+        old = self.get(tp)
+        epoch = 0
+        if old is not None:
+            epoch = old.leader_epoch + (p.leader != old.leader or not set(old.replicas) <= set(p.replicas))
+        super().__setitem__(tp, p._replace(leader_epoch=epoch))
+
+
 class FakeCluster:
-    def __init__(self, assignment: dict[TopicPartition, tuple[int, ...]], brokers, min_isr: int = 1, racks=None):
+    def __init__(self, assignment: dict[TopicPartition, tuple[int, ...]], brokers, min_isr: int = 1, racks=None,
+                 epochs: bool = False, topic_ids: dict[str, str] | None = None):
         self.brokers = {b: Broker(b, (racks or {}).get(b), True) for b in brokers}
-        self.parts: dict[TopicPartition, PartitionState] = {tp: in_sync(r) for tp, r in assignment.items()}
+        self.parts: dict[TopicPartition, PartitionState] = KRaftEpochs() if epochs else {}
+        for tp, r in assignment.items():
+            self.parts[tp] = in_sync(r)
+        self.topic_ids = dict(topic_ids or {})
         self.targets: dict[TopicPartition, tuple[int, ...]] = {}  # reassignments in progress
         self.min_isr = min_isr
         self.min_isr_seen = {tp: len(p.isr) for tp, p in self.parts.items()}
@@ -95,7 +116,8 @@ class FakeCluster:
             topics[tp.topic] = max(topics.get(tp.topic, 0), tp.partition + 1)
         return Observation(
             brokers=tuple(self.brokers.values()),
-            topics={t: TopicInfo(n, self.min_isr, unclean_leader_election=t in self.unclean) for t, n in topics.items()},
+            topics={t: TopicInfo(n, self.min_isr, self.topic_ids.get(t), t in self.unclean)
+                    for t, n in topics.items()},
             partitions={tp: p for tp, p in self.parts.items() if tps is None or tp in tps},
         )
 

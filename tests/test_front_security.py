@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 
 import pytest
 from confluent_kafka import Consumer, ElectionType, KafkaError, KafkaException, TopicCollection
@@ -209,6 +210,72 @@ def test_a_request_before_authentication_closes_the_connection_and_only_plain_is
     assert _raw(front, MetadataRequest(topics=None), 12, MetadataResponse) is None
     answer = _raw(front, SaslHandshakeRequest(mechanism="SCRAM-SHA-512"), 1, SaslHandshakeResponse)
     assert answer.error_code == 33 and answer.mechanisms == ["PLAIN"]  # UNSUPPORTED_SASL_MECHANISM
+
+
+def _exchange(s, request, version, correlation):
+    """One request on an open connection; the raw answer body, or None if the broker closed the connection."""
+    request = type(request)[version](**request.to_dict(json=False)) if request.API_VERSION != version else request
+    request.with_header(correlation_id=correlation, client_id="raw")
+    s.sendall(request.encode(header=True, framed=True))
+    head = s.recv(4)
+    if not head:
+        return None
+    (size,) = struct.unpack(">i", head)
+    body = b""
+    while len(body) < size:
+        chunk = s.recv(size - len(body))
+        if not chunk:
+            return None
+        body += chunk
+    return body
+
+
+def test_a_second_api_versions_before_authentication_closes_the_connection_as_kafka_does(front):
+    """SaslServerAuthenticator: one ApiVersions, then the next request must be SaslHandshake; a second one
+    is "Unexpected ApiVersions request received during SASL authentication state HANDSHAKE_REQUEST" and the
+    connection is closed (the old front answered every one). A version above the highest is answered with
+    UNSUPPORTED_VERSION and does not count, so the client may ask again lower."""
+    from kafka.protocol.metadata import ApiVersionsRequest
+
+    with socket.create_connection(("127.0.0.1", front.ports[1]), timeout=10) as s:
+        assert _exchange(s, ApiVersionsRequest(), 0, 1) is not None
+        assert _exchange(s, ApiVersionsRequest(), 0, 2) is None
+    with socket.create_connection(("127.0.0.1", front.ports[1]), timeout=10) as s:
+        s.sendall(struct.pack(">ihhih", 10, 18, 99, 3, -1))  # ApiVersions v99: Kafka answers at v0, UNSUPPORTED_VERSION
+        (size,) = struct.unpack(">i", s.recv(4))
+        assert struct.unpack(">h", s.recv(size)[4:6])[0] == 35
+        assert _exchange(s, ApiVersionsRequest(), 0, 4) is not None
+        answer = _exchange(s, SaslHandshakeRequest(mechanism="PLAIN"), 1, 5)
+        assert SaslHandshakeResponse.decode(answer, version=1, header=True).error_code == 0
+
+
+def test_the_broker_watch_keeps_answering_on_a_sasl_listener(front):
+    """The review's finding 5: the watch reused one unauthenticated connection for every ApiVersions probe;
+    Kafka closes it at the second, so every other probe failed and healthy brokers were named unresponsive
+    (and the clients rebuilt) every few seconds. Through the adapter's own watch, probing while steps are in
+    flight: every broker answers every probe, nothing is ever named."""
+    from engine.cluster.kafka import KafkaCluster
+    from engine.core.partition import TopicPartition
+    from engine.kafka.client_config import ClientConfig
+
+    cluster = KafkaCluster(ClientConfig(sasl(front, "admin")), timeout=10)
+    changes = []
+    cluster._silence = changes.append  # what the watch would report (and rebuild the clients for)
+    try:
+        cluster.observe([TopicPartition("orders", 0)])  # the brokers' addresses (DescribeCluster)
+        front.counts(reset=True)
+        cluster.watch_brokers(0.3, interval=0.1, demand=lambda: "busy")  # each broker every 0.6 s
+        watch = cluster._brokers_watch
+        deadline = time.monotonic() + 3.0
+        named = set()
+        while time.monotonic() < deadline:
+            named |= set(watch.unresponsive())
+            time.sleep(0.05)
+        probes = {b: per.get("ApiVersions", {}).get("requests", 0) for b, per in front.counts()["brokers"].items()}
+        assert watch.probes >= 9 and all(n >= 3 for n in probes.values()) and set(probes) == {1, 2, 3}, probes
+        assert named == set() and changes == [], (named, changes)
+    finally:
+        cluster.close()
 
 
 def test_topics_a_principal_may_not_describe_are_left_out_of_a_listing_and_refused_by_name(front, eng):

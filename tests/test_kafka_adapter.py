@@ -349,25 +349,47 @@ def test_a_look_asks_the_brokers_and_min_insync_replicas_only_when_their_answers
 
 
 class SlicingKafkaPython(KafkaPython):
-    """kafka-python with DescribeTopicPartitions (KIP-966), answering from ``topics`` as a broker would."""
+    """kafka-python with DescribeTopicPartitions (KIP-966), answering from ``topics`` as a KRaft broker pages it
+    (DescribeTopicPartitionsRequestHandler, KRaftMetadataCache.getTopicMetadataForDescribeTopicResponse, Kafka
+    trunk): the topics named from the cursor's topic on, in name order; at most max(min(``broker_limit`` (the
+    broker's max.request.partition.size.limit), the request's limit), 1) partitions; a topic the limit cuts gets
+    the cursor at its next partition, and once the limit is used up the next topic gets the cursor (topic, 0),
+    known or not, and every later one is left out; an unknown topic named before that is an error entry; a cursor
+    topic not named or a negative cursor partition is INVALID_REQUEST for every topic."""
 
-    def __init__(self, topics):
+    def __init__(self, topics, broker_limit=2000):
         super().__init__()
         self.topics = topics  # name -> {partition: (replicas, isr, leader)}
+        self.broker_limit = broker_limit
         self.slices = []
 
     def describe_topic_partitions(self, topics, response_partition_limit=2000, cursor=None):
         self.slices.append((tuple(topics), response_partition_limit, cursor and cursor["partition_index"]))
-        out = []
-        limit = response_partition_limit
-        for name in sorted(topics):
-            start = cursor["partition_index"] if cursor and cursor["topic_name"] == name else 0
-            ps = sorted(p for p in self.topics[name] if p >= start)[:limit]
-            limit -= len(ps)
+        first = cursor["topic_name"] if cursor else ""
+        names = sorted({t for t in topics if t >= first})
+        if cursor and (cursor["topic_name"] not in names or cursor["partition_index"] < 0):
+            return {"topics": [{"name": t, "error_code": 42, "partitions": []} for t in topics], "next_cursor": None}
+        remaining = max(min(self.broker_limit, response_partition_limit), 1)
+        out, following = [], None
+        for name in names:
+            if remaining == 0:
+                following = {"topic_name": name, "partition_index": 0}
+                break
+            if name not in self.topics:
+                out.append({"name": name, "error_code": 3, "partitions": []})
+                continue
+            start = cursor["partition_index"] if cursor and name == cursor["topic_name"] else 0
+            count = len(self.topics[name])
+            upper = min(count, start + remaining)
+            ps = list(range(start, upper))
             out.append({"name": name, "error_code": 0, "partitions": [
                 {"partition_index": p, "replica_nodes": list(self.topics[name][p][0]),
                  "isr_nodes": list(self.topics[name][p][1]), "leader_id": self.topics[name][p][2]} for p in ps]})
-        return {"topics": out, "next_cursor": None}
+            if upper < count:
+                following = {"topic_name": name, "partition_index": upper}
+                break
+            remaining -= len(ps)
+        return {"topics": out, "next_cursor": following}
 
 
 def test_a_large_topic_is_asked_only_for_the_partitions_looked_at_and_whole_again_when_one_is_missing():
@@ -408,3 +430,77 @@ def test_a_run_of_more_than_2000_partitions_is_asked_in_requests_of_2000():
     obs = cluster.observe(every)
     assert len(obs.partitions) == 4500
     assert kp.slices == [(("big",), 2000, 0), (("big",), 2000, 2000), (("big",), 500, 4000)]
+
+
+def _sliced(topics: dict, broker_limit=2000):
+    """An adapter whose clients answer from ``topics`` (name -> partition count), replicas (1, 2): Metadata
+    through the Admin fake, DescribeTopicPartitions paged as Kafka pages it; the Metadata calls recorded."""
+    admin = CountingAdmin()
+    calls = []
+
+    def set_topics(counts):
+        parts = {n: {p: ([1, 2], [1, 2], 1) for p in range(k)} for n, k in counts.items()}
+        admin.topics = {n: [(p, r, isr, leader) for p, (r, isr, leader) in ps.items()] for n, ps in parts.items()}
+        kp.topics = parts
+
+    kp = SlicingKafkaPython({}, broker_limit)
+    set_topics(topics)
+    real = admin.describe_topics
+    admin.describe_topics = lambda c, request_timeout: calls.append(tuple(c.topic_names)) or real(c, request_timeout)
+    cluster, _ = adapter(admin, kp)
+    return cluster, kp, calls, set_topics
+
+
+def test_a_topic_that_grew_does_not_drop_the_next_topic_from_a_look():
+    """The review's finding 1: topics a and b (10 partitions each) asked together with the limit their cached
+    counts add up to (20); a grows to 20 and fills it: Kafka leaves b out with a cursor at it. The old adapter
+    ignored the cursor: b vanished from every look for good (its partitions silently dropped, a step on it never
+    judged again). Now the cursor is followed, and a's new count is learned."""
+    cluster, kp, calls, set_topics = _sliced({"a": 10, "b": 10})
+    wanted = [TopicPartition("a", 0), TopicPartition("b", 0)]
+    cluster.observe(wanted)  # counts both: whole
+    assert set(cluster.observe(wanted).partitions) == set(wanted)
+    set_topics({"a": 20, "b": 10})  # kafka-topics --alter --partitions 20 on a
+    kp.slices.clear()
+    for _ in range(2):
+        obs = cluster.observe(wanted)
+        assert set(obs.partitions) == set(wanted) and obs.topics["b"].partitions == 10, (obs.partitions, obs.topics)
+        assert obs.topics["a"].partitions == 20
+    assert kp.slices[:2] == [(("a", "b"), 20, None), (("a", "b"), 2000, 0)]  # the cursor (b, 0) followed
+    assert kp.slices[2:] == [(("a", "b"), 30, None)]  # a's count learned: one request again
+    assert calls == [("a", "b")]  # the first look only: no Metadata since
+
+
+def test_a_broker_limit_below_2000_is_paged_through_for_small_and_large_topics():
+    """max.request.partition.size.limit can be set lower than its 2,000 default: every answer is cut at it and
+    its cursor followed; a run of a large topic stops once the cursor is past its last partition."""
+    cluster, kp, calls, _ = _sliced({"a": 3, "b": 4, "c": 2, "big": 200}, broker_limit=5)
+    small = [TopicPartition(t, 0) for t in ("a", "b", "c")]
+    runs = [TopicPartition("big", p) for p in range(10, 22)] + [TopicPartition("big", 150)]
+    cluster.observe(small + runs)
+    obs = cluster.observe(small + runs)
+    assert set(obs.partitions) == set(small + runs) and {t: i.partitions for t, i in obs.topics.items()} == {
+        "a": 3, "b": 4, "c": 2, "big": 200}
+    assert sorted(kp.slices, key=str) == sorted([
+        (("a", "b", "c"), 9, None), (("a", "b", "c"), 2000, 2),  # a, b-0 b-1, cursor (b, 2); then b-2 b-3 c
+        (("big",), 12, 10), (("big",), 7, 15), (("big",), 2, 20),  # 10..21 in pages of 5
+        (("big",), 1, 150)], key=str), kp.slices
+    assert len(calls) == 1  # the first look only
+
+
+def test_a_topic_a_broker_leaves_out_of_every_answer_is_asked_whole_never_taken_for_absent():
+    """A broker (or a client) that drops a topic without a cursor: the topic is asked again (Metadata), its
+    partitions observed; the old adapter dropped them and the topic from the look."""
+    cluster, kp, calls, _ = _sliced({"a": 10, "b": 10})
+    wanted = [TopicPartition("a", 0), TopicPartition("b", 0)]
+    cluster.observe(wanted)
+    real = kp.describe_topic_partitions
+
+    def lenient(topics, response_partition_limit=2000, cursor=None):
+        answer = real(topics, response_partition_limit, cursor)
+        return {"topics": [t for t in answer["topics"] if t["name"] != "b"], "next_cursor": None}
+
+    kp.describe_topic_partitions = lenient
+    obs = cluster.observe(wanted)
+    assert set(obs.partitions) == set(wanted) and obs.topics["b"].partitions == 10
+    assert calls == [("a", "b"), ("b",)]

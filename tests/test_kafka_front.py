@@ -26,7 +26,7 @@ from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 from kafka.structs import TopicPartition as KTP
 
 from engine.kafka.client_config import ClientConfig
-from engine.cluster import Ok
+from engine.cluster import Ok, Unavailable
 from engine.cluster.kafka import KafkaCluster
 from engine.core.partition import TopicPartition
 from engine.sim import scenario as S
@@ -518,6 +518,281 @@ def test_a_look_costs_the_partitions_it_is_about_not_the_topic_nor_the_cluster()
         assert by_api.get("DescribeConfigs", 0) == 0, by_api
         assert by_api["DescribeTopicPartitions"] == 20 and by_api["ListPartitionReassignments"] == 10, by_api
         assert counted["total"]["response_bytes"] < 10 * 1000, counted["total"]  # whole: 168 kB a look
+    finally:
+        cluster.close()
+        front.shutdown()
+        sim.shutdown()
+
+
+# --- DescribeTopicPartitions paged as Kafka pages it (the review's findings 1 and 11) ---------------------------
+
+PAGED = {"name": "paged", "brokers": [{"id": b} for b in (1, 2, 3)],
+         "topics": [{"name": n, "min_insync_replicas": 1, "assignment": [{"replicas": [1, 2], "size": "1 MB"}] * k}
+                    for n, k in (("a", 3), ("b", 4), ("c", 2))]
+         + [{"name": "solo", "min_insync_replicas": 1, "assignment": [{"replicas": [3], "size": "1 MB"}]}]}
+
+
+@pytest.fixture(scope="module")
+def paged_front():
+    """A cluster whose brokers serve at most 5 partitions per DescribeTopicPartitions answer
+    (max.request.partition.size.limit=5), broker 3 down: "solo" has no leader."""
+    sim = SimServer(S.from_document(PAGED), speed=1)
+    with sim.lock:
+        sim.cluster.inject(3, "down")
+    sim.start()
+    kafka = KafkaFront(sim, max_request_partition_size_limit=5)
+    kafka.start()
+    yield kafka
+    kafka.shutdown()
+    sim.shutdown()
+
+
+@pytest.fixture(scope="module")
+def paged(paged_front):
+    client = KafkaAdminClient(bootstrap_servers=paged_front.bootstrap, request_timeout_ms=10000)
+    yield client
+    client.close()
+
+
+def _pages(answer):
+    return ([(t["name"], t["error_code"], [p["partition_index"] for p in t["partitions"]]) for t in answer["topics"]],
+            answer["next_cursor"])
+
+
+def test_the_brokers_partition_limit_caps_an_answer_and_the_cursor_says_where_the_next_one_starts(paged):
+    """Limit = max(min(max.request.partition.size.limit, the request's), 1) (DescribeTopicPartitionsRequestHandler);
+    a topic cut by it sets the cursor to its next partition; a limit of 0 is 1 (the old front made it 2000)."""
+    first = paged.describe_topic_partitions(["c", "b", "a"], response_partition_limit=100)
+    assert _pages(first) == ([("a", 0, [0, 1, 2]), ("b", 0, [0, 1])], {"topic_name": "b", "partition_index": 2})
+    second = paged.describe_topic_partitions(["a", "b", "c"], response_partition_limit=100, cursor=first["next_cursor"])
+    assert _pages(second) == ([("b", 0, [2, 3]), ("c", 0, [0, 1])], None)
+    assert _pages(paged.describe_topic_partitions(["a"], response_partition_limit=0)) == (
+        [("a", 0, [0])], {"topic_name": "a", "partition_index": 1})
+    # a cursor beyond the topic's last partition: the topic with no partitions, no cursor
+    assert _pages(paged.describe_topic_partitions(["a"], cursor={"topic_name": "a", "partition_index": 9})) == (
+        [("a", 0, [])], None)
+
+
+def test_once_the_limit_is_used_up_the_next_topic_gets_the_cursor_known_or_not(paged):
+    """KRaftMetadataCache: "if a partition is pointed in the NextTopicPartition, it does not mean this topic
+    exists"; an unknown topic is an error entry only while the limit lasts (the old front gave it one after)."""
+    answer = paged.describe_topic_partitions(["a", "no-such"], response_partition_limit=3)
+    assert _pages(answer) == ([("a", 0, [0, 1, 2])], {"topic_name": "no-such", "partition_index": 0})
+    answer = paged.describe_topic_partitions(["a", "no-such"], response_partition_limit=3, cursor=answer["next_cursor"])
+    assert _pages(answer) == ([("no-such", 3, [])], None)
+    assert _pages(paged.describe_topic_partitions(["a", "bad/name"])) == ([("a", 0, [0, 1, 2]), ("bad/name", 17, [])],
+                                                                           None)
+
+
+def test_a_cursor_kafka_refuses_is_invalid_request_for_every_topic_named(paged):
+    """The cursor's topic must be among those named, its partition not negative (INVALID_REQUEST, the
+    request's error response: every topic named, no partitions); the old front answered both."""
+    outside = paged.describe_topic_partitions(["a", "b"], cursor={"topic_name": "c", "partition_index": 0})
+    assert _pages(outside) == ([("a", 42, []), ("b", 42, [])], None)
+    negative = paged.describe_topic_partitions(["b"], cursor={"topic_name": "b", "partition_index": -1})
+    assert _pages(negative) == ([("b", 42, [])], None)
+
+
+def test_a_partition_without_a_leader_has_no_error_code_in_describe_topic_partitions_unlike_metadata(paged):
+    (p,) = paged.describe_topic_partitions(["solo"])["topics"][0]["partitions"]
+    assert (p["error_code"], p["leader_id"], p["replica_nodes"]) == (0, -1, [3])
+    (topic,) = paged.describe_topics(["solo"])
+    assert topic["partitions"][0]["error_code"] == 5  # Metadata: LEADER_NOT_AVAILABLE
+
+
+def test_the_adapter_pages_through_a_broker_that_answers_fewer_partitions_than_it_asks(paged_front):
+    """A look at a, b and c (9 partitions asked together) from brokers that answer 5 at a time: the old adapter
+    took the first answer (a, b-0, b-1, a cursor at b-2) for all of it, and c was missing from the look."""
+    cluster = KafkaCluster(ClientConfig({"bootstrap.servers": paged_front.bootstrap}), timeout=10)
+    try:
+        wanted = [TopicPartition(t, p) for t, k in (("a", 3), ("b", 4), ("c", 2)) for p in range(k)]
+        cluster.observe(wanted)  # counts the topics (Metadata)
+        paged_front.counts(reset=True)
+        obs = cluster.observe(wanted)
+        assert set(obs.partitions) == set(wanted) and {t: i.partitions for t, i in obs.topics.items()} == {
+            "a": 3, "b": 4, "c": 2}
+        asked = sum(per.get("DescribeTopicPartitions", {}).get("requests", 0)
+                    for per in paged_front.counts()["brokers"].values())
+        assert asked == 2
+    finally:
+        cluster.close()
+
+
+def test_a_topic_that_grew_does_not_drop_the_next_topic_from_the_adapters_looks():
+    """The review's reproduction (dtp_repro.py): topics a and b of 10 partitions; another tool grows a to 20.
+    The old adapter's looks held only a-0 from then on: b was missing from every look, for good."""
+    doc = {"name": "grow", "brokers": [{"id": b} for b in (1, 2, 3)],
+           "topics": [{"name": n, "min_insync_replicas": 1, "assignment": [
+               {"replicas": [1 + (p + i) % 3 for i in range(2)], "size": "1 MB"} for p in range(10)]} for n in ("a", "b")]}
+    sim = SimServer(S.from_document(doc), speed=1)
+    sim.start()
+    front = KafkaFront(sim)
+    front.start()
+    cluster = KafkaCluster(ClientConfig({"bootstrap.servers": front.bootstrap}), timeout=10)
+    try:
+        wanted = [TopicPartition("a", 0), TopicPartition("b", 0)]
+        cluster.observe(wanted)
+        with sim.lock:  # kafka-topics --alter --partitions 20 on a
+            sim.cluster.create_topic("a", [tuple(1 + (p + i) % 3 for i in range(2)) for p in range(20)], 1)
+        for _ in range(3):
+            obs = cluster.observe(wanted)
+            assert set(obs.partitions) == set(wanted) and sorted(obs.topics) == ["a", "b"], obs
+        assert obs.topics["a"].partitions == 20 and obs.topics["b"].partitions == 10
+    finally:
+        cluster.close()
+        front.shutdown()
+        sim.shutdown()
+
+
+# --- kafka-python's cached routing: a stopped controller id, a broker newer than its metadata (findings 3, 4) ------
+
+
+def _refused(front, broker):
+    try:
+        socket.create_connection(("127.0.0.1", front.ports[broker]), timeout=1).close()
+        return False
+    except ConnectionRefusedError:
+        return True
+
+
+def test_the_broker_kafka_python_took_for_the_controller_stopping_does_not_blind_the_adapter():
+    """The review's finding 3 (ctrl_repro.py): kafka-python sends ListPartitionReassignments and
+    AlterPartitionReassignments to the controller id Metadata gave it once (KRaft: a random live broker) and
+    asks again only on NOT_CONTROLLER. With that broker stopped cleanly (fenced, so never named by the broker
+    watch), every look of the old adapter was Unavailable (UnknownBrokerIdError) until it came back, and an
+    alter was even Refused. Now the id is asked anew: the looks and the alter after the stop go through."""
+    doc = {"name": "ctl", "brokers": [{"id": b} for b in (1, 2, 3, 4)],
+           "topics": [{"name": "t", "min_insync_replicas": 1, "assignment": [
+               {"replicas": [1 + (p + i) % 4 for i in range(2)], "size": "1 MB"} for p in range(8)]}]}
+    sim = SimServer(S.from_document(doc), speed=1)
+    sim.start()
+    front = KafkaFront(sim)
+    front.start()
+    cluster = KafkaCluster(ClientConfig({"bootstrap.servers": front.bootstrap}), timeout=5)
+    try:
+        wanted = [TopicPartition("t", p) for p in range(8)]
+        assert not isinstance(cluster.observe(wanted), Unavailable)
+        chosen = cluster._kp._controller_id
+        with sim.lock:
+            sim.cluster.inject(chosen, "down")  # a clean stop: a rolling restart, a decommission
+        wait_for(lambda: _refused(front, chosen), 10, f"broker {chosen}'s listener to close")
+        t = time.monotonic()
+        for _ in range(3):
+            obs = cluster.observe(wanted)
+            assert not isinstance(obs, Unavailable), obs
+        target = next(tp for tp in wanted if chosen not in obs.partitions[tp].replicas)
+        others = [b for b in (1, 2, 3, 4) if b != chosen and b not in obs.partitions[target].replicas]
+        moved = (others[0], obs.partitions[target].replicas[0])
+        assert cluster.alter_reassignments({target: moved}) == {target: Ok()}
+        assert time.monotonic() - t < 5
+        assert cluster._kp._controller_id not in (None, chosen)
+    finally:
+        cluster.close()
+        front.shutdown()
+        sim.shutdown()
+
+
+def test_a_broker_that_registered_after_kafka_pythons_metadata_is_measured_at_once():
+    """The review's finding 4 (newbroker_repro.py): kafka-python knows only the brokers of its cached metadata
+    (refreshed every 5 minutes); DescribeLogDirs to a broker that registered since failed at once
+    (UnknownBrokerIdError), so a copy onto the new broker had no catch-up measurement and was never released
+    from the throttle, and the log blamed an ACL. Now kafka-python's metadata is refreshed and the call made
+    again: the first catch-up after the move is measured."""
+    doc = {"name": "nb", "brokers": [{"id": b} for b in (1, 2, 3, 4)],
+           "topics": [{"name": "t", "min_insync_replicas": 1, "assignment": [
+               {"replicas": [1, 2], "size": "50 MB"} for _ in range(2)]}]}
+    sim = SimServer(S.from_document(doc), speed=1)
+    with sim.lock:
+        sim.cluster.inject(4, "down")  # broker 4 not there yet
+    sim.start()
+    front = KafkaFront(sim)
+    front.start()
+    cluster = KafkaCluster(ClientConfig({"bootstrap.servers": front.bootstrap}), timeout=5)
+    try:
+        t0 = TopicPartition("t", 0)
+        assert not isinstance(cluster.observe([t0]), Unavailable)  # kafka-python's client, built without broker 4
+        assert cluster.catch_up({t0: (1, (2,))}) == {t0: 0}
+        with sim.lock:
+            sim.cluster.inject(4, "up")  # the new broker registers
+        wait_for(lambda: not _refused(front, 4), 10, "broker 4 listening")
+        assert cluster.alter_reassignments({t0: (4, 2)}) == {t0: Ok()}
+        remaining = cluster.catch_up({t0: (1, (4,))})
+        assert set(remaining) == {t0} and 0 < remaining[t0] <= 50 * 1000**2, remaining
+    finally:
+        cluster.close()
+        front.shutdown()
+        sim.shutdown()
+
+
+def test_a_topic_throttled_with_the_wildcard_is_left_to_it_and_read_back_as_in_force():
+    """The review's finding 8 (wild_repro.py): an operator set b's leader list to '*' (every replica). Kafka
+    refuses anything appended to it (ThrottledReplicaListValidator: INVALID_CONFIG "*,0:1"), and the old adapter
+    failed every throttle round for good (a permanent refusal), its read-backs reporting b's entries missing.
+    Now the '*' side is left as it is (already throttled), the other side appended, the read-back says what
+    kreassign needs is in force, and removing kreassign's entries leaves the operator's '*'."""
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+    from engine.core.throttles import ThrottledReplica, ThrottleSet
+
+    doc = {"name": "w", "brokers": [{"id": b} for b in (1, 2, 3)],
+           "topics": [{"name": n, "assignment": [{"replicas": [1, 2]}]} for n in ("a", "b")]}
+    sim = SimServer(S.from_document(doc), speed=1)
+    sim.start()
+    front = KafkaFront(sim)
+    front.start()
+    cluster = KafkaCluster(ClientConfig({"bootstrap.servers": front.bootstrap}), timeout=5)
+    try:
+        admin = AdminClient({"bootstrap.servers": front.bootstrap})
+        star = ConfigResource(ResourceType.TOPIC, "b", incremental_configs=[
+            ConfigEntry("leader.replication.throttled.replicas", "*", incremental_operation=AlterConfigOpType.SET)])
+        for f in admin.incremental_alter_configs([star]).values():
+            f.result(10)
+        want = ThrottleSet(leader=frozenset({ThrottledReplica("a", 0, 1), ThrottledReplica("b", 0, 1)}),
+                           follower=frozenset({ThrottledReplica("a", 0, 3), ThrottledReplica("b", 0, 3)}))
+        assert cluster.apply_throttles(want) == Ok()
+        with sim.lock:
+            lists = sim.cluster.state.throttles
+            assert set(lists.leader["b"]) == {"*"} and set(lists.follower["b"]) == {(0, 3)}
+            assert set(lists.leader["a"]) == {(0, 1)} and set(lists.follower["a"]) == {(0, 3)}
+        read = cluster.throttles(["a", "b"], [])
+        assert (read.leader, read.follower) == (want.leader, want.follower)
+        assert cluster.remove_throttles(want) == Ok()
+        read = cluster.throttles(["a", "b"], [])
+        assert read.leader == read.follower == frozenset()
+        with sim.lock:
+            assert set(sim.cluster.state.throttles.leader["b"]) == {"*"}  # the operator's, untouched
+    finally:
+        cluster.close()
+        front.shutdown()
+        sim.shutdown()
+
+
+def test_looks_carry_kafkas_leader_epochs_and_one_topic_id_whichever_request_answered():
+    """The review's finding 7: the adapter dropped DescribeTopicPartitions' leader epoch. A look now carries it
+    (librdkafka's Metadata exposes none: the first look, which counts the topic, has None), and the topic id in
+    Kafka's form, the same from Metadata and from DescribeTopicPartitions (else the core would take every other
+    look for another topic). A step that drops a replica bumps the epoch when Kafka completes it."""
+    import base64
+
+    doc = {"name": "epochs", "brokers": [{"id": b} for b in (1, 2, 3)],
+           "topics": [{"name": "t", "min_insync_replicas": 1, "assignment": [{"replicas": [1, 2], "size": "1 kB"}]}]}
+    sim = SimServer(S.from_document(doc), speed=1)
+    sim.start()
+    front = KafkaFront(sim)
+    front.start()
+    cluster = KafkaCluster(ClientConfig({"bootstrap.servers": front.bootstrap}), timeout=10)
+    t0 = TopicPartition("t", 0)
+    try:
+        first = cluster.observe([t0])  # Metadata through librdkafka
+        kafka_id = base64.urlsafe_b64encode(front.api.topic_id("t").bytes).rstrip(b"=").decode()
+        assert first.topics["t"].topic_id == kafka_id and first.partitions[t0].leader_epoch is None
+        second = cluster.observe([t0])  # DescribeTopicPartitions through kafka-python
+        with sim.lock:
+            epoch = sim.cluster.state.partitions[t0].leader_epoch
+        assert second.topics["t"] == first.topics["t"] and second.partitions[t0].leader_epoch == epoch
+        assert cluster.alter_reassignments({t0: (1, 3)}) == {t0: Ok()}
+        done = wait_for(lambda: (o := cluster.observe([t0])).partitions[t0].replicas == (1, 3)
+                        and not o.partitions[t0].reassignment_in_progress and o, 30, "the step to complete")
+        assert done.partitions[t0].leader_epoch > epoch
     finally:
         cluster.close()
         front.shutdown()

@@ -397,8 +397,8 @@ def test_what_a_missing_topic_recorded_is_the_fold_of_the_log():
 
 def test_the_kafka_adapter_gives_each_topic_its_id_and_unclean_election_through_either_look():
     """Through the simulated cluster's Kafka front: a look of whole topics (Metadata, confluent-kafka) and a
-    look of some partitions (DescribeTopicPartitions, kafka-python) give the same topic id (32 hex digits,
-    whichever client's type), and unclean.leader.election.enable set by AlterConfigs reaches both the
+    look of some partitions (DescribeTopicPartitions, kafka-python) give the same topic id (as Kafka writes it,
+    22 URL-safe base64 characters, whichever client's type), and unclean.leader.election.enable set by AlterConfigs reaches both the
     simulated controller (a cancel then reverts uncleanly) and the topic's info (docs/algorithm.md, 4)."""
     from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
@@ -420,7 +420,7 @@ def test_the_kafka_adapter_gives_each_topic_its_id_and_unclean_election_through_
         whole = cluster.observe(None)
         some = cluster.observe([TopicPartition("t", 1)])
         ids = {whole.topics["t"].topic_id, some.topics["t"].topic_id}
-        assert len(ids) == 1 and len(ids.pop()) == 32, (whole.topics, some.topics)
+        assert len(ids) == 1 and len(ids.pop()) == 22, (whole.topics, some.topics)
         assert not whole.topics["t"].unclean_leader_election
         admin = AdminClient({"bootstrap.servers": front.bootstrap})
         entry = ConfigEntry("unclean.leader.election.enable", "true",
@@ -436,3 +436,115 @@ def test_the_kafka_adapter_gives_each_topic_its_id_and_unclean_election_through_
         cluster.close()
         front.shutdown()
         sim.shutdown()
+
+
+# --- leader epochs: a look older than the one recorded, however long after (the review's finding 7) --------------
+
+
+def epoch_started(cr=(2, 4, 1), tr=(2, 4, 6), topic_ids=None):
+    """One step in flight on a fake cluster whose partitions carry KRaft's leader epochs."""
+    c = FakeCluster({TP: cr}, range(1, 7), epochs=True, topic_ids=topic_ids)
+    d = Driver(c)
+    d.now = 1000.0
+    d.feed(Submit("r", (PartitionTarget("t", 0, tr),)))
+    d.tick()
+    assert d.state.steps[TP].started and c.in_progress() == [TP]
+    return c, d
+
+
+def feed_look(d, p):
+    full = d.cluster.observation({TP})
+    return d.feed(Observation(full.brokers, full.topics, {TP: p}, d.now))
+
+
+def test_a_look_with_a_lower_leader_epoch_than_recorded_is_set_aside_however_late():
+    """The review's stale_core.py: step (2,4,1) -> (2,4,6) completes (dropping 1 bumps the epoch); 6 s later,
+    past METADATA_SETTLE, a broker that has not applied the completion answers (2,4,6,1), nothing in progress.
+    The old rule accepted it: the next request was planned from it as a metadata-only step, and Kafka then
+    copied 1 in full, without a throttle entry, outside every cap. Its epoch is lower than the one recorded."""
+    c, d = epoch_started()
+    stale = c.parts[TP]._replace(adding=(), removing=())  # RS (2,4,6,1) as a lagging broker keeps it
+    c.finish(TP)
+    d.now += 0.5
+    d.observe()
+    assert of_type(d.events, ev.StepCompleted) and d.state.observed[TP].replicas == (2, 4, 6)
+    assert stale.leader_epoch < d.state.observed[TP].leader_epoch
+    d.feed(Submit("r2", (PartitionTarget("t", 0, (2, 4, 1)),)))  # the operator moves it back
+    d.now += 6.0
+    assert feed_look(d, stale) == []  # set aside: nothing recorded, nothing judged
+    assert d.state.observed[TP].replicas == (2, 4, 6)
+    d.tick()
+    (planned,) = [e for e in of_type(d.events, ev.StepPlanned) if e.request_id == "r2"]
+    assert planned.step.cr == (2, 4, 6) and planned.step.nr == (1,)  # a real copy of 1, throttled
+    assert any(e.broker == 1 for e in d.state.throttles.follower)
+
+
+def test_a_torn_look_at_the_step_epoch_fails_no_step_however_long_the_broker_lags():
+    """Kafka completed the step; a broker lags more than METADATA_SETTLE and keeps answering the step's whole RS
+    (the controller: nothing in progress). The old rule took the look as confirmed after 5 s and failed the
+    healthy step as changed outside kreassign. At the epoch of the recorded look in progress (which adds and
+    drops replicas: completing or cancelling it bumps the epoch) it is torn: set aside."""
+    c, d = epoch_started()
+    in_progress = c.parts[TP]
+    assert in_progress.adding == (6,) and in_progress.removing == (1,)
+    c.finish(TP)
+    torn = in_progress._replace(adding=(), removing=())
+    for _ in range(4):
+        d.now += 2.0
+        feed_look(d, torn)
+    assert not of_type(d.events, ev.StepFailed) and d.state.steps[TP].started
+    assert d.state.observed[TP] == in_progress
+    d.now += 0.5
+    d.observe()
+    assert of_type(d.events, ev.StepCompleted) and not of_type(d.events, ev.StepFailed)
+
+
+def test_a_look_without_an_epoch_is_judged_as_before_and_a_cancelled_removal_is_seen():
+    """Epochs only order looks that both carry one (librdkafka's Metadata gives none: the settle rules judge
+    those), and a reassignment that adds nothing is cancelled to the same replicas at the same epoch: that
+    look is the cluster's, not a torn one, and the abort ends."""
+    from engine.core.commands import Cancel
+
+    c = FakeCluster({TP: (2, 4, 1)}, range(1, 7), epochs=True)
+    c.parts[TP] = c.parts[TP]._replace(isr=frozenset({1, 2}))  # 4 behind: dropping 1 waits for it
+    d = Driver(c)
+    d.now = 1000.0
+    d.feed(Submit("r", (PartitionTarget("t", 0, (2, 4)),)))
+    d.tick()
+    assert d.state.steps[TP].started and c.parts[TP].adding == () and c.parts[TP].removing == (1,)
+
+    d.feed(Cancel("r"))
+    d.now += 0.5
+    d.observe()
+    assert of_type(d.events, ev.StepAborted) and TP not in d.state.steps
+    assert d.state.observed[TP].replicas == (2, 4, 1) and not d.state.observed[TP].reassignment_in_progress
+    d.now += 1.0
+    feed_look(d, c.parts[TP]._replace(leader_epoch=None, isr=frozenset({2, 4})))  # no epoch: recorded
+    assert d.state.observed[TP].isr == {2, 4} and d.state.observed[TP].leader_epoch is None
+
+
+def test_a_topic_made_again_under_the_same_name_starts_its_epochs_anew():
+    """A recreated topic's partitions start again at epoch 0: with its new topic id the epochs recorded for the
+    old topic are forgotten (else every look at the new topic would be set aside for good, and planned from
+    the old topic's replicas)."""
+    c, d = epoch_started(topic_ids={"t": "old-id"})
+    c.finish(TP)
+    d.now += 0.5
+    d.observe()
+    assert d.state.observed[TP].leader_epoch == 1
+    from engine.core.partition import in_sync
+
+    made_again = in_sync((3, 5))._replace(leader_epoch=0)
+    d.now += 1.0
+    feed_look(d, made_again)  # same topic id: an older look
+    assert d.state.observed[TP].replicas == (2, 4, 6)
+    c.topic_ids["t"] = "new-id"
+    d.now += 1.0
+    feed_look(d, made_again)  # another topic t: not believed from one look (a broker may lag)
+    assert d.state.topics["t"].topic_id == "old-id" and "t" in d.state.missing
+    d.now += METADATA_SETTLE
+    feed_look(d, made_again)  # confirmed: the old topic's epochs are forgotten
+    assert d.state.topics["t"].topic_id == "new-id" and d.state.observed[TP].leader_epoch is None
+    d.now += 1.0
+    feed_look(d, made_again)  # the next look records the new topic's partitions from epoch 0
+    assert d.state.observed[TP] == made_again

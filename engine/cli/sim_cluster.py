@@ -30,6 +30,9 @@ def add_parser(sub) -> None:
     p.add_argument("--port", type=int, default=0, metavar="P", help="port on 127.0.0.1 (default: any free port)")
     p.add_argument("--kafka-port", type=_port, default=None, metavar="P",
                    help="also serve the Kafka protocol: broker i (in id order) on 127.0.0.1:P+i; 0 = free ports")
+    p.add_argument("--max-request-partition-size-limit", type=int, default=None, metavar="N",
+                   help="the Kafka front's brokers' max.request.partition.size.limit: the most partitions one "
+                        "DescribeTopicPartitions answer holds (Kafka's default 2000)")
     p.set_defaults(func=run)
 
 
@@ -75,7 +78,8 @@ def run(args) -> int:
         logging.basicConfig(stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
         logging.getLogger("kreassign.sim.kafka").setLevel(logging.INFO)
         try:
-            front = KafkaFront(server, port=args.kafka_port)
+            front = KafkaFront(server, port=args.kafka_port,
+                               max_request_partition_size_limit=args.max_request_partition_size_limit)
         except FrontError as e:
             server.httpd.server_close()
             raise CliError(str(e)) from None

@@ -5,8 +5,9 @@ Two client libraries behind one adapter (measured in the admin spike):
 * confluent-kafka's ``AdminClient``: ``describe_cluster`` (brokers, racks),
   ``describe_topics`` (replicas, ISR, leader), ``describe_configs``
   (min.insync.replicas), ``incremental_alter_configs`` (KIP-73 throttles:
-  APPEND/SUBTRACT on the topic lists so other tools' entries stay, SET/DELETE
-  of the broker rates) and ``elect_leaders`` (PREFERRED).
+  APPEND/SUBTRACT on the topic lists so other tools' entries stay, a list that
+  is ``*`` left alone as already holding them; SET/DELETE of the broker rates)
+  and ``elect_leaders`` (PREFERRED).
 * kafka-python's ``KafkaAdminClient`` for what librdkafka lacks (KIP-455):
   ``alter_partition_reassignments`` (a target, or None to cancel),
   ``list_partition_reassignments`` (adding/removing; an entry with both empty
@@ -124,6 +125,9 @@ look asks only the partitions it is about (DescribeTopicPartitions from a cursor
 SLICES = 3
 """At most this many DescribeTopicPartitions requests per large topic and look (runs of the partitions
 wanted, split at the widest gaps)."""
+PAGE = 2000
+"""Partitions asked per DescribeTopicPartitions request at most: Kafka's default max.request.partition.size.limit
+(a broker set lower answers fewer and a cursor to the rest, which is followed)."""
 BROKER_TIMEOUT = 5.0  # seconds for a config change sent to one broker (see _send_alter_configs)
 CLIENT_ERROR = "CLIENT_ERROR"  # the client library raised (TypeError, ValueError ...): a defect of the call
 
@@ -171,7 +175,10 @@ def _kafka_python_result(err: Any) -> Result:
     cls = err if isinstance(err, type) else type(err)
     code = getattr(cls, "errno", None)
     if code is None:  # client-side: connection, timeout, incompatible broker
-        retriable = getattr(cls, "retriable", False) or isinstance(err, (OSError, TimeoutError))
+        # a broker missing from kafka-python's cached metadata (UnknownBrokerIdError): nothing was sent, and
+        # the broker may be known at the next try (a new broker, a controller id to ask anew): not a refusal
+        retriable = (getattr(cls, "retriable", False) or isinstance(err, (OSError, TimeoutError))
+                     or cls.__name__ == "UnknownBrokerIdError")
         text = f"{cls.__name__}: {err}" if not isinstance(err, type) else cls.__name__
         return Unavailable(text) if retriable else Refused(cls.__name__, str(err))
     message = "" if isinstance(err, type) else str(err)
@@ -195,6 +202,7 @@ class KafkaCluster:
         self._min_isr: dict[str, tuple[int | None, float]] = {}  # topic -> (min.insync.replicas, when read)
         self._unclean: dict[str, bool] = {}  # topic -> unclean.leader.election.enable, read with min.insync.replicas
         self._counts: dict[str, tuple[int, float]] = {}  # topic -> (partitions, when counted: a whole Metadata)
+        self._covered: dict[tuple[str, str], frozenset] = {}  # (topic, list) that is '*' -> kreassign's entries it covers
         self._slicing = True  # DescribeTopicPartitions answers (False once a broker or the client lacks it)
         self.timeout = timeout
         self.principal = access.principal_of(config)
@@ -253,8 +261,10 @@ class KafkaCluster:
 
         if self._brokers_watch is not None:
             return
+        protocol = str(self._config.kafka_python().get("security_protocol", "PLAINTEXT")).upper()
         self._brokers_watch = BrokerWatch(self._live_addresses, deadline, interval, on_change=self._silence,
-                                          connect=self._probe_connection, demand=demand)
+                                          connect=self._probe_connection, demand=demand,
+                                          reuse=not protocol.startswith("SASL"))  # Kafka: one ApiVersions before SASL
         self._brokers_watch.start()
 
     def _live_addresses(self) -> dict[int, str]:
@@ -263,7 +273,7 @@ class KafkaCluster:
 
     def _probe_connection(self, address: str, timeout: float):
         """A connection to one broker for the watch's probe, with TLS where the client settings ask for
-        it (the probe, ApiVersions, needs no authentication)."""
+        it (the probe, ApiVersions, needs no authentication; on a SASL listener, one probe per connection)."""
         import socket
         import ssl
 
@@ -402,6 +412,27 @@ class KafkaCluster:
         self._kp = box["client"]
         return self._kp
 
+    def _to_controller(self, kp: Any, api: str, call: Callable[[], Any]) -> Any:
+        """``call()``: a request kafka-python sends to the controller id it cached, once, from Metadata. KRaft
+        answers a random live broker there (``KRaftMetadataCache.getControllerId``), and kafka-python asks again
+        only on NOT_CONTROLLER: once that broker stops (a rolling restart, a decommission: fenced, gone from
+        Metadata, so the broker watch never names it) every such call fails (UnknownBrokerIdError, a refused
+        connection) until it is back, if ever. So on such a failure the cached id is forgotten and the call
+        made once more: kafka-python asks Metadata for a live one. Nothing of the first call reached a broker
+        but maybe its bytes on a connection that then broke: the calls are idempotent (the same target again,
+        a cancel of nothing is NO_REASSIGNMENT_IN_PROGRESS)."""
+        import kafka.errors as KE
+
+        try:
+            return call()
+        except (KE.UnknownBrokerIdError, KE.NodeNotReadyError, KE.KafkaConnectionError) as e:
+            if not hasattr(kp, "_controller_id"):
+                raise
+            gone, kp._controller_id = kp._controller_id, None
+            log.warning("%s: kafka-python's controller, broker %s, cannot be reached (%s: %s): asking a live broker "
+                        "for the controller and sending it again", api, gone, type(e).__name__, e)
+            return call()
+
     def _wait(self, future: Any, timeout: float | None = None, need: Need | None = None) -> tuple[Any, Result | None]:
         """The future's result, or the failure as a result. A failed SASL authentication (librdkafka
         reports it on its error callback and keeps the request waiting) ends the wait at once."""
@@ -453,7 +484,7 @@ class KafkaCluster:
 
     def _describe(self, topics: Iterable[str], wanted: Collection[TopicPartition] | None = None
                   ) -> tuple[dict, dict, dict] | Result:
-        """topic -> TopicInfo or None, (topic, p) -> (replicas, isr, leader), and topic -> why it may not
+        """topic -> TopicInfo or None, (topic, p) -> (replicas, isr, leader, leader epoch or None), and topic -> why it may not
         be described (Describe, or DescribeConfigs for min.insync.replicas, refused).
 
         With ``wanted`` (the partitions a look is about), a topic whose partition count is known (above every
@@ -490,7 +521,8 @@ class KafkaCluster:
                     parts.update({tp: v for tp, v in s_parts.items() if tp.topic not in again})
                     denied.update(s_denied)
                     existing += [t for t, i in s_infos.items() if i is not None and t not in again]
-                    whole = [t for t in topics if t not in known or t in again]
+                    # a topic in no answer (a broker that left it out) is asked whole: never taken for absent
+                    whole = [t for t in topics if t not in known or t in again or (t not in s_infos and t not in s_denied)]
                 elif sliced is not None:
                     return sliced
         futures = {}
@@ -510,12 +542,12 @@ class KafkaCluster:
             if err is not None:
                 return err
             existing.append(topic)
-            infos[topic] = TopicInfo(len(desc.partitions), topic_id=topic_id(getattr(desc, "topic_id", None)))
+            infos[topic] = TopicInfo(len(desc.partitions), topic_id=_topic_id(getattr(desc, "topic_id", None)))
             self._counts = {**self._counts, topic: (len(desc.partitions), self._clock())}
             for p in desc.partitions:
                 leader = p.leader.id if p.leader is not None and p.leader.id >= 0 else None
-                parts[TopicPartition(topic, p.id)] = (
-                    tuple(n.id for n in p.replicas), frozenset(n.id for n in p.isr), leader,
+                parts[TopicPartition(topic, p.id)] = (  # librdkafka exposes no leader epoch
+                    tuple(n.id for n in p.replicas), frozenset(n.id for n in p.isr), leader, None,
                 )
         now = self._clock()
         stale = [t for t in existing if t not in self._min_isr or not 0 <= now - self._min_isr[t][1] < MIN_ISR_MAX_AGE]
@@ -539,10 +571,18 @@ class KafkaCluster:
 
     def _slices(self, wanted: dict[str, list[int]], counts: dict[str, int]) -> tuple[dict, dict, dict] | Result | None:
         """The partitions ``wanted`` of topics of known partition ``counts``, through DescribeTopicPartitions:
-        the topics of at most ``SMALL_TOPIC`` partitions together, whole (one request per 2,000 partitions,
-        Kafka's cap); each larger topic from a cursor, in at most ``SLICES`` runs of its wanted partitions
-        (split at the widest gaps). ``None``: the API is missing (kafka-python too old, or a broker older
-        than Kafka 3.7): the caller asks Metadata instead, from now on."""
+        the topics of at most ``SMALL_TOPIC`` partitions together, whole (their partition counts are counted
+        anew); each larger topic from a cursor, in at most ``SLICES`` runs of its wanted partitions (split at
+        the widest gaps). ``None``: the API is missing (kafka-python too old, or a broker older than Kafka
+        3.7): the caller asks Metadata instead, from now on.
+
+        Kafka pages the answer (``KRaftMetadataCache.getTopicMetadataForDescribeTopicResponse``): at most
+        max(min(``max.request.partition.size.limit``, the request's limit), 1) partitions (the broker's
+        setting: 2,000 by default, it can be lower), topics in name order; the topic the limit cuts, or the
+        next one once it is used up, gets the cursor, and every later topic is left out, with no error. So
+        every request's cursor is followed, to its end for the small topics, and for a run as long as it
+        points at or before the run's last partition. A topic named and in no answer is left out of the
+        result: the caller asks it whole (Metadata), never takes it for absent."""
         kp = self._kafka_python()
         if isinstance(kp, (Unavailable, Refused)):
             return kp
@@ -550,49 +590,76 @@ class KafkaCluster:
             self._slicing = False
             return None
         small = [t for t in sorted(wanted) if counts[t] <= SMALL_TOPIC]
-        calls: list[tuple[list[str], int, dict | None]] = []
+        # (topics, partitions asked, first cursor, last partition wanted: the cursor is followed up to it;
+        # None: to its end)
+        calls: list[tuple[list[str], int, dict | None, tuple[str, int] | None]] = []
         batch: list[str] = []
         for t in small:
-            if batch and sum(counts[x] for x in batch) + counts[t] > 2000:
-                calls.append((batch, sum(counts[x] for x in batch), None))
+            if batch and sum(counts[x] for x in batch) + counts[t] > PAGE:
+                calls.append((batch, sum(counts[x] for x in batch), None, None))
                 batch = []
             batch.append(t)
         if batch:
-            calls.append((batch, sum(counts[x] for x in batch), None))
+            calls.append((batch, sum(counts[x] for x in batch), None, None))
         for t in sorted(wanted):
             if counts[t] > SMALL_TOPIC and wanted[t]:
                 for lo, hi in _runs(wanted[t], SLICES):
-                    for start in range(lo, hi + 1, 2000):  # Kafka answers at most 2,000 partitions a request
-                        calls.append(([t], min(hi + 1 - start, 2000), {"topic_name": t, "partition_index": start}))
+                    calls.append(([t], hi + 1 - lo, {"topic_name": t, "partition_index": lo}, (t, hi)))
         infos: dict[str, TopicInfo | None] = {}
         parts: dict[TopicPartition, tuple] = {}
         denied: dict[str, str] = {}
-        for names, limit, cursor in calls:
-            try:
-                answer = kp.describe_topic_partitions(names, response_partition_limit=min(limit, 2000), cursor=cursor)
-            except Exception as e:  # noqa: BLE001
-                if type(e).__name__ in ("IncompatibleBrokerVersion", "UnsupportedVersionError"):
-                    log.info("no DescribeTopicPartitions on this cluster (%s): looks ask Metadata of whole topics", e)
-                    self._slicing = False
-                    return None
-                return self._kafka_python_error(e, Need(("Describe",), access.topic(names[0])))
-            for topic in answer.get("topics", ()):
-                name, code = topic["name"], topic.get("error_code", 0)
-                if code == 3:
-                    infos[name] = None
-                    self._counts = {t: c for t, c in self._counts.items() if t != name}
-                    continue
-                if code:
-                    result = self._kafka_python_error(_kafka_python_error_class(code), Need(("Describe",), access.topic(name)))
-                    if isinstance(result, Refused) and result.code == "TOPIC_AUTHORIZATION_FAILED":
-                        denied[name] = result.message
+        seen: dict[str, int] = {}  # small topic -> partitions answered, once its call was paged to the end
+        for names, limit, cursor, last in calls:
+            answered: dict[str, int] = {}
+            while True:
+                try:
+                    answer = kp.describe_topic_partitions(names, response_partition_limit=max(1, min(limit, PAGE)),
+                                                          cursor=cursor)
+                except Exception as e:  # noqa: BLE001
+                    if type(e).__name__ in ("IncompatibleBrokerVersion", "UnsupportedVersionError"):
+                        log.info("no DescribeTopicPartitions on this cluster (%s): looks ask Metadata of whole topics", e)
+                        self._slicing = False
+                        return None
+                    return self._kafka_python_error(e, Need(("Describe",), access.topic(names[0])))
+                for topic in answer.get("topics", ()):
+                    name, code = topic["name"], topic.get("error_code", 0)
+                    if code == 3:
+                        infos[name] = None
+                        self._counts = {t: c for t, c in self._counts.items() if t != name}
                         continue
-                    return result
-                infos.setdefault(name, TopicInfo(counts[name], topic_id=topic_id(topic.get("topic_id"))))
-                for p in topic.get("partitions", ()):
-                    leader = p["leader_id"] if p.get("leader_id", -1) >= 0 else None
-                    parts[TopicPartition(name, p["partition_index"])] = (
-                        tuple(p["replica_nodes"]), frozenset(p["isr_nodes"]), leader)
+                    if code:
+                        result = self._kafka_python_error(_kafka_python_error_class(code),
+                                                          Need(("Describe",), access.topic(name)))
+                        if isinstance(result, Refused) and result.code == "TOPIC_AUTHORIZATION_FAILED":
+                            denied[name] = result.message
+                            continue
+                        return result
+                    infos.setdefault(name, TopicInfo(counts[name], topic_id=_topic_id(topic.get("topic_id"))))
+                    for p in topic.get("partitions", ()):
+                        leader = p["leader_id"] if p.get("leader_id", -1) >= 0 else None
+                        epoch = p.get("leader_epoch")
+                        parts[TopicPartition(name, p["partition_index"])] = (
+                            tuple(p["replica_nodes"]), frozenset(p["isr_nodes"]), leader,
+                            epoch if epoch is not None and epoch >= 0 else None)
+                        answered[name] = answered.get(name, 0) + 1
+                following = answer.get("next_cursor")
+                if following is None:
+                    if last is None:  # every topic of the call answered whole: their counts
+                        seen.update(answered)
+                    break
+                at = (following["topic_name"], following["partition_index"])
+                if last is not None and (at[0] != last[0] or at[1] > last[1]):
+                    break  # past the run's last partition
+                if cursor is not None and at <= (cursor["topic_name"], cursor["partition_index"]):
+                    log.warning("DescribeTopicPartitions answered a cursor %s not after the one asked %s: the topics "
+                                "not answered are asked whole", at, cursor)
+                    break
+                cursor = following
+                limit = last[1] + 1 - at[1] if last is not None else PAGE
+        for name, n in seen.items():  # a small topic answered whole: its partitions counted anew (it may have grown)
+            if infos.get(name) is not None:
+                infos[name] = infos[name]._replace(partitions=n)
+                self._counts = {**self._counts, name: (n, self._clock())}
         return infos, parts, denied
 
     def _remember_min_isr(self, topic: str, configs: Mapping, at: float) -> None:
@@ -608,9 +675,9 @@ class KafkaCluster:
         kp = self._kafka_python()
         if isinstance(kp, (Unavailable, Refused)):
             return kp
+        asked = None if tps is None else [KafkaTopicPartition(tp.topic, tp.partition) for tp in tps]
         try:
-            listed = kp.list_partition_reassignments(
-                None if tps is None else [KafkaTopicPartition(tp.topic, tp.partition) for tp in tps])
+            listed = self._to_controller(kp, "ListPartitionReassignments", lambda: kp.list_partition_reassignments(asked))
         except Exception as e:  # noqa: BLE001
             return self._kafka_python_error(e, Need(("Describe",), THE_CLUSTER, "ListPartitionReassignments"))
         out = {}
@@ -641,8 +708,8 @@ class KafkaCluster:
             return _unavailable(described)
         infos, parts, denied = described
         parts = {tp: v for tp, v in parts.items() if tp.topic not in denied}  # no partition without its topic's info
-        named = {b for replicas, _isr, _leader in parts.values() for b in replicas}
-        in_isr = {b for _replicas, isr, _leader in parts.values() for b in isr}
+        named = {b for replicas, *_ in parts.values() for b in replicas}
+        in_isr = {b for _replicas, isr, *_ in parts.values() for b in isr}
         recent = self._brokers_at is not None and 0 <= self._clock() - self._brokers_at < BROKERS_MIN_AGE
         if not recent and (any(b not in brokers for b in named) or any(b in brokers and not brokers[b].alive
                                                                        for b in in_isr)):
@@ -652,9 +719,9 @@ class KafkaCluster:
         wanted = list(parts) if partitions is None else [tp for tp in partitions if tp in parts]
         states = {}
         for tp in wanted:
-            replicas, isr, leader = parts[tp]
+            replicas, isr, leader, epoch = parts[tp]
             adding, removing = moving.get(tp, ((), ()))
-            states[tp] = PartitionState(replicas, isr, leader, None, adding, removing)
+            states[tp] = PartitionState(replicas, isr, leader, None, adding, removing, epoch)
             for b in replicas:
                 if b not in brokers:
                     brokers[b] = Broker(b, None, False)
@@ -710,18 +777,19 @@ class KafkaCluster:
         for tp in partitions:
             topics.setdefault(tp.topic, []).append(tp.partition)
         out: dict[int, dict[TopicPartition, int]] = {}
-        answered = False
+        answered = returned = False
         silent = self._silent_now()
         for b in brokers:
             if b in silent:
                 continue  # it does not answer: its sizes stay unknown (status names it)
             try:
                 with self._sent_to(b, "DescribeLogDirs (partition sizes)"):
-                    answers = kp.describe_log_dirs(topic_partitions=topics, brokers=[b])
+                    answers = self._to_broker(kp, b, lambda: kp.describe_log_dirs(topic_partitions=topics, brokers=[b]))
             except Exception as e:  # noqa: BLE001 - that broker's sizes stay unknown
                 log.warning("no partition sizes from broker %s (DescribeLogDirs): %s", b, self._kafka_python_error(
                     e, Need(("Describe",), THE_CLUSTER, "DescribeLogDirs")))
                 continue
+            returned = True
             mine = out.setdefault(b, {})
             for answer in answers:
                 answered = answered or bool(answer.get("log_dirs"))
@@ -734,10 +802,34 @@ class KafkaCluster:
                                 continue
                             tp = TopicPartition(t["name"], p["partition_index"])
                             mine[tp] = max(mine.get(tp, 0), int(p["partition_size"]))
-        if partitions and not answered and not silent:  # kafka-python drops DescribeLogDirs' top-level error code
+        if partitions and returned and not answered and not silent:  # kafka-python drops DescribeLogDirs' top-level error code
             log.warning("no partition sizes: no broker described its log directories (DescribeLogDirs needs %s)",
                         Need(("Describe",), THE_CLUSTER))
         return out
+
+    def _to_broker(self, kp: Any, broker: int, call: Callable[[], Any]) -> Any:
+        """``call()``: a request kafka-python sends to ``broker``. kafka-python knows only the brokers of its
+        cached cluster metadata (refreshed every ``metadata.max.age.ms``, 5 minutes): a broker that registered
+        since (the new broker a move goes to) is UnknownBrokerIdError at once. So then its metadata is
+        refreshed (one Metadata request) and the call made once more; if the broker is still unknown to it, the
+        error says so (not an ACL: the request never left)."""
+        import kafka.errors as KE
+
+        try:
+            return call()
+        except KE.UnknownBrokerIdError as e:
+            manager = getattr(kp, "_manager", None)
+            metadata = getattr(manager, "cluster", None)
+            if metadata is None or not hasattr(metadata, "refresh_metadata"):
+                raise
+            log.info("broker %s is not in kafka-python's cluster metadata (it registered after the client last "
+                     "refreshed it): refreshing it", broker)
+            manager.run(metadata.refresh_metadata)
+            try:
+                return call()
+            except KE.UnknownBrokerIdError:
+                raise KE.UnknownBrokerIdError(f"broker {broker} is not in kafka-python's cluster metadata, even "
+                                              f"refreshed (not registered, or fenced): nothing was sent to it") from e
 
     # -- act ---------------------------------------------------------------------------------------
 
@@ -753,7 +845,8 @@ class KafkaCluster:
                    for tp, r in targets.items()}
         need = Need(("Alter",), THE_CLUSTER, "AlterPartitionReassignments")
         try:
-            answers = kp.alter_partition_reassignments(request, timeout_ms=int(self.timeout * 1000))
+            answers = self._to_controller(kp, "AlterPartitionReassignments", lambda: kp.alter_partition_reassignments(
+                request, timeout_ms=int(self.timeout * 1000)))
         except Exception as e:  # noqa: BLE001
             failure = self._kafka_python_error(e, need)
             return {tp: failure for tp in targets}
@@ -835,8 +928,54 @@ class KafkaCluster:
             for resource, result in self._answers(call).items():
                 if remove and isinstance(result, Refused) and result.code == "UNKNOWN_TOPIC_OR_PARTITION":
                     result = OK  # a deleted topic has no throttle left to remove
+                if (not remove and resource.restype == ResourceType.TOPIC and isinstance(result, Refused)
+                        and result.code == "INVALID_CONFIG"):
+                    result = self._past_wildcards(resource.name, delta) or result
                 results.append(_about(resource, result))
+        if remove:
+            self._uncover(delta)
         return first_failure(results)
+
+    def _past_wildcards(self, topic: str, delta: ThrottleSet) -> Result | None:
+        """After Kafka refused to APPEND to ``topic``'s throttled-replicas lists (INVALID_CONFIG): if a list
+        is the wildcard ``*`` (every replica throttled, set by an operator or another tool), Kafka refuses
+        anything added to it (ThrottledReplicaListValidator: ``*`` must be alone), and what kreassign would
+        add is already throttled: that side is left as it is (its entries remembered as covered, for the
+        read-back), the other side appended alone. None: no list is ``*`` (the refusal stands)."""
+        from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+        resource = ConfigResource(ResourceType.TOPIC, topic)
+        configs, err = self._describe_configs([resource])[resource]
+        if err is not None:
+            return None
+        self._remember_min_isr(topic, configs, self._clock())
+        mine = {LEADER_REPLICAS: {e for e in delta.leader if e.topic == topic},
+                FOLLOWER_REPLICAS: {e for e in delta.follower if e.topic == topic}}
+        wild = {name for name in mine if mine[name] and _wildcard(_value(configs, name))}
+        if not wild:
+            return None
+        covered = dict(self._covered)
+        for name in wild:
+            covered[(topic, name)] = frozenset(covered.get((topic, name), frozenset()) | mine[name])
+        self._covered = covered  # replaced, never changed (threads read it)
+        log.info("topic %s: %s is '*' (every replica throttled, set outside kreassign): kreassign's entries there "
+                 "are already in force and are not added", topic, " and ".join(sorted(wild)))
+        rest = [ConfigEntry(name, ",".join(sorted(e.config_entry() for e in mine[name])),
+                            incremental_operation=AlterConfigOpType.APPEND)
+                for name in (LEADER_REPLICAS, FOLLOWER_REPLICAS) if mine[name] and name not in wild]
+        if not rest:
+            return OK
+        again = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=rest)
+        return self._answers(self._send_alter_configs([again]))[again]
+
+    def _uncover(self, delta: ThrottleSet) -> None:
+        """Removed entries are no longer kreassign's under a ``*`` list (``_past_wildcards``); the ``*`` itself,
+        the operator's, is never subtracted."""
+        if not self._covered:
+            return
+        gone = {LEADER_REPLICAS: delta.leader, FOLLOWER_REPLICAS: delta.follower}
+        self._covered = {(t, name): left for (t, name), entries in self._covered.items()
+                         if (left := entries - gone[name])}
 
     def _send_alter_configs(self, resources: list) -> tuple[float, dict[Any, Any]]:
         """One IncrementalAlterConfigs call, not awaited: its timeout and each resource's future (or
@@ -889,7 +1028,8 @@ class KafkaCluster:
         return out
 
     def throttles(self, topics: Collection[str], brokers: Collection[int]) -> ThrottleSet | Unavailable:
-        """Throttle configs in force (describe_configs on the topics and brokers); wildcards left out."""
+        """Throttle configs in force (describe_configs on the topics and brokers). A list that is the wildcard
+        ``*`` reads as the entries kreassign found it covering (``_past_wildcards``), not as every replica."""
         from confluent_kafka.admin import ConfigResource, ResourceType
 
         for b in sorted(set(brokers)):
@@ -907,17 +1047,18 @@ class KafkaCluster:
             if err is not None:
                 return _unavailable(_about(resource, err))
 
-            def value(name):
-                entry = configs.get(name)
-                return None if entry is None else entry.value
-
             if resource.restype == ResourceType.TOPIC:
                 self._remember_min_isr(resource.name, configs, self._clock())
-                leader.update(parse_config_entries(resource.name, value(LEADER_REPLICAS)))
-                follower.update(parse_config_entries(resource.name, value(FOLLOWER_REPLICAS)))
+                for name, side in ((LEADER_REPLICAS, leader), (FOLLOWER_REPLICAS, follower)):
+                    text = _value(configs, name)
+                    if _wildcard(text):  # every replica: kreassign's entries it covers are in force
+                        side.update(self._covered.get((resource.name, name), ()))
+                    else:
+                        self._covered = {k: v for k, v in self._covered.items() if k != (resource.name, name)}
+                        side.update(parse_config_entries(resource.name, text))
             else:
                 for name, side in ((LEADER_RATE, leader_b), (FOLLOWER_RATE, follower_b)):
-                    rate = value(name)
+                    rate = _value(configs, name)
                     if rate not in (None, "", str(2**63 - 1)):  # unset reads as Long.MAX_VALUE
                         side.add(int(resource.name))
                         rates.append(int(rate))
@@ -933,6 +1074,37 @@ class KafkaCluster:
             except Exception:  # noqa: BLE001
                 pass
             self._kp = None
+
+
+def _topic_id(value: Any) -> str | None:
+    """A topic id as Kafka writes it (``Uuid.toString``: URL-safe base64 of its 16 bytes, unpadded), from
+    kafka-python's ``uuid.UUID`` or confluent-kafka's ``Uuid``; None for none or the zero id (Kafka's "not
+    given", e.g. beside TOPIC_AUTHORIZATION_FAILED)."""
+    import base64
+    import uuid
+
+    if value is None:
+        return None
+    if isinstance(value, uuid.UUID):
+        raw = value.bytes
+    elif hasattr(value, "get_most_significant_bits"):
+        raw = (value.get_most_significant_bits().to_bytes(8, "big", signed=True)
+               + value.get_least_significant_bits().to_bytes(8, "big", signed=True))
+    else:
+        return None
+    if raw == bytes(16):
+        return None
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def _value(configs: Mapping, name: str) -> str | None:
+    entry = configs.get(name)
+    return None if entry is None else entry.value
+
+
+def _wildcard(value: str | None) -> bool:
+    """Whether a throttled-replicas value is Kafka's ``*`` (every replica; ThrottledReplicaListValidator trims it)."""
+    return value is not None and value.strip() == "*"
 
 
 def _close_quietly(client: Any) -> None:
@@ -963,21 +1135,6 @@ def _about(resource: Any, result: Result) -> Result:
     if isinstance(result, Unavailable):
         return Unavailable(f"{where}: {result.message}")
     return result
-
-
-def topic_id(raw: Any) -> str | None:
-    """A topic id as 32 hex digits, whichever client gave it (confluent-kafka's ``Uuid``, kafka-python's
-    ``uuid.UUID``); ``None`` for none, Kafka's zero id, or a value neither client gives."""
-    if raw is None:
-        return None
-    if hasattr(raw, "get_most_significant_bits"):
-        n = (raw.get_most_significant_bits() & (2**64 - 1)) << 64 | raw.get_least_significant_bits() & (2**64 - 1)
-    else:
-        try:
-            n = uuid.UUID(str(raw)).int
-        except ValueError:
-            return None
-    return f"{n:032x}" if n else None
 
 
 def _unavailable(r: Result) -> Unavailable:

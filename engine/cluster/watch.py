@@ -24,6 +24,12 @@ every round is urgent.
 broker stops and starts answering again. ``unresponsive()`` is read by other threads (status, metrics,
 the adapter). ``connect(address, timeout)`` opens a connection as the cluster's client settings say
 (TLS where they ask for it: ``engine.cluster.kafka``).
+
+A connection is kept for the next probe only with ``reuse`` (a PLAINTEXT or SSL listener). A SASL
+listener answers one ApiVersions before authentication and closes the connection at the second (Kafka's
+SaslServerAuthenticator: "Unexpected ApiVersions request received during SASL authentication state
+HANDSHAKE_REQUEST"): reused, every other probe would fail and a healthy broker be named unresponsive. So
+there each probe has a connection of its own, closed once it is answered.
 """
 
 from __future__ import annotations
@@ -52,10 +58,10 @@ class BrokerWatch:
                  on_change: Callable[[frozenset], None] | None = None,
                  connect: Callable[[str, float], socket.socket] | None = None,
                  clock: Callable[[], float] = time.monotonic, demand: Callable[[], str] | None = None,
-                 busy_interval: float | None = None):
+                 busy_interval: float | None = None, reuse: bool = True):
         """``addresses()``: host:port of each live broker to probe; ``deadline``: the seconds a broker may
         leave its probes unanswered before it is unresponsive; ``interval`` between rounds (default half
-        the deadline)."""
+        the deadline); ``reuse``: keep a probe's connection for the next one (not on a SASL listener)."""
         self.deadline = deadline
         self.interval = interval if interval is not None else deadline / 2
         self.busy_interval = busy_interval if busy_interval is not None else 2 * deadline
@@ -65,6 +71,7 @@ class BrokerWatch:
         self._addresses = addresses
         self._on_change = on_change
         self._connect = connect or _plain
+        self._reuse = reuse
         self._clock = clock
         self._pending: dict[int, Any] = {}  # broker -> its probe in flight (a future)
         self._unanswered: dict[int, float] = {}  # broker -> when the first probe since its last answer was sent
@@ -152,7 +159,8 @@ class BrokerWatch:
         return True
 
     def _probe(self, b: int, address: str) -> None:
-        """ApiVersions v0 to ``b`` over its own connection (opened if needed), until its answer comes."""
+        """ApiVersions v0 to ``b`` over its own connection (opened if needed, closed after it without
+        ``reuse``), until its answer comes."""
         from kafka.protocol.metadata import ApiVersionsRequest
 
         sock = self._sockets.get(b)
@@ -174,6 +182,9 @@ class BrokerWatch:
             if sock is not None:
                 _close(sock)
             raise
+        if not self._reuse:  # a SASL listener: one ApiVersions per unauthenticated connection
+            self._sockets.pop(b, None)
+            _close(sock)
 
 
 def _read(sock: socket.socket, n: int) -> bytes:

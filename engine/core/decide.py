@@ -599,6 +599,10 @@ def _observe(d: _Decision, o: Observation) -> None:
         known = d.state.observed.get(tp)
         if ps.size_bytes is None and known is not None and known.size_bytes is not None:
             ps = ps._replace(size_bytes=known.size_bytes)  # sizes are measured rarely; keep the last one
+        if known is not None and _behind(known, ps):
+            # A broker whose metadata predates what the log recorded (KRaft's epochs only grow), however
+            # long ago: it judges and records nothing.
+            continue
         if known is not None and _came_back(d.state, tp, known, ps) and not _stood(o.now, seen):
             # Replicas grew back with nothing in progress: no reassignment shows that; a broker's metadata
             # from before the last change does (planned from, it would copy a dropped replica back).
@@ -613,6 +617,25 @@ def _observe(d: _Decision, o: Observation) -> None:
     for topic, reason in gone:
         _topic_deleted(d, topic, reason)
     _settle(d)
+
+
+def _behind(known, ps) -> bool:
+    """Whether the look ``ps`` is older than the one recorded, ``known``, by their leader epochs (both given,
+    within one topic id: ``state._forget_epochs``). KRaft bumps a partition's leader epoch at every leader
+    change and every replica removal, and a broker answers from the metadata it last applied, which may lag
+    without bound (one cut off from the quorum keeps answering). So a lower epoch is older, whatever the
+    time between the looks. And a look at the same epoch as a recorded reassignment in progress that both
+    adds and drops replicas, showing all of its replicas with nothing in progress, is torn: its completion
+    drops RR and its cancel drops AR, and either bumps the epoch, so only the controller's "nothing in
+    progress" beside a broker's replicas from before that shows it. (A reassignment that adds nothing is
+    cancelled to the very same replicas at the same epoch: no rule for it.) Without epochs the settle rules
+    judge (``_came_back``, ``_stood``)."""
+    if known.leader_epoch is None or ps.leader_epoch is None:
+        return False
+    if ps.leader_epoch < known.leader_epoch:
+        return True
+    return (ps.leader_epoch == known.leader_epoch and bool(known.adding) and bool(known.removing)
+            and not ps.reassignment_in_progress and set(ps.replicas) == set(known.replicas))
 
 
 def _came_back(s: State, tp: TopicPartition, known, ps) -> bool:

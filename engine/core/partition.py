@@ -32,8 +32,9 @@ class Broker(NamedTuple):
 class TopicInfo(NamedTuple):
     """What the engine needs to know of a topic: its size, its ISR floor, whether Kafka may elect an
     out-of-sync replica leader on it (``unclean.leader.election.enable``: a cancel then reverts
-    uncleanly, ``engine.core.cancellation``), and its topic id when the cluster gives one (a topic
-    deleted and created again under its name has another; ``None``: not known)."""
+    uncleanly, ``engine.core.cancellation``), and its Kafka topic id (``None``: not given), which tells a
+    topic deleted and made again under the same name from the old one: leader epochs
+    (``PartitionState.leader_epoch``) compare only within one topic id."""
 
     partitions: int
     min_insync_replicas: int = 1
@@ -47,7 +48,10 @@ class PartitionState(NamedTuple):
     ``replicas`` is the full replica set Kafka reports; while a reassignment is
     in progress that is RS = TRS + ORS, with ``adding`` (AR) and ``removing``
     (RR) naming the difference. ``leader`` is ``None`` when the partition is
-    offline.
+    offline. ``leader_epoch`` is Kafka's, as the broker that answered had it (``None``: not given): KRaft
+    bumps it at every leader change and every replica removal (a step that drops one, its completion, a
+    cancel's revert), so a look with a lower epoch than one recorded comes from a broker whose metadata
+    predates that (``engine.core.decide``).
     """
 
     replicas: Replicas
@@ -56,6 +60,7 @@ class PartitionState(NamedTuple):
     size_bytes: int | None = None
     adding: Replicas = ()
     removing: Replicas = ()
+    leader_epoch: int | None = None
 
     @property
     def reassignment_in_progress(self) -> bool:

@@ -419,6 +419,9 @@ def _(s: State, e: ev.BrokersObserved) -> State:
 def _(s: State, e: ev.TopicObserved) -> State:
     if e.topic in s.missing:
         s = s._replace(missing=s.missing.delete(e.topic))
+    before = s.topics.get(e.topic)
+    if before is not None and before.topic_id is not None and (e.info is None or e.info.topic_id != before.topic_id):
+        s = _forget_epochs(s, e.topic)
     if e.info is None:
         return s._replace(topics=s.topics.delete(e.topic)) if e.topic in s.topics else s
     return s._replace(topics=s.topics.set(e.topic, e.info))
@@ -428,6 +431,19 @@ def _(s: State, e: ev.TopicObserved) -> State:
 def _(s: State, e: ev.TopicMissing) -> State:
     s = _seen(s, e.at)
     return s if e.topic in s.missing else s._replace(missing=s.missing.set(e.topic, e.at))
+
+
+def _forget_epochs(s: State, topic: str) -> State:
+    """The topic was deleted, or is another one under the same name (another topic id): the leader epochs
+    recorded for its partitions belong to the old one, and a new topic's epochs start again at 0
+    (``decide._observe`` compares epochs only within one topic id). Rare: a scan."""
+    stale = [(tp, p) for tp, p in s.observed.items() if tp.topic == topic and p.leader_epoch is not None]
+    if not stale:
+        return s
+    with s.observed.mutate() as observed:
+        for tp, p in stale:
+            observed[tp] = p._replace(leader_epoch=None)
+        return s._replace(observed=observed.finish())
 
 
 @_on(ev.PartitionObserved)

@@ -11,7 +11,7 @@ the HTTP API (faults, clock) and Kafka clients see one cluster.
 | ApiVersions | 18 | 0-4 | this table; an unsupported version is answered at v0 with UNSUPPORTED_VERSION (Kafka's fallback) |
 | Metadata | 3 | 0-13 | live brokers only (a dead broker is fenced: absent), topics with ids, partitions with leader (-1 and LEADER_NOT_AVAILABLE without one), leader epoch (KRaft's), RS, ISR, offline replicas; controller = the broker asked (KRaft answers a random live broker) |
 | DescribeCluster | 60 | 0-2 | brokers with racks; fenced (dead) ones only if asked (v2) |
-| DescribeTopicPartitions | 75 | 0 | as Metadata, paged by a cursor and a partition limit, topics in name order |
+| DescribeTopicPartitions | 75 | 0 | as Metadata, topics in name order, paged by a cursor and a partition limit capped by the front's `max.request.partition.size.limit` (Kafka's cursor rules and INVALID_REQUEST) |
 | DescribeConfigs | 32 | 1-4 | ``engine.sim.kafka_configs``: topic and broker configs, sources, synonyms, documentation |
 | IncrementalAlterConfigs | 44 | 0-1 | SET/DELETE/APPEND/SUBTRACT, validate_only; a BROKER resource only on its own broker |
 | AlterConfigs | 33 | 0-2 | the legacy whole-resource replacement |
@@ -47,6 +47,7 @@ torn look, as on a real cluster.
 from __future__ import annotations
 
 import logging
+import re
 import uuid
 from typing import Callable
 
@@ -96,6 +97,13 @@ TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8  # ConfigResource.Type
 PREFERRED, UNCLEAN = 0, 1  # ElectionType
 BROKERS_ENDPOINT = 1  # DescribeCluster endpoint_type
 NO_AUTHORIZED_OPERATIONS = -(2**31)  # "not requested" in Kafka's responses
+MAX_REQUEST_PARTITION_SIZE_LIMIT = 2000  # Kafka's default of max.request.partition.size.limit (ServerConfigs)
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+
+def _legal_topic(name: str) -> bool:
+    """Kafka's Topic.validate: legal characters, at most 249 of them, not "." or ".."."""
+    return bool(_LEGAL_TOPIC.match(name)) and name not in (".", "..")
 
 
 class Api:
@@ -108,6 +116,7 @@ class Api:
         self.topic_overrides: dict[str, dict[str, str]] = {}  # topic configs the simulation keeps but ignores
         self.broker_overrides: dict[str, dict[str, str]] = {}  # broker id ("" = cluster default) -> configs
         self.min_insync_defaulted: set[str] = set()  # topics whose min.insync.replicas override was deleted
+        self.max_request_partition_size_limit = MAX_REQUEST_PARTITION_SIZE_LIMIT  # a static broker config
 
     # -- what every handler reads ---------------------------------------------------------
 
@@ -265,51 +274,85 @@ class Api:
         return self.operations(session, "CLUSTER") if self.allowed(session, "DESCRIBE", "CLUSTER") else set()
 
     def describe_topic_partitions(self, node: int, request, version: int, session):
-        """Kafka's DescribeTopicPartitionsRequestHandler: topics in name order (all when none are named),
-        from the cursor on, at most ``response_partition_limit`` partitions (capped at 2000), then a cursor.
-        Topics named and not authorized for DESCRIBE come last, as TOPIC_AUTHORIZATION_FAILED."""
+        """Kafka's DescribeTopicPartitionsRequestHandler and KRaftMetadataCache.getTopicMetadataForDescribeTopicResponse:
+        the topics named (all when none are) from the cursor's topic on, in name order, at most
+        max(min(``max.request.partition.size.limit``, ``response_partition_limit``), 1) partitions. A topic
+        that fills what is left of the limit before its end sets the cursor to its next partition; once the
+        limit is used up the next topic (known or not) gets the cursor (topic, 0) and the later ones are left
+        out. An unknown topic named before that is UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION for an
+        illegal name); a cursor whose topic is not among those named, or whose partition is negative, is
+        INVALID_REQUEST for every topic named. Topics named and not authorized for DESCRIBE come last, as
+        TOPIC_AUTHORIZATION_FAILED (outside the limit); an all-topics request leaves them out. Partitions carry
+        no error code (a partition without a leader has leader -1 and error 0, unlike Metadata)."""
         state = self.metadata_state(node)
         R = DescribeTopicPartitionsResponse
-        names = sorted({t.name for t in request.topics}) if request.topics else sorted(state.topics)
         cursor = request.cursor
-        if cursor is not None:
-            names = [n for n in names if n >= cursor.topic_name]
-        denied = []
-        if request.topics:
-            denied = [n for n in names if not self.allowed(session, "DESCRIBE", "TOPIC", n)]
+        cursor_topic = cursor.topic_name if cursor is not None else ""
+        fetch_all = not request.topics
+        if fetch_all:
+            names = {t for t in state.topics if t >= cursor_topic}
         else:
+            names = {t.name for t in request.topics if t.name >= cursor_topic}
+            if cursor is not None and cursor.topic_name not in names:
+                return self._describe_topic_partitions_invalid(
+                    request, version, "DescribeTopicPartitionsRequest topic list should contain the cursor topic: "
+                    f"{cursor.topic_name}")
+        if cursor is not None and cursor.partition_index < 0:
+            return self._describe_topic_partitions_invalid(
+                request, version, f"DescribeTopicPartitionsRequest cursor partition must be valid: Cursor(topicName="
+                f"'{cursor.topic_name}', partitionIndex={cursor.partition_index})")
+        names = sorted(names)
+        denied = []
+        if fetch_all:
             visible = self.describable(session, names)
             names = [n for n in names if n in visible]
-        names = [n for n in names if n not in denied]
-        limit = max(1, min(request.response_partition_limit or 2000, 2000))
+        else:
+            denied = [n for n in names if not self.allowed(session, "DESCRIBE", "TOPIC", n)]
+            names = [n for n in names if n not in denied]
+        remaining = max(min(self.max_request_partition_size_limit, request.response_partition_limit), 1)
         topics, next_cursor = [], None
         for name in names:
-            if name not in state.topics:
-                topics.append(R.DescribeTopicPartitionsResponseTopic(
-                    error_code=ERRORS["UNKNOWN_TOPIC_OR_PARTITION"], name=name, topic_id=None, partitions=[]))
-                continue
-            start = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
-            tps = [tp for tp in self.topic_partitions(state, name) if tp.partition >= start]
-            if limit <= 0:
-                next_cursor = R.Cursor(topic_name=name, partition_index=start)
+            if remaining == 0:
+                # the limit is used up: the cursor points at the next topic, known or not (Kafka's comment:
+                # "if a partition is pointed in the NextTopicPartition, it does not mean this topic exists")
+                next_cursor = R.Cursor(topic_name=name, partition_index=0)
                 break
-            taken, rest = tps[:limit], tps[limit:]
-            limit -= len(taken)
+            if name not in state.topics:
+                if not fetch_all:
+                    code = "UNKNOWN_TOPIC_OR_PARTITION" if _legal_topic(name) else "INVALID_TOPIC_EXCEPTION"
+                    topics.append(R.DescribeTopicPartitionsResponseTopic(
+                        error_code=ERRORS[code], name=name, topic_id=uuid.UUID(int=0), is_internal=False, partitions=[]))
+                continue
+            start = cursor.partition_index if name == cursor_topic else 0
+            every = self.topic_partitions(state, name)
+            upper = min(len(every), start + remaining)
             parts = []
-            for tp in taken:
+            for tp in every[start:upper]:
                 f = self.partition_fields(state, tp)
+                f["error_code"] = 0
                 parts.append(R.DescribeTopicPartitionsResponseTopic.DescribeTopicPartitionsResponsePartition(
                     **f, eligible_leader_replicas=[], last_known_elr=[]))
             topics.append(R.DescribeTopicPartitionsResponseTopic(
                 error_code=0, name=name, topic_id=self.topic_id(name), is_internal=False, partitions=parts,
                 topic_authorized_operations=_bits(self.operations(session, "TOPIC", name))))
-            if rest:
-                next_cursor = R.Cursor(topic_name=name, partition_index=rest[0].partition)
+            if upper < len(every):
+                next_cursor = R.Cursor(topic_name=name, partition_index=upper)
                 break
+            remaining -= len(parts)
         topics += [R.DescribeTopicPartitionsResponseTopic(
             error_code=ERRORS["TOPIC_AUTHORIZATION_FAILED"], name=n, topic_id=uuid.UUID(int=0), is_internal=False,
             partitions=[]) for n in denied]
         return R(version=version, throttle_time_ms=0, topics=topics, next_cursor=next_cursor)
+
+    def _describe_topic_partitions_invalid(self, request, version: int, message: str):
+        """DescribeTopicPartitionsRequest.getErrorResponse(InvalidRequestException): every topic named, as
+        named, INVALID_REQUEST and no partitions (the message reaches only the broker's log)."""
+        R = DescribeTopicPartitionsResponse
+        log.info("DescribeTopicPartitions: INVALID_REQUEST: %s", message)
+        return R(version=version, throttle_time_ms=0, next_cursor=None, topics=[
+            R.DescribeTopicPartitionsResponseTopic(error_code=ERRORS["INVALID_REQUEST"], name=t.name,
+                                                   topic_id=uuid.UUID(int=0), is_internal=False, partitions=[])
+            for t in request.topics or []])
 
     # -- configs ------------------------------------------------------------------------------
 
@@ -340,6 +383,8 @@ class Api:
         """name -> (value, source) for every config of one broker."""
         statics = {"broker.id": str(broker), "node.id": str(broker), "broker.rack": state.brokers[broker].rack,
                    "log.dirs": log_dir(broker)}
+        if self.max_request_partition_size_limit != MAX_REQUEST_PARTITION_SIZE_LIMIT:
+            statics[C.MAX_REQUEST_PARTITIONS] = str(self.max_request_partition_size_limit)
         dynamic = dict(self.broker_overrides.get(str(broker), {}))
         t = state.throttles
         for name, rates in ((C.LEADER_RATE, t.leader_rate), (C.FOLLOWER_RATE, t.follower_rate)):

@@ -48,6 +48,7 @@ LEADER_RATE = "leader.replication.throttled.rate"
 FOLLOWER_RATE = "follower.replication.throttled.rate"
 MIN_INSYNC = "min.insync.replicas"
 UNCLEAN = "unclean.leader.election.enable"
+MAX_REQUEST_PARTITIONS = "max.request.partition.size.limit"
 
 
 class ConfigDef(NamedTuple):
@@ -103,6 +104,8 @@ BROKER_CONFIGS = _defs(
     ConfigDef("log.retention.bytes", "long", "-1", "Default retention in bytes."),
     ConfigDef("log.retention.ms", "long", "604800000", "Default retention in milliseconds."),
     ConfigDef("log.segment.bytes", "int", "1073741824", "Default segment size."),
+    ConfigDef(MAX_REQUEST_PARTITIONS, "int", "2000", "The maximum number of partitions can be served in one request "
+              "(DescribeTopicPartitions).", dynamic=False),
     ConfigDef("message.max.bytes", "int", "1048588", "Default largest record batch size."),
     ConfigDef(MIN_INSYNC, "int", "1", "Default min.insync.replicas of topics."),
     ConfigDef("node.id", "int", None, "The node's id (KRaft).", dynamic=False),

@@ -25,7 +25,8 @@ the controller (the ``lag`` fault).
 
 With a scenario's ``security`` section (``engine.sim.security``) the listeners
 authenticate SASL/PLAIN users (SaslHandshake, SaslAuthenticate; anything else
-before authentication closes the connection, as Kafka does; a wrong password is
+before authentication, or a second ApiVersions, closes the connection, as Kafka's
+SaslServerAuthenticator does; a wrong password is
 answered SASL_AUTHENTICATION_FAILED and the connection closed 100 ms later, Kafka's
 connection.failed.authentication.delay.ms) and every request
 is authorized against the scenario's ACLs the way Kafka's handlers authorize it
@@ -82,7 +83,7 @@ class Session:
     """One connection: who it is (``User:NAME`` once authenticated, ``User:ANONYMOUS`` on a
     PLAINTEXT listener) and where its SASL exchange stands."""
 
-    __slots__ = ("principal", "host", "authenticated", "mechanism", "raw_token_next")
+    __slots__ = ("principal", "host", "authenticated", "mechanism", "raw_token_next", "versions_seen")
 
     def __init__(self, host: str, sasl: bool):
         self.host = host
@@ -90,6 +91,7 @@ class Session:
         self.principal = None if sasl else ANONYMOUS
         self.mechanism: str | None = None
         self.raw_token_next = False  # after SaslHandshake v0 the token comes unframed by Kafka's headers
+        self.versions_seen = False  # an ApiVersions answered before authentication: the next must be SaslHandshake
 
 
 class FrontError(Exception):
@@ -111,8 +113,13 @@ def _known_messages() -> dict[tuple[int, bool], type]:
 
 
 class KafkaFront:
-    def __init__(self, sim, host: str = "127.0.0.1", port: int = 0):
-        """``port`` 0: a free port per broker; else broker i (in id order) listens on ``port + i``."""
+    def __init__(self, sim, host: str = "127.0.0.1", port: int = 0, max_request_partition_size_limit: int | None = None):
+        """``port`` 0: a free port per broker; else broker i (in id order) listens on ``port + i``.
+        ``max_request_partition_size_limit``: the brokers' static ``max.request.partition.size.limit``
+        (Kafka's default 2000): the most partitions one DescribeTopicPartitions answer holds."""
+        if max_request_partition_size_limit is not None and max_request_partition_size_limit < 1:
+            raise FrontError(f"max.request.partition.size.limit must be at least 1 (Kafka's atLeast(1)), got "
+                             f"{max_request_partition_size_limit}")
         self.sim = sim
         self.host = host
         brokers = sorted(sim.cluster.state.brokers)
@@ -130,6 +137,8 @@ class KafkaFront:
                              f"for broker {brokers[len(self._sockets)]}: {e.strerror}") from None
         self.ports = {b: s.getsockname()[1] for b, s in self._sockets.items()}
         self.api = Api(sim, self.addresses)
+        if max_request_partition_size_limit is not None:
+            self.api.max_request_partition_size_limit = max_request_partition_size_limit
         self._messages = _known_messages()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -351,6 +360,14 @@ class KafkaFront:
             log.warning("broker %d: unexpected Kafka request of type %s during SASL handshake from %s: "
                         "closing the connection, as Kafka does", broker, request_cls.name, session.host)
             return None
+        if not session.authenticated and key == API_VERSIONS:
+            # SaslServerAuthenticator: one ApiVersions, then the next request must be SaslHandshake
+            # ("Unexpected ApiVersions request received during SASL authentication state HANDSHAKE_REQUEST")
+            if session.versions_seen or session.mechanism is not None:
+                log.warning("broker %d: unexpected ApiVersions request during SASL authentication from %s (one was "
+                            "answered already): closing the connection, as Kafka does", broker, session.host)
+                return None
+            session.versions_seen = True
         if key == SASL_HANDSHAKE:
             return self._handshake(broker, body, version, correlation, session)
         if key == SASL_AUTHENTICATE:
