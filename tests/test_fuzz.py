@@ -21,7 +21,10 @@ from engine.core import decide
 from engine.core.events import StepFailed
 from engine.core.limits import Limits
 from engine.core.partition import TopicPartition
-from engine.core.state import COMPLETED, EMPTY, Request
+from engine.core import events as ev
+from engine.core import state as state_module
+from engine.core.partition import PartitionState
+from engine.core.state import COMPLETED, EMPTY, FINISHED_KEPT, Request, fold
 from engine.log.envelope import EventEnvelope
 from engine.runtime.decider import Decider
 from engine.sim import controller
@@ -29,7 +32,7 @@ from engine.whatif.fuzz import checks, draw, run
 from engine.whatif.fuzz.classify import label
 from engine.whatif.fuzz.plan import FAULTS, Item
 from engine.whatif.fuzz.shrink import shrink, story
-from engine.whatif.fuzz.world import World
+from engine.whatif.fuzz.world import World, retired_leftovers
 
 CI_RANGE = 200
 MORE_OF_THE_RAREST = (299, 870, 889, 1090, 1621)  # D5, D3, D3, D1, D1: three seeds each with range(CI_RANGE)
@@ -136,13 +139,51 @@ def test_a_step_failed_blaming_another_tool_that_did_nothing_is_a_false_alarm():
 
 def test_finished_requests_must_retire():
     def with_finished(n):
-        requests = EMPTY.requests
+        requests, finished = EMPTY.requests, EMPTY.finished
         for i in range(n):
-            requests = requests.set(f"r{i}", Request(f"r{i}", i, 1, "d", status=COMPLETED))
-        return EMPTY._replace(requests=requests)
+            finished, pos = finished.push(f"r{i}")
+            requests = requests.set(f"r{i}", Request(f"r{i}", i, 1, "d", status=COMPLETED, finished_pos=pos))
+        return EMPTY._replace(requests=requests, finished=finished)
 
-    assert checks.bounded_state(with_finished(checks.RETAINED_FINISHED)) is None
-    assert "finished requests" in checks.bounded_state(with_finished(checks.RETAINED_FINISHED + 1))
+    assert checks.bounded_state(with_finished(FINISHED_KEPT)) is None
+    assert "finished requests" in checks.bounded_state(with_finished(FINISHED_KEPT + 1))
+    kept = with_finished(3)
+    assert "index" in checks.bounded_state(kept._replace(finished=kept.finished.delete(kept.finished.head)))
+
+
+def _finished_requests(n: int, tp: TopicPartition, state=EMPTY):
+    """``n`` one-partition requests of ``tp``, each completed where it stands, as the fold of their events."""
+    here = PartitionState((1, 2), frozenset({1, 2}), 1)
+    for i in range(n):
+        rid = f"q{state.seq}"
+        state = fold([ev.PartitionObserved(tp, here, float(state.seq)), ev.RequestAccepted(rid, 1, "d"),
+                      ev.PartitionQueued(rid, tp, (1, 2), (1, 2)), ev.PartitionCompleted(rid, tp, (1, 2)),
+                      ev.RequestCompleted(rid, 1, 0, 0)], state)
+    return state
+
+
+def test_a_retired_request_must_leave_nothing_in_the_working_maps():
+    tp, other = TopicPartition("t", 0), TopicPartition("t", 1)
+    state = _finished_requests(1, tp)
+    state = _finished_requests(FINISHED_KEPT - 1, other, state)
+    before = state
+    after = _finished_requests(1, other, before)  # the 101st finished after it: q0 retires
+    assert "q0" in after.retired
+    assert retired_leftovers(before, after, "q0") is None
+    kept = after._replace(observed=after.observed.set(tp, before.observed[tp]))  # a core that forgets one map
+    assert f"{tp} in observed" in retired_leftovers(before, kept, "q0")
+    kept = after._replace(partitions=after.partitions.set(tp, before.partitions[tp]))
+    assert f"partitions {tp}" in retired_leftovers(before, kept, "q0")
+    kept = after._replace(requests=after.requests.set("q0", before.requests["q0"]))
+    assert "requests" in retired_leftovers(before, kept, "q0")
+
+
+def test_a_core_that_stops_retiring_fails_the_bounded_state_check(monkeypatch):
+    seed = next(s for s in CI_SEEDS if any(i.what == "burst" for i in draw(s).items))
+    assert not [v for v in run(draw(seed)).violations if v.check == "bounded_state"]
+    monkeypatch.setattr(state_module, "retiring", lambda s: None)
+    bounded = [v for v in label(run(draw(seed)).violations) if v.check == "bounded_state"]
+    assert bounded and bounded[0].defect == "D7", bounded
 
 
 def test_a_throttle_no_step_needs_is_a_leak():

@@ -8,8 +8,10 @@ changed a throttle).
 
 Checked here, after every step of the run:
 
-* ``bounded_state``: finished requests retire from the working state (issue 27, defect 7): the
-  state keeps at most ``RETAINED_FINISHED`` of them;
+* ``bounded_state``: finished requests retire from the working state (issue 27, defect 7), by the
+  core's rule (``engine.core.state.FINISHED_KEPT``): the state keeps at most ``FINISHED_KEPT`` of
+  them whole; and a request that retires leaves nothing in the working maps (``World.retired``
+  checks it on the fold of the log, at the very event that retires the request);
 * ``throttle_leak``: once the engine has looked and decided (``LEAK_TICKS`` ticks in a row), no
   throttle is set on the cluster that no step in flight needs (as the engine sees its steps),
   except what the engine knows failed and retries, and a rate on a broker that is down (it is
@@ -30,13 +32,10 @@ from __future__ import annotations
 from engine.core.decide import plan, throttled
 from engine.core.partition import TopicPartition
 from engine.core.scheduler import A, WEIGHT_UNITS, refusal, resources
-from engine.core.state import ACTIVE, READY, TERMINAL, State, fold
+from engine.core.state import ACTIVE, FINISHED_KEPT, READY, TERMINAL, State, fold
 from engine.core.throttles import ThrottleSet, needed, union
 from engine.views.attention import attention
 from engine.whatif.fuzz.world import World, trs
-
-RETAINED_FINISHED = 16
-"""Finished requests the working state may keep (for ``status``/``list``); the rest retire to the log."""
 
 LEAK_TICKS = 3
 """Looks in a row after which a throttle no step needs is a leak (a torn look may hide one change)."""
@@ -50,10 +49,15 @@ BOUND_BASE = 120.0  # seconds: retries' backoff (at most 30 s), throttle verific
 
 
 def bounded_state(state: State) -> str | None:
+    """More finished requests kept whole than the core's bound (``FINISHED_KEPT``), or an index of
+    them that disagrees with the requests map (``None``: neither)."""
     finished = [r.request_id for r in state.requests.values() if r.status != ACTIVE]
-    if len(finished) > RETAINED_FINISHED:
-        return (f"the working state holds {len(finished)} finished requests (at most {RETAINED_FINISHED} may stay): "
-                f"{', '.join(sorted(finished)[:5])}...")
+    if len(finished) > FINISHED_KEPT:
+        return (f"the working state holds {len(finished)} finished requests (at most {FINISHED_KEPT} may stay "
+                f"whole): {', '.join(sorted(finished)[:5])}...")
+    if len(state.finished) != len(finished):
+        return (f"the working state holds {len(finished)} finished requests but its index of them (finished) "
+                f"{len(state.finished)}")
     return None
 
 

@@ -487,6 +487,23 @@ class Run:
             targets = tuple(self._target(rng, tp) for tp in chosen)
             text = ", ".join(f"{t.tp}->{list(t.replicas)}" for t in targets)
             return [(Submit(rid, targets, command_id=cid()), f"{what} {rid}: {text}")]
+        if what == "burst":  # one request per partition, most moving no data (``plan.burst``)
+            tps = sorted(s.partitions.keys())
+            out = []
+            for _ in range(item.args[0]):
+                tp = rng.choice(tps)
+                p = s.partitions[tp]
+                current = [b for b in p.replicas if b not in p.adding]
+                x = rng.random()
+                if x < 0.45:
+                    target = PartitionTarget(tp.topic, tp.partition, tuple(current))  # where it is: nothing to do
+                elif x < 0.9:
+                    target = PartitionTarget(tp.topic, tp.partition, tuple(current[1:] + current[:1]))  # a leader
+                else:
+                    target = self._target(rng, tp)
+                rid = self.request_id()
+                out.append((Submit(rid, (target,), command_id=cid()), f"submit {rid} (burst)"))
+            return out
         if what == "replace":
             dead = sorted(b for b, x in s.brokers.items() if not x.alive)
             gone = rng.choice(dead or sorted(s.brokers))

@@ -31,6 +31,7 @@ from engine.core.limits import DEFAULT_LIMITS, Limits
 from engine.core.outcomes import OK, Ok, Refused, Result, Unavailable
 from engine.core.partition import Broker, PartitionState, Replicas, TopicPartition
 from engine.core.scheduler import WEIGHT_UNITS
+from engine.core.state import EMPTY, State, apply
 from engine.core.throttles import ThrottleSet
 from engine.log.envelope import EventEnvelope
 from engine.runtime.decider import MemoryLog
@@ -77,6 +78,48 @@ def in_sync(state: SimState, p) -> int:
     return sum(1 for b in p.isr if state.alive(b))
 
 
+def watching(state: State, tp: TopicPartition) -> bool:
+    """Whether something of the working state still watches ``tp`` (its observation is needed)."""
+    return tp in state.steps or tp in state.waiting or tp in state.elections or tp in state.pending
+
+
+def retired_leftovers(before: State, after: State, rid: str) -> str | None:
+    """What request ``rid``, retired by the event that turned ``before`` into ``after``, left in the
+    working maps (``None``: nothing). It must be gone from ``requests`` and ``completable`` (kept as a
+    compact record in ``retired``); no partition entry, ready slot or step may be its own (a step it
+    started goes on under the request that took its partition over); and its
+    partitions that no later request took over and nothing watches must have left ``observed`` and
+    ``known_at`` with it."""
+    left = []
+    if rid in after.requests:
+        left.append("requests")
+    if rid not in after.retired:
+        left.append("no record in retired")
+    if rid in after.completable:
+        left.append("completable")
+    r = before.requests.get(rid)
+    members = sorted(r.members.keys()) if r is not None else []
+    own = [tp for tp, e in after.partitions.items() if e.request_id == rid]
+    if own:
+        left.append(f"partitions {', '.join(map(str, sorted(own)[:4]))}")
+    # (a step it had in flight where a later request took the partition over goes on under the new owner)
+    steps = [tp for tp, f in after.steps.items() if f.request_id == rid and tp not in after.partitions]
+    if steps:
+        left.append(f"steps {', '.join(map(str, sorted(steps)[:4]))}")
+    slots = [name for lanes in after.ready.sources.values() for name in lanes.keys() if name[0] == rid]
+    if slots:
+        left.append(f"{len(slots)} ready lanes")
+    for tp in members:
+        if tp in after.partitions or watching(after, tp):
+            continue  # a later request's now, or still watched (an election, a step, a wait)
+        maps = [name for name, m in (("observed", after.observed), ("known_at", after.known_at)) if tp in m]
+        if maps:
+            left.append(f"{tp} in {' and '.join(maps)}")
+    if not left:
+        return None
+    return f"request {rid} retired but left in the working state: {'; '.join(left[:6])}"
+
+
 class World:
     def __init__(self, plan: Plan):
         self.plan = plan
@@ -105,6 +148,7 @@ class World:
         self.violations: list[Violation] = []
         self.trace: list[str] = []
         self.quiet = False
+        self.shadow: State = EMPTY  # the fold of the log so far (what a restart recovers), event by event
         self.record()
 
     # --- time -------------------------------------------------------------------------------------
@@ -315,6 +359,9 @@ class World:
         for e in envelopes:
             x = e.payload
             kind = type(x)
+            before, self.shadow = self.shadow, apply(self.shadow, x)
+            if kind is ev.RequestCompleted and len(self.shadow.retired) > len(before.retired):
+                self.retired(before)
             if kind is ev.LimitsChanged:
                 self.limits = x.limits
             elif kind is ev.StepPlanned:
@@ -353,6 +400,14 @@ class World:
                 self.note(f"engine: {x.action} of {x.tp} step {x.number} failed ({x.code}) attempt {x.attempt}")
             elif kind is ev.ActionRetried and x.action in ("start_step", "cancel_step"):
                 self.note(f"engine: {x.action} of {x.tp} step {x.number} retried (attempt {x.attempt})")
+
+    def retired(self, before: State) -> None:
+        """The event just folded retired a request (``engine.core.state.FINISHED_KEPT``): it must leave
+        nothing in the working maps (reported once per run)."""
+        for rid in sorted(k for k in self.shadow.retired.keys() if k not in before.retired):
+            problem = retired_leftovers(before, self.shadow, rid)
+            if problem and not any(v.check == "bounded_state" for v in self.violations):
+                self.violate("bounded_state", problem, retired=rid)
 
     def torn_since(self, since: float) -> bool:
         return any(item.at <= self.now and end >= since for item, end, _ in self.windows if item.kind == "torn")
