@@ -383,3 +383,41 @@ def test_a_tick_never_judges_a_step_on_an_observation_older_than_the_step():
     assert aborted and aborted[0].replicas == c.assignment()[tp(0)]
     run(d, c)
     assert c.assignment()[tp(0)] == (0, 1, 2)  # exactly the original replicas, order included
+
+
+def test_a_throttle_whose_change_failed_is_no_drift_when_read_back():
+    """N1 of the fault simulator: an apply whose answer was lost may have happened (here it did), and a
+    refused one left things as they were: the entry's state is unknown until its retry settles it. A
+    read-back that shows it set is no change by another tool (no ``ThrottlesDrifted``): the retry removes
+    it once no step needs it."""
+    c, d = setup(1, {tp(0): (0, 1, 4)})
+    real = c.apply_throttles
+
+    def applied_but_unanswered(t):  # the change happens, the answer is lost
+        real(t)
+        from engine.core.outcomes import Unavailable
+
+        return Unavailable("timed out")
+
+    c.apply_throttles = applied_but_unanswered
+    d.tick()
+    c.apply_throttles = real
+    assert not d.state.steps[tp(0)].started and c.throttles["follower"]  # set on the cluster anyway
+    assert d.state.throttle_failed.follower and not d.state.throttles.follower
+    c.refuse("remove", "POLICY_VIOLATION", "refused", times=50)  # nothing changes for a while
+    c.refuse("apply", "POLICY_VIOLATION", "refused", times=50)
+    from engine.core.commands import Cancel
+
+    d.feed(Cancel("r"))  # no step needs the entries any more
+    for _ in range(3):
+        d.observe()
+        d.feed(ThrottlesObserved(c.throttle_set(), frozenset({"t"}), frozenset(range(8)), d.now))
+        advance(d, METADATA_SETTLE)
+    assert not of_type(d.events, ev.ThrottlesDrifted), of_type(d.events, ev.ThrottlesDrifted)
+    c.failures.clear()  # the cluster takes changes again: the retry settles it
+    for _ in range(10):
+        advance(d, retry.MAX_BACKOFF)
+        d.tick()
+    assert not c.throttles["follower"] and not c.throttles["leader"]
+    assert not of_type(d.events, ev.ThrottlesDrifted)
+    assert d.state.requests["r"].status == COMPLETED and not problems(d.state)

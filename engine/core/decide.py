@@ -736,11 +736,14 @@ def _throttles_observed(d: _Decision, o: ThrottlesObserved) -> None:
     )
     want = needed(throttled(s), s.throttle_rate)
     ours = s.partitions
+    # an entry whose last change failed may be set or not (a refused change left it as it was, a lost
+    # answer may have set it): neither its absence nor its presence is a drift; its retry settles it
+    failed = s.throttle_failed
     unexpected = ThrottleSet(
         frozenset(e for e in read.leader if e not in want.leader and e not in force.leader
-                  and TopicPartition(e.topic, e.partition) in ours),
+                  and e not in failed.leader and TopicPartition(e.topic, e.partition) in ours),
         frozenset(e for e in read.follower if e not in want.follower and e not in force.follower
-                  and TopicPartition(e.topic, e.partition) in ours),
+                  and e not in failed.follower and TopicPartition(e.topic, e.partition) in ours),
     )
     prior = s.throttles_differed
     if missing.is_empty() and unexpected.is_empty():

@@ -30,7 +30,8 @@ crash, failover): fold the events topic to its end, then bring the cluster in
 line with the log before deciding anything new: ``executor.recovery_actions``
 for the events after ``executed`` (the id of the last event whose actions,
 and all before it, were carried out; the worker persists it in a table), i.e.
-throttles removed in that stretch, then ``reassert(state)``.
+throttles removed in that stretch, then ``reassert(state)`` (of the throttles
+in force, those applied in that stretch).
 
 ``Retry`` is raised when an input cannot be decided now (a submit whose
 partitions cannot be observed, an event append that failed); the caller
@@ -176,15 +177,22 @@ class Decider:
             log.warning("%s", note)
         after_marker: list = []
         every: list = []
+        applied_after: list = []  # ThrottlesApplied after the marker: maybe not carried out
+        applied_every: list = []
         found = executed is None
 
         def tap(records: Iterator[tuple[int, EventEnvelope]]) -> Iterator[tuple[int, EventEnvelope]]:
             nonlocal found
             for offset, envelope in records:
-                if type(envelope.payload) is ev.ThrottlesRemoved:
+                kind = type(envelope.payload)
+                if kind is ev.ThrottlesRemoved:
                     every.append(envelope.payload.throttles)
                     if found:
                         after_marker.append(envelope.payload.throttles)
+                elif kind is ev.ThrottlesApplied:
+                    applied_every.append(envelope.payload.throttles)
+                    if found:
+                        applied_after.append(envelope.payload.throttles)
                 if envelope.id == executed:
                     found = True
                 yield offset, envelope
@@ -197,6 +205,7 @@ class Decider:
         # acyclic values (``gc_paused``), so little cyclic garbage is frozen with it.
         gc.freeze()
         removed = after_marker if found else every
+        applied = applied_after if found else applied_every
         self.state = fold.state
         self.progress = fold.progress
         self.recent = deque(fold.recent, maxlen=RECENT)
@@ -211,7 +220,7 @@ class Decider:
         self.counts = Counter()
         self.recovered = True
         self.snapshot_used = None if start is None else {"events": start.events, "next_offset": start.next_offset}
-        todo = recovery_actions(removed, fold.state)
+        todo = recovery_actions(removed, fold.state, applied)
         folded = time.monotonic()
         self._refresh_sizes()
         self.process(*self.executor.execute(todo))

@@ -12,13 +12,19 @@ Pure part:
   state alone: throttles in force, each step in flight (altered again to its
   TR, or cancelled if it is being aborted), each pending preferred-leader
   election. Every action is idempotent, so repeating one that was already
-  carried out changes nothing. What the state cannot tell (a ``ThrottlesRemoved``
+  carried out changes nothing. Of the throttles in force, only those whose
+  ``ThrottlesApplied`` may not have been carried out are set again when the
+  shell knows which (the stretch after the last event it knows it carried
+  out): a change that fails is recorded as not in force (section 6 of
+  docs/algorithm.md), and a refused re-assertion of throttles set long ago
+  would make the log forget throttles that are set. What the state cannot tell (a ``ThrottlesRemoved``
   logged but not yet carried out when the engine died) the shell recovers from
   the log after the last event it knows it carried out: ``recovery_actions``.
 * ``recovery_actions(removed, state)``: when a decider takes over, remove the
   throttle entries and broker rates that the ``ThrottlesRemoved`` events of
   that stretch of log name and the state no longer has in force, then
-  ``reassert(state)``. This is what running ``actions`` over that stretch in
+  ``reassert`` of what that stretch's ``ThrottlesApplied`` events name. This
+  is what running ``actions`` over that stretch in
   log order would leave on the cluster (for each entry, the last delta that
   touched it wins, and that delta is what the fold says is in force), in at
   most one call, and without re-running a ``StartStep`` of a step that has
@@ -86,10 +92,16 @@ def actions(events: Iterable[ev.Event]) -> list[Action]:
     return out
 
 
-def reassert(state: State) -> list[Action]:
+def reassert(state: State, applied: ThrottleSet | None = None) -> list[Action]:
+    """``applied``: of the throttles in force, those to set again (``None``: all of them)."""
     out: list[Action] = []
-    if not state.throttles.is_empty():
-        out.append(ApplyThrottles(state.throttles))
+    force = state.throttles
+    if applied is not None:
+        force = ThrottleSet(force.leader & applied.leader, force.follower & applied.follower,
+                            force.leader_brokers & applied.leader_brokers,
+                            force.follower_brokers & applied.follower_brokers, force.rate)
+    if not force.is_empty():
+        out.append(ApplyThrottles(force))
     for tp, f in sorted(state.steps.items()):
         if f.aborting:
             out.append(CancelStep(f.request_id, tp, f.number))
@@ -99,9 +111,11 @@ def reassert(state: State) -> list[Action]:
     return out
 
 
-def recovery_actions(removed: Iterable[ThrottleSet], state: State) -> list[Action]:
+def recovery_actions(removed: Iterable[ThrottleSet], state: State,
+                     applied: Iterable[ThrottleSet] | None = None) -> list[Action]:
     """See the module doc: ``removed`` are the ``ThrottlesRemoved`` sets logged after the last
-    event known carried out (all of them if that is unknown)."""
+    event known carried out (all of them if that is unknown), ``applied`` the ``ThrottlesApplied``
+    sets of the same stretch (``None``: unknown, every throttle in force is set again)."""
     leader: set = set()
     follower: set = set()
     leader_brokers: set = set()
@@ -117,7 +131,14 @@ def recovery_actions(removed: Iterable[ThrottleSet], state: State) -> list[Actio
         frozenset(leader_brokers - force.leader_brokers), frozenset(follower_brokers - force.follower_brokers),
     )
     out: list[Action] = [] if stale.is_empty() else [RemoveThrottles(stale)]
-    return out + reassert(state)
+    uncertain = None
+    if applied is not None:
+        uncertain = ThrottleSet()
+        for a in applied:
+            uncertain = ThrottleSet(uncertain.leader | a.leader, uncertain.follower | a.follower,
+                                    uncertain.leader_brokers | a.leader_brokers,
+                                    uncertain.follower_brokers | a.follower_brokers)
+    return out + reassert(state, uncertain)
 
 
 def run(cluster: Cluster, todo: Sequence[Action], now: float | None = None,
