@@ -461,7 +461,8 @@ def _cancel_partition(d: _Decision, rid: str, tp: TopicPartition, rollback: bool
         d.emit(ev.PartitionCancelled(rid, tp, rollback, f.number, reason=note))
         return
     if status == IN_FLIGHT:
-        reason = skip_reason(f.step.cr, obs.isr if obs is not None else frozenset())  # an abort reverts to CR
+        # an abort reverts to RS - AR (the step's CR) with ISR - AR (KRaft's PartitionReassignmentRevert)
+        reason = skip_reason(f.step.cr, obs.isr if obs is not None else frozenset(), f.step.nr, s.min_insync(tp.topic))
         if reason is not None:
             d.emit(ev.CancelSkipped(rid, tp, f"cannot abort step {f.number}: {reason}"))
             d.emit(ev.PartitionCancelled(rid, tp, rollback, None, reason=note))  # applies once the step completes
@@ -909,8 +910,10 @@ def _tick(d: _Decision, _t: Tick) -> None:
 
 def _retry_steps(d: _Decision) -> None:
     """Alters and aborts that failed (the cluster could not be asked) are tried again when due; an
-    alter only once the throttles it needs are in force, so a step never starts unthrottled. A step
-    not started whose new replicas' broker went down meanwhile is given up: it is planned again."""
+    alter only once the throttles it needs are in force, so a step never starts unthrottled, and only if
+    planning the partition again from the latest look gives the same step (``_replanned``). A step
+    not started whose new replicas' broker went down meanwhile, or that is no longer the partition's
+    next step, is given up: it is planned again."""
     s = d.state
     live = s.live_brokers()
     for tp in sorted(s.steps.keys()):
@@ -925,8 +928,30 @@ def _retry_steps(d: _Decision) -> None:
             continue
         if f.aborting:
             d.emit(ev.ActionRetried("cancel_step", f.attempt + 1, f.request_id, tp, f.number, at=d.now))
-        elif not f.started and (s.throttle_rate is None or f.released or in_force(d.state.throttles, tp, f.step, live)):
+            continue
+        if f.started:
+            continue
+        stale = _replanned(s, tp, f, d.now)
+        if stale is not None:
+            d.emit(ev.StepFailed(f.request_id, tp, f.number, stale, at=d.now))
+        elif s.throttle_rate is None or f.released or in_force(d.state.throttles, tp, f.step, live):
             d.emit(ev.ActionRetried("start_step", f.attempt + 1, f.request_id, tp, f.number, f.step.tr, d.now))
+
+
+def _replanned(s: State, tp: TopicPartition, f, now: float | None) -> str | None:
+    """Why the unstarted step ``f`` must not be retried as it was planned (``None``: it may): planned
+    again from the latest look, the partition's next step is another one (a replica the step drops
+    because it was dead is back in sync, the replicas or the ISR changed, the partition was cancelled or
+    taken over, the limits changed). Sent unchanged, it could drop a replica back in sync below
+    min.insync.replicas: a retried alter is re-checked against the latest look, as the scheduler
+    re-checks a queued step before its first alter (docs/algorithm.md, section 6)."""
+    result = plan(s, tp, now)
+    if isinstance(result, Step) and (result.cr, result.tr) == (f.step.cr, f.step.tr):
+        return None
+    obs = s.observed.get(tp)
+    seen = "" if obs is None else f" (now {list(obs.replicas)}, in sync {sorted(obs.isr)})"
+    return (f"step {f.number} {list(f.step.cr)} -> {list(f.step.tr)} had not started and is not what the partition "
+            f"needs any more{seen}: it is planned again")
 
 
 def _check_elections(d: _Decision) -> None:
