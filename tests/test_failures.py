@@ -421,3 +421,36 @@ def test_a_throttle_whose_change_failed_is_no_drift_when_read_back():
     assert not c.throttles["follower"] and not c.throttles["leader"]
     assert not of_type(d.events, ev.ThrottlesDrifted)
     assert d.state.requests["r"].status == COMPLETED and not problems(d.state)
+
+
+def test_a_failed_change_of_a_dead_brokers_rate_holds_no_step():
+    """Seeds 1090, 4731, 9178 of the fault simulator (issue 27's defect 1, its second way): a rate whose
+    removal failed while its broker was alive is retried only on that broker, so never while it is
+    dead; a step replacing that broker needs its leader-side entry but not its rate (``in_force``), so
+    the failure must not hold it, or the replacement waits for ever."""
+    c = FakeCluster({tp(0): (0, 1, 2), tp(1): (2, 4, 5)}, range(8))
+    d = Driver(c)
+    d.now = 1000.0
+    d.feed(Submit("r1", (PartitionTarget("t", 0, (0, 1, 3)),)))
+    d.tick()
+    assert d.state.steps[tp(0)].started and 2 in d.state.throttles.leader_brokers
+    c.refuse("remove", "POLICY_VIOLATION", "refused", times=100)
+    c.finish(tp(0))
+    d.observe()
+    d.tick()
+    assert 2 in d.state.throttle_failed.leader_brokers  # its removal failed: still set, retried later
+    c.brokers[2] = c.brokers[2]._replace(alive=False)  # then broker 2 dies
+    c.parts[tp(1)] = c.parts[tp(1)]._replace(isr=frozenset({4, 5}), leader=4)
+    d.observe()
+    c.failures.clear()  # the cluster takes changes again
+    d.feed(Submit("r2", (PartitionTarget("t", 1, (6, 4, 5)),)))  # replace dead broker 2
+    for _ in range(20):
+        advance(d, retry.MAX_BACKOFF)
+        d.tick()
+        for t in c.in_progress():
+            c.finish(t)
+        d.observe()
+        if d.state.requests["r2"].status == COMPLETED:
+            break
+    assert c.assignment()[tp(1)] == (6, 4, 5), (d.state.waiting, d.state.partitions[tp(1)])
+    assert d.state.requests["r2"].status == COMPLETED

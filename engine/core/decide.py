@@ -968,11 +968,14 @@ def _check_elections(d: _Decision) -> None:
 
 def _held_by_throttles(s: State, tp: TopicPartition, step: Step) -> bool:
     """Whether a step needs a throttle piece whose change failed and is not due for retry yet (the
-    tick's reconcile has already sent every piece that is due)."""
+    tick's reconcile has already sent every piece that is due). A dead broker's rate is not needed (it
+    cannot be set, and the broker serves and receives nothing: ``in_force``): a failed change of it
+    holds nothing, or a step that replaces a dead broker would wait for it for ever."""
     failed = s.throttle_failed
     if failed.is_empty():
         return False
     want = needed([(tp, step)], s.throttle_rate)
+    want = minus(want, _dead_brokers(s, want))
     return bool(want.leader & failed.leader or want.follower & failed.follower
                 or want.leader_brokers & failed.leader_brokers or want.follower_brokers & failed.follower_brokers)
 
