@@ -549,6 +549,7 @@ class FaultyCluster:
             if fate != "ok":
                 w.note(f"{op} {', '.join(map(str, targets))}: {fate}")
             if fate == "slow":
+                w.record()  # what the call did, in the history lagging looks read, before time passes
                 w.advance_to(w.now + delay)
         w.record()
         w.point("call-after")
@@ -609,6 +610,7 @@ class FaultyCluster:
             elif fate == "twice":
                 w.schedule(delay, "throttles", carry_out, f"{op} throttles again")
             elif fate == "slow":
+                w.record()
                 w.advance_to(w.now + delay)
         w.record()
         w.point("call-after")
