@@ -135,6 +135,10 @@ def test_a_step_failed_blaming_another_tool_that_did_nothing_is_a_false_alarm():
     w2.touched[tp] = [0.0]  # another tool altered it
     w2.logged([EventEnvelope("e1", None, failed)])
     assert w2.violations == []
+    w3 = _world()
+    w3.forward.append(0.0)  # the engine's clock stepped forward: time that passed, by its rule
+    w3.logged([EventEnvelope("e1", None, failed)])
+    assert w3.violations == []
 
 
 def test_finished_requests_must_retire():

@@ -286,8 +286,12 @@ class Run:
             self.other_tool(item)
         elif kind == "clock":
             w.offset += item.args[0]
+            if item.args[0] > 0:
+                w.forward.append(w.now)
             w.held_looks.clear()  # a late look is stamped by the clock it was taken with: not across a step
         elif kind == "standby":
+            if item.args[0] > w.offset:
+                w.forward.append(w.now)
             w.offset = item.args[0]
             self.engine.start()
         else:
