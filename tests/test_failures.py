@@ -454,3 +454,40 @@ def test_a_failed_change_of_a_dead_brokers_rate_holds_no_step():
             break
     assert c.assignment()[tp(1)] == (6, 4, 5), (d.state.waiting, d.state.partitions[tp(1)])
     assert d.state.requests["r2"].status == COMPLETED
+
+
+def test_a_retried_alter_is_re_checked_against_the_caps_with_the_leader_as_last_observed():
+    """Seed 532 of the fault simulator: three alters go unanswered; a leader moves, so broker 2 now
+    leads all three partitions; retried as planned, the three would copy out of broker 2 against a cap
+    of two. A retry is re-checked like a first alter: one step waits (still counted while its lost alter
+    may land: ALTER_MAY_LAND), is given up and planned again, and starts once broker 2 has room."""
+    from engine.core.decide import ALTER_MAY_LAND
+
+    c = FakeCluster({tp(0): (2, 0, 1), tp(1): (4, 2, 1), tp(2): (2, 5, 1)}, range(8))
+    d = Driver(c)
+    d.now = 1000.0
+    d.feed(Submit("r", (PartitionTarget("t", 0, (2, 0, 6)), PartitionTarget("t", 1, (4, 2, 7)),
+                        PartitionTarget("t", 2, (2, 5, 3)))))
+    c.unavailable("alter", times=3)
+    d.tick()
+    assert len(d.state.steps) == 3 and not c.in_progress()
+    c.parts[tp(1)] = c.parts[tp(1)]._replace(leader=2)  # broker 2 now leads all three
+    d.observe()
+
+    def out_of_2():
+        return [t for t in c.in_progress() if c.parts[t].leader == 2 and c.parts[t].adding]
+
+    given_up = None
+    for _ in range(40):
+        advance(d, 1.0)
+        d.tick()
+        assert len(out_of_2()) <= 2, c.in_progress()
+        failed = of_type(d.events, ev.StepFailed)
+        if failed and given_up is None:
+            given_up = d.now
+            assert "exceed the limit on outgoing moves of broker 2" in failed[0].reason, failed
+        d.observe()
+    assert given_up is not None and given_up - 1000.0 >= ALTER_MAY_LAND
+    run(d, c)
+    assert c.assignment() == {tp(0): (2, 0, 6), tp(1): (4, 2, 7), tp(2): (2, 5, 3)}
+    check(d)

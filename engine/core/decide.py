@@ -52,7 +52,7 @@ from engine.core.commands import (
 )
 from engine.core.limits import resolve_changes
 from engine.core.partition import TopicPartition
-from engine.core.scheduler import WEIGHT_UNITS, Hold, Requeue, Start, next_batch, weight_units
+from engine.core.scheduler import A, WEIGHT_UNITS, Hold, Requeue, SchedulingKey, Start, next_batch, refusal, weight_units
 from engine.core.state import (
     ABORTING, CANCELLED, COMPLETED, FINISHED_KEPT, IN_FLIGHT, REVERTED, TERMINAL, Retired, State, apply,
     release_debt, set_back,
@@ -73,6 +73,14 @@ showed the step's TR). So a step fails as changed or reverted outside kreassign 
 replicas were recorded at least this long before a look that still shows them, and a throttle
 read-back's difference from the log is corrected only when a read-back this much later still shows
 it (docs/algorithm.md, section 4)."""
+
+
+ALTER_MAY_LAND = 5.0
+"""Seconds after an alter went unanswered during which it may still reach the controller (a request
+that timed out in the client can still sit in the broker's queue; the fault simulator delivers such a
+request up to 3 s late). An unstarted step is given up (planned again) only after them: given up
+before, its alter landing late would start a reassignment that no cap counts (seed 4535: two
+partitions in flight against a limit of one)."""
 
 
 class _Decision:
@@ -931,8 +939,10 @@ def _retry_steps(d: _Decision) -> None:
             continue
         if f.started:
             continue
-        stale = _replanned(s, tp, f, d.now)
+        stale = _replanned(d.state, tp, f, d.now) or _over_caps(d.state, f)
         if stale is not None:
+            if _may_still_land(f, d.now):
+                continue  # not sent again, and still counted: its last alter may yet reach the controller
             d.emit(ev.StepFailed(f.request_id, tp, f.number, stale, at=d.now))
         elif s.throttle_rate is None or f.released or in_force(d.state.throttles, tp, f.step, live):
             d.emit(ev.ActionRetried("start_step", f.attempt + 1, f.request_id, tp, f.number, f.step.tr, d.now))
@@ -952,6 +962,31 @@ def _replanned(s: State, tp: TopicPartition, f, now: float | None) -> str | None
     seen = "" if obs is None else f" (now {list(obs.replicas)}, in sync {sorted(obs.isr)})"
     return (f"step {f.number} {list(f.step.cr)} -> {list(f.step.tr)} had not started and is not what the partition "
             f"needs any more{seen}: it is planned again")
+
+
+def _may_still_land(f, now: float | None) -> bool:
+    """Whether the last alter of the unstarted step ``f``, which went unanswered, may still reach the
+    controller (``ALTER_MAY_LAND``; without a clock, no)."""
+    if now is None or f.retry_at is None:
+        return False
+    return now - (f.retry_at - retry.backoff(f.attempt)) < ALTER_MAY_LAND
+
+
+def _over_caps(s: State, f) -> str | None:
+    """Why the unstarted step ``f`` must not be retried now (``None``: it may): its copies, charged to
+    its partition's leader as last observed (a leader that moved since it was planned serves them),
+    with every other step in flight, would exceed a limit. Caps are promises to the operator: a retried
+    alter is re-checked as the scheduler checks a first one (section 2); the step is given up and its
+    partition planned and scheduled again."""
+    key = SchedulingKey(f.moves_leader, f.source, tuple(sorted(f.step.nr)), f.weight)
+    others = s.in_flight.charge(f.step.nr, f.source, f.moves_leader, -1, f.weight)
+    why = refusal(others, s.limits, key)
+    if why is None:
+        return None
+    what = {"P": "partitions in flight", "L": "leader moves in flight", A: "replica additions in flight"}.get(why) \
+        if not isinstance(why, tuple) else f"{'incoming' if why[0] == 'in' else 'outgoing'} moves of broker {why[1]}"
+    return (f"step {f.number} had not started, and started now (its copies served by broker {f.source}, its leader "
+            f"as last observed) it would exceed the limit on {what}: it is planned again")
 
 
 def _check_elections(d: _Decision) -> None:

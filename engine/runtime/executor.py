@@ -10,7 +10,8 @@ Pure part:
   names). Nothing else touches the cluster.
 * ``reassert(state)``: what must be asserted again after a restart, from the
   state alone: throttles in force, each step in flight (altered again to its
-  TR, or cancelled if it is being aborted), each pending preferred-leader
+  TR while the latest look shows its CR or its own reassignment in progress,
+  or cancelled if it is being aborted), each pending preferred-leader
   election. Every action is idempotent, so repeating one that was already
   carried out changes nothing. Of the throttles in force, only those whose
   ``ThrottlesApplied`` may not have been carried out are set again when the
@@ -105,10 +106,26 @@ def reassert(state: State, applied: ThrottleSet | None = None) -> list[Action]:
     for tp, f in sorted(state.steps.items()):
         if f.aborting:
             out.append(CancelStep(f.request_id, tp, f.number))
-        else:
+        elif _may_start(state, tp, f):
             out.append(StartStep(f.request_id, tp, f.number, f.step.tr))
     out.extend(ElectLeader(tp) for tp in sorted(state.elections.keys()))
     return out
+
+
+def _may_start(state: State, tp, f) -> bool:
+    """Whether the step in flight ``f`` may be altered again to its TR: the latest look at its partition
+    shows its CR with nothing in progress (not started, or its alter lost), or its own reassignment in
+    progress. Any other look (another tool moved the partition, or the step is done) is judged by the
+    next look (``decide``): sent again, the old TR would start a move from where nobody planned it
+    (the fault simulator's seed 2444: another tool's reassignment completed, then a restart re-sent the
+    step's TR and started copies no cap counted)."""
+    obs = state.observed.get(tp)
+    if obs is None:
+        return True
+    step = f.step
+    if obs.reassignment_in_progress:
+        return set(obs.replicas) == set(step.tr) | set(step.cr) and set(obs.adding) == set(step.nr)
+    return set(obs.replicas) == set(step.cr)
 
 
 def recovery_actions(removed: Iterable[ThrottleSet], state: State,
