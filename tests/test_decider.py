@@ -246,6 +246,17 @@ def test_a_refused_reassertion_after_a_restart_forgets_no_throttle_that_is_set()
     assert changes and not d3.state.throttle_failed.is_empty()
 
 
+def test_the_look_a_submit_takes_is_stamped_with_the_clock():
+    """Seed 3773 of the fault simulator: the look a submit takes at partitions nobody watches had no time,
+    and a look without a time is judged without the guards against a lagging broker's metadata (it
+    confirms at once): a completed step's RS, read from a lagging broker, became the new request's
+    original replicas and its first step copied a dropped replica back. It is stamped like a tick's."""
+    sc, cluster, log, d = started(4)
+    d.decide(Submit("r1", tuple(sc.targets)))
+    looks = [e.payload for e in log.records if isinstance(e.payload, ev.PartitionObserved)]
+    assert looks and all(x.at == cluster.cluster.time for x in looks), looks[:2]
+
+
 def test_commands_change_nothing_but_what_they_say_and_a_bad_one_is_rejected():
     sc, cluster, _log, d = started(4)
     d.decide(Pause())

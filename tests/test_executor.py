@@ -197,3 +197,28 @@ def test_reassert_alters_a_step_again_only_while_the_latest_look_shows_it_unstar
                        adding=tuple(f.step.nr), removing=tuple(f.step.dr))
     running = state._replace(observed=state.observed.set(tp, own))
     assert StartStep(f.request_id, tp, f.number, f.step.tr) in reassert(running)
+
+
+def test_each_outcome_carries_the_time_of_its_answer():
+    """Seed 5347 of the fault simulator: a slow throttle change delayed the alter after it by 7 s; stamped
+    with the time the run began, the alter's answer let a look taken before the alter landed (a lagging
+    broker's) judge the step: 'reverted outside kreassign'. Each outcome carries the clock read when its
+    call returned."""
+    sc = small()
+    cluster = SimulatedCluster.from_scenario(sc)
+    clock = [100.0]
+
+    class Slow:
+        def __getattr__(self, name):
+            return getattr(cluster, name)
+
+        def apply_throttles(self, t):
+            clock[0] += 7.0  # a slow call
+            return cluster.apply_throttles(t)
+
+    tp = sorted(sc.partitions)[0]
+    entry = ThrottledReplica(tp.topic, tp.partition, 0)
+    todo = [ApplyThrottles(ThrottleSet(frozenset({entry}), frozenset(), frozenset({0}), frozenset(), 1_000_000)),
+            StartStep("r", tp, 1, cluster.state.partitions[tp].replicas)]
+    out = Executor(Slow(), lambda: clock[0]).execute(todo)
+    assert [o.now for o in out] == [107.0, 107.0], out

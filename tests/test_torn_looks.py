@@ -283,3 +283,69 @@ def test_a_look_from_before_the_last_step_is_not_planned_from():
     second = [e for e in of_type(d.events, ev.StepPlanned) if e.number == 2]
     assert second and second[0].step.cr == first.tr, second
     assert not set(second[0].step.tr) & set(first.dr)  # nothing dropped is copied back
+
+
+# --- what the fault simulator found beyond the incident -------------------------------------------
+
+
+def test_an_abort_is_not_ended_on_a_lagging_brokers_whole_rs():
+    """Seed 2384: KRaft reverted the aborted step; a lagging broker still shows its whole RS with nothing
+    in progress. Ended there, the rollback was planned from replicas the partition no longer had (its
+    alter copied more than the limits allowed). The abort ends on the CR the next look shows."""
+    from engine.core.commands import Cancel
+
+    c, d = started()
+    d.feed(Cancel("r", rollback=True))
+    assert d.state.steps[TP].aborting and not c.in_progress()  # reverted to (2, 1, 3)
+    d.now += 0.1
+    look(d, (2, 4, 1, 3), {1, 2, 3}, 2)  # the step's RS, nothing in progress: torn
+    assert not of_type(d.events, ev.StepAborted)
+    d.now += 0.6
+    d.observe()
+    aborted = of_type(d.events, ev.StepAborted)
+    assert aborted and set(aborted[0].replicas) == {1, 2, 3}
+
+
+def test_the_rs_of_another_tools_reassignment_that_ended_is_not_planned_from():
+    """Seed 2391: another tool's reassignment (adding 4, removing 3) was recorded in progress; it ended,
+    and a lagging broker still shows its whole RS with nothing in progress, which neither its end nor its
+    revert leaves. Planned from, the waiting partition's step would copy back the dropped replica."""
+    c = FakeCluster({TP: (2, 1, 3)}, range(6))
+    d = Driver(c)
+    d.now = 1000.0
+    c._alter(TP, (2, 4, 1))  # another tool's reassignment
+    d.observe()
+    d.feed(Submit("r", (PartitionTarget("t", 0, (2, 4, 5)),)))
+    assert "not started by kreassign" in d.state.waiting[TP]
+    c.finish(TP)  # it ends at (2, 4, 1)
+    d.now += 0.2
+    look(d, (2, 4, 1, 3), {1, 2, 3}, 2)  # the lagging broker: its RS, nothing in progress
+    assert d.state.observed[TP].reassignment_in_progress, d.state.observed[TP]  # set aside
+    d.tick()
+    assert not of_type(d.events, ev.StepPlanned)
+    d.now += 0.6
+    d.observe()
+    d.tick()
+    planned = of_type(d.events, ev.StepPlanned)
+    assert planned and planned[0].step.cr == (2, 4, 1), planned
+
+
+def test_a_pure_add_seen_at_its_tr_with_its_new_replica_out_of_the_isr_waits_for_a_confirming_look():
+    """Seed 5527: another tool cancelled a step that only adds; its RS is its TR, and a lagging broker
+    still shows it, nothing in progress, the new replica out of the ISR. Taken for the step's end, the
+    next step's alter copied a replica the cluster had dropped. Kafka ends a step only with its TR in
+    sync: such a look counts once a later one confirms it; the next one here shows the revert."""
+    c, d = started(cr=(2, 1, 3), tr=(4, 2, 1, 3))  # the new leader first: a step that only adds 4
+    step = d.state.steps[TP].step
+    assert step.tr == (4, 2, 1, 3) and not step.dr
+    c.drop(TP)  # another tool cancels it: back at (2, 1, 3)
+    d.now += 0.1
+    look(d, (4, 2, 1, 3), {1, 2, 3}, 2)  # the lagging broker: the RS, which is the TR; 4 not in sync
+    assert not of_type(d.events, ev.StepCompleted)
+    d.now += 0.6
+    d.observe()
+    assert not of_type(d.events, ev.StepCompleted)
+    d.now += METADATA_SETTLE
+    d.observe()  # confirmed back at CR: another tool's doing
+    failed = of_type(d.events, ev.StepFailed)
+    assert failed and "reverted outside kreassign" in failed[0].reason

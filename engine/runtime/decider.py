@@ -247,6 +247,7 @@ class Decider:
         if isinstance(inp, Submit):
             fresh = {p.tp for p in inp.partitions} - watched(self.state)
             if fresh:
+                now = self.clock()  # the look is stamped like a tick's: the core sets aside a stale or torn one
                 obs = self.cluster.observe(sorted(fresh))
                 if isinstance(obs, Unavailable):
                     raise Retry(f"cannot observe the partitions of request {inp.request_id}: {obs}")
@@ -255,7 +256,7 @@ class Decider:
                     obs = dataclasses.replace(obs, partitions={
                         tp: p._replace(size_bytes=sizes.get(tp, p.size_bytes)) for tp, p in obs.partitions.items()
                     })
-                return self.process(obs, inp)
+                return self.process(dataclasses.replace(obs, now=now) if obs.now is None else obs, inp)
         return self.process(inp)
 
     def tick(self) -> list[EventEnvelope]:

@@ -146,6 +146,7 @@ class World:
         self.reapply_failed: list[float] = []  # when a failed apply named throttle entries set on the cluster
         self.look: SimState | None = None  # the cluster when the engine last looked
         self.look_torn = False
+        self.torn_leaders: dict[TopicPartition, int | None] = {}  # leaders a torn latest look delivered
         self.held_looks: list[tuple[float, int, float, Observation]] = []  # (due, seq, stamp, look) to redeliver
         self.violations: list[Violation] = []
         self.trace: list[str] = []
@@ -296,7 +297,8 @@ class World:
         """kreassign just started copies of ``started``: every cap it touches must hold, counted on the
         reassignments kreassign has in progress on the cluster, each copy charged to the partition's
         leader as the engine's latest look at the cluster saw it (Kafka's truth then, not the engine's
-        belief), the weight of each as the engine recorded it."""
+        belief; for a partition that look delivered torn, the lagging broker's leader it delivered), the
+        weight of each as the engine recorded it."""
         s = self.sim.state
         seen = self.look or s
         count = {"P": 0, "L": 0, "A": 0}
@@ -307,7 +309,9 @@ class World:
             if not q.reassigning or trs(q) != self.kreassign[tp]:
                 continue
             looked = seen.partitions.get(tp, q)
-            leader = looked.leader
+            # a torn look delivered a lagging broker's leader: the engine cannot know better (no
+            # controller answer carries leaders), so that is what its caps can count against
+            leader = self.torn_leaders.get(tp, looked.leader)
             w = self.weights.get(tp, WEIGHT_UNITS)
             adding = q.adding
             count["P"] += 1
@@ -508,6 +512,7 @@ class FaultyCluster:
             brokers = tuple(Broker(b.id, b.rack, b.alive) for b in sorted(old.brokers.values()))
             obs = dataclasses.replace(obs, partitions=parts, brokers=brokers)
         w.look, w.look_torn = w.sim.state, lag is not None
+        w.torn_leaders = {tp: ps.leader for tp, ps in obs.partitions.items()} if lag is not None else {}
         for item, rng in w.active("late", "looks"):
             if rng.random() < item.args[1]:
                 self._hold(rng.uniform(1.0, 5.0), stamp, obs)
