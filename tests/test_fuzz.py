@@ -228,6 +228,32 @@ def test_an_abort_that_leaves_too_few_in_sync_replicas_is_reported():
     assert label(w.violations)[0].defect == "N2"
 
 
+def test_an_abort_counts_against_the_partition_as_the_engine_last_looked_at_it():
+    """The engine decides on its latest look: a replica that caught up (or a broker that died) after it,
+    just before the request landed, is a fault it could not foresee (seed 3582); a look that already
+    showed the loss coming still counts."""
+    w = _world()
+    s = w.sim.state
+    tp = next(tp for tp, p in sorted(s.partitions.items()) if len(p.replicas) >= 2)
+    replicas = s.partitions[tp].replicas
+    w.sim.state = controller.set_min_insync(s, tp.topic, len(replicas))
+    spare = next(b for b in sorted(s.brokers) if b not in replicas)
+    w.land("alter", tp, replicas + (spare,))
+    w.looked[tp] = w.sim.state  # the engine looks: the new replica is still copying
+    w.sim.state = controller.leave_isr(w.sim.state, tp, replicas[-1], 1.0)
+    w.sim.state = controller.join_isr(w.sim.state, tp, spare)
+    w.land("cancel", tp)
+    assert w.violations == []
+    w2 = _world()
+    w2.sim.state = controller.set_min_insync(w2.sim.state, tp.topic, len(replicas))
+    w2.land("alter", tp, replicas + (spare,))
+    w2.sim.state = controller.leave_isr(w2.sim.state, tp, replicas[-1], 1.0)
+    w2.sim.state = controller.join_isr(w2.sim.state, tp, spare)
+    w2.looked[tp] = w2.sim.state  # the look showed it: the abort would leave too few in sync
+    w2.land("cancel", tp)
+    assert [v.check for v in w2.violations] == ["min_insync"]
+
+
 def test_an_engine_that_never_decides_fails_liveness_silently(monkeypatch):
     monkeypatch.setattr(Decider, "tick", lambda self: [])
     violations = label(run(draw(3).only([])).violations)
