@@ -128,14 +128,15 @@ def oldest_blocked(state: State):
 # --- liveness ----------------------------------------------------------------------------------------
 
 
-def bound(world: World, state: State, pending_targets: dict) -> float:
+def bound(world: World, state: State, pending_targets: dict, rate: int | None = None) -> float:
     """Seconds within which every request must finish once faults stop (docs/benchmarks.md derives it):
     ``BOUND_BASE`` plus, for every unfinished partition, each replica its goal still lacks and one
     more step (a reorder or the last one), copied one after another at the throttle rate less what
     producers add meanwhile, plus ``MOVE_OVERHEAD`` each. Serial on purpose: it does not depend on the
-    limits or on any parallelism the scheduler finds."""
+    limits or on any parallelism the scheduler finds. ``rate``: the throttle to count with (by default
+    the engine's; the caller gives the lowest of it and of throttle commands still to be handed)."""
     sim = world.sim.state
-    rate = state.throttle_rate or NETWORK
+    rate = rate or state.throttle_rate or NETWORK
     total = BOUND_BASE
     goals = {}
     for tp, e in state.partitions.items():

@@ -342,7 +342,11 @@ class Run:
         w.note(f"faults stop; dead brokers left: {sorted(b for b, x in w.sim.state.brokers.items() if not x.alive)}")
         self.ahead = checks.timers_ahead(s, self.engine.d.clock()) + checks.decider_ahead(self.engine.d,
                                                                                            self.engine.d.clock())
-        self.bound = checks.bound(w, s, self.pending_targets)
+        # a throttle command still to be handed (an operator's, drawn before the faults stopped) may lower
+        # the rate the copies run at: the bound counts with the lowest rate in force from now on
+        rates = [s.throttle_rate or checks.NETWORK] + [c.rate or checks.NETWORK for _, c in self.pending
+                                                       if isinstance(c, ChangeThrottle)]
+        self.bound = checks.bound(w, s, self.pending_targets, min(rates))
         self.bound_end = w.now + self.bound
 
     def move_leader(self, item: Item) -> None:
