@@ -267,6 +267,17 @@ def test_a_scheduler_that_starts_nothing_leaves_sources_idle(monkeypatch):
     assert {"idle_source", "liveness"} <= {v.check for v in violations}, violations
 
 
+def test_a_reservation_of_capacity_the_blocked_step_has_room_on_is_defect_5(monkeypatch):
+    """The idle-source check allows what the documented reservation idles (what the oldest blocked step
+    lacks: seed 2829 finds nothing) and finds a reservation of anything more (issue 27's defect 5)."""
+    from engine.core import scheduler
+
+    assert not run(draw(2829)).violations
+    monkeypatch.setattr(scheduler, "lacking", lambda c, limits, key: scheduler.resources(key))
+    idle = [v for v in label(run(draw(7)).violations) if v.check == "idle_source"]
+    assert idle and idle[0].defect == "D5", idle
+
+
 # --- shrinking and the command line --------------------------------------------------------------
 
 

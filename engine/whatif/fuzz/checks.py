@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from engine.core.decide import plan, throttled
 from engine.core.partition import TopicPartition
-from engine.core.scheduler import A, WEIGHT_UNITS, refusal, resources
+from engine.core.scheduler import A, WEIGHT_UNITS, lacking, refusal, resources
 from engine.core.state import ACTIVE, FINISHED_KEPT, READY, TERMINAL, State, fold
 from engine.core.throttles import ThrottleSet, needed, union
 from engine.views.attention import attention
@@ -97,10 +97,32 @@ def idle_sources(state: State) -> dict[int, list[tuple]]:
     return out
 
 
+def waiting_for_what_it_lacks(state: State, idle: dict[int, list[tuple]]) -> dict[int, list[tuple]]:
+    """``idle`` without the ready steps that need what the oldest blocked step lacks: the scheduler
+    reserves that for it, so that it starts as soon as enough is free however many smaller steps keep
+    arriving (docs/algorithm.md, section 2, *No starvation*: "at most what it lacks idles"). Capacity it
+    has room on is never reserved (issue 27's defect 5): a ready step that needs only that still counts
+    (seed 2829: a step that needs two additions of two while one is in flight holds the additions; a
+    one-addition step out of an idle broker waits for it, as documented)."""
+    blocked = oldest_blocked(state)
+    if blocked is None or not idle:
+        return idle
+    _prio, _tp, key, why = blocked
+    lacked = lacking(state.in_flight, state.limits, key) | ({A} if why == A else set())
+    out = {}
+    for src, fit in idle.items():
+        kept = [(tp, k) for tp, k in fit if not resources(k) & lacked]
+        if kept:
+            out[src] = kept
+    return out
+
+
 def reserved(key, why) -> set:
-    """What the scheduler reserves for a blocked step (``engine.core.scheduler.next_batch``): its
-    brokers' capacity, and the cluster-wide additions if those are what it lacks."""
-    return {r for r in resources(key) if r != A or why == A}
+    """What a reservation for a blocked step could hold: the capacity it takes (its brokers' and the
+    cluster-wide additions). The ready steps that need what it lacks are set aside before
+    (``waiting_for_what_it_lacks``), so a step still held by any of this is held by capacity the
+    blocked step has room on: issue 27's defect 5."""
+    return resources(key)
 
 
 def oldest_blocked(state: State):

@@ -213,7 +213,7 @@ class Run:
 
     def check_idle(self, state) -> None:
         now = self.world.now
-        idle = checks.idle_sources(state)
+        idle = checks.waiting_for_what_it_lacks(state, checks.idle_sources(state))
         for src in list(self.idle):
             if src not in idle:
                 del self.idle[src]
