@@ -409,6 +409,28 @@ def test_a_cancel_never_aborts_a_step_into_fewer_in_sync_replicas_than_min_insyn
     check_invariants(d)
 
 
+def test_the_min_insync_skip_rule_counts_the_replicas_the_cluster_is_adding():
+    """Seed 8635 of the fault simulator: another tool's alter merged into the step in flight (a reorder
+    that adds nothing) and adds broker 0, which caught up while broker 4 died. KRaft's revert drops
+    what the cluster is adding, not what the step planned: the abort would leave two in sync against
+    min.insync.replicas 3, and is skipped."""
+    c = FakeCluster({tp(0): (4, 1, 3)}, range(6), min_isr=3)
+    d = Driver(c)
+    c.unavailable("alter")
+    d.feed(submit("r", {tp(0): (1, 3, 4)}))
+    d.tick()
+    assert d.state.steps[tp(0)].step.nr == ()  # a reorder: nothing to add
+    c._alter(tp(0), (1, 0, 4))  # another tool: adding 0, removing 3
+    c.brokers[4] = c.brokers[4]._replace(alive=False)
+    c.parts[tp(0)] = c.parts[tp(0)]._replace(isr=frozenset({0, 1, 3}), leader=1)
+    d.observe()
+    events = d.feed(Cancel("r"))
+    skipped = of_type(events, ev.CancelSkipped)
+    assert skipped and "below min.insync.replicas 3" in skipped[0].reason, events
+    assert not [a for a in c.alters if a[1] is None]  # no abort
+    assert len(c.parts[tp(0)].isr) == 3
+
+
 def test_a_retried_alter_is_planned_again_when_a_replica_it_dropped_as_dead_is_back_in_sync():
     """Seed 8351 of the fault simulator (N3): planned while brokers 0 and 3 were dead, the step
     (2, 3) -> (2) drops dead replica 3 (rule 6); its alter goes unanswered; broker 3 comes back and

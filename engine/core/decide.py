@@ -488,8 +488,10 @@ def _cancel_partition(d: _Decision, rid: str, tp: TopicPartition, rollback: bool
         d.emit(ev.PartitionCancelled(rid, tp, rollback, f.number, reason=note))
         return
     if status == IN_FLIGHT:
-        # an abort reverts to RS - AR (the step's CR) with ISR - AR (KRaft's PartitionReassignmentRevert)
-        reason = skip_reason(f.step.cr, obs.isr if obs is not None else frozenset(), f.step.nr, s.min_insync(tp.topic))
+        # an abort reverts to RS - AR (the step's CR) with ISR - AR (KRaft's PartitionReassignmentRevert); AR as
+        # the cluster last showed it (another tool's alter merged into the step may add more: seed 8635)
+        adding = tuple(obs.adding) if obs is not None and obs.reassignment_in_progress else f.step.nr
+        reason = skip_reason(f.step.cr, obs.isr if obs is not None else frozenset(), adding, s.min_insync(tp.topic))
         if reason is not None:
             d.emit(ev.CancelSkipped(rid, tp, f"cannot abort step {f.number}: {reason}"))
             d.emit(ev.PartitionCancelled(rid, tp, rollback, None, reason=note))  # applies once the step completes
