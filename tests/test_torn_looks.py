@@ -307,9 +307,10 @@ def test_an_abort_is_not_ended_on_a_lagging_brokers_whole_rs():
 
 
 def test_the_rs_of_another_tools_reassignment_that_ended_is_not_planned_from():
-    """Seed 2391: another tool's reassignment (adding 4, removing 3) was recorded in progress; it ended,
-    and a lagging broker still shows its whole RS with nothing in progress, which neither its end nor its
-    revert leaves. Planned from, the waiting partition's step would copy back the dropped replica."""
+    """Seeds 2391 and 6531: another tool's reassignment (adding 4, removing 3) was recorded in progress; it
+    ended, and a lagging broker still shows its whole RS with nothing in progress, which neither its end
+    nor its revert leaves, however old the record. Planned from, the waiting partition's step would copy
+    back the dropped replica."""
     c = FakeCluster({TP: (2, 1, 3)}, range(6))
     d = Driver(c)
     d.now = 1000.0
@@ -317,8 +318,8 @@ def test_the_rs_of_another_tools_reassignment_that_ended_is_not_planned_from():
     d.observe()
     d.feed(Submit("r", (PartitionTarget("t", 0, (2, 4, 5)),)))
     assert "not started by kreassign" in d.state.waiting[TP]
-    c.finish(TP)  # it ends at (2, 4, 1)
-    d.now += 0.2
+    c.finish(TP)  # it ends at (2, 4, 1), after running longer than METADATA_SETTLE (seed 6531)
+    d.now += METADATA_SETTLE + 1.0
     look(d, (2, 4, 1, 3), {1, 2, 3}, 2)  # the lagging broker: its RS, nothing in progress
     assert d.state.observed[TP].reassignment_in_progress, d.state.observed[TP]  # set aside
     d.tick()

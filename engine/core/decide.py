@@ -588,6 +588,11 @@ def _observe(d: _Decision, o: Observation) -> None:
             # Replicas grew back with nothing in progress: no reassignment shows that; a broker's metadata
             # from before the last change does (planned from, it would copy a dropped replica back).
             continue
+        if known is not None and _rs_after_end(known, ps):
+            # The whole RS of the reassignment recorded in progress, now that none is: neither its end nor
+            # its revert leaves that; a broker's metadata from before its end does. However old the
+            # record, this look says nothing new: the next one that shows where it ended counts.
+            continue
         settled = known == ps and _stood(o.now, seen)
         if known != ps:
             d.emit(ev.PartitionObserved(tp, ps, o.now))
@@ -600,19 +605,22 @@ def _observe(d: _Decision, o: Observation) -> None:
     _settle(d)
 
 
+def _rs_after_end(known, ps) -> bool:
+    """Whether ``ps`` shows, with nothing in progress, the whole RS of a reassignment that the look
+    recorded before showed adding and removing replicas: neither its end (RS less the removed replicas)
+    nor its revert (RS less the added ones) leaves that, a broker's metadata from before its end does
+    (the fault simulator's seeds 2391 and 6531: planned from it, a step copied back a replica the
+    partition had dropped). Only another tool putting the partition back to exactly that RS between two
+    looks would leave it too; the partition then waits until its replicas change."""
+    return (not ps.reassignment_in_progress and known.reassignment_in_progress and bool(known.adding)
+            and bool(known.removing) and set(ps.replicas) == set(known.replicas))
+
+
 def _came_back(s: State, tp: TopicPartition, known, ps) -> bool:
     """Whether ``ps`` shows more replicas than the look recorded before, with nothing in progress in
     either, and not as the target of the step in flight (an add-only step Kafka completed between two
-    looks); or the whole RS of a reassignment that the look recorded before showed adding and removing
-    replicas, with nothing in progress now: neither its end (RS less the removed replicas) nor its
-    revert (RS less the added ones) leaves that, a broker's metadata from before its end does (the
-    fault simulator's seed 2391: planned from it, a step copied back a replica the partition had
-    dropped)."""
-    if ps.reassignment_in_progress:
-        return False
-    if known.reassignment_in_progress:
-        return bool(known.adding and known.removing) and set(ps.replicas) == set(known.replicas)
-    if not set(ps.replicas) > set(known.replicas):
+    looks)."""
+    if known.reassignment_in_progress or ps.reassignment_in_progress or not set(ps.replicas) > set(known.replicas):
         return False
     f = s.steps.get(tp)
     return f is None or tuple(ps.replicas) != tuple(f.step.tr)

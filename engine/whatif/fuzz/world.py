@@ -261,8 +261,10 @@ class World:
             self.landings = keep
             self.record()
 
-    def land(self, op: str, tp: TopicPartition, target: Replicas | None = None) -> Result:
-        """One of the engine's partition requests reaches the controller."""
+    def land(self, op: str, tp: TopicPartition, target: Replicas | None = None, sent: tuple | None = None) -> Result:
+        """One of the engine's partition requests reaches the controller. ``sent``: what the engine had
+        looked at when it sent a request that lands late (``seen``), against which its caps are counted:
+        a leader that moved after it was sent is no doing of the engine's."""
         s = self.sim.state
         before = s.partitions.get(tp)
         if op == "alter":
@@ -280,13 +282,13 @@ class World:
                 self.kreassign[tp] = trs(after)
                 new = set(after.adding) - (set(before.adding) if before.reassigning else set())
                 if new:
-                    self._check_caps(tp, after)
+                    self._check_caps(tp, after, sent)
             else:
                 self.kreassign.pop(tp, None)
         elif op == "cancel" and isinstance(result, Ok):
             self.kreassign.pop(tp, None)
         lost, had, floor = in_sync(state, after), in_sync(s, before), state.min_insync(tp)
-        if lost < had and lost < floor and not self._foreseeable(op, tp, target):
+        if lost < had and lost < floor and not self._foreseeable(op, tp, target, sent):
             self.note(f"{op} of {tp} left {lost} in sync (min.insync.replicas {floor}, {had} before), which the "
                       f"partition as the engine last looked at it did not foresee: a fault since, not counted")
         elif lost < had and lost < floor:
@@ -295,13 +297,13 @@ class World:
                          f"{list(after.replicas)} isr {sorted(after.isr)}", [tp], op=op)
         return result
 
-    def _foreseeable(self, op: str, tp: TopicPartition, target: Replicas | None) -> bool:
+    def _foreseeable(self, op: str, tp: TopicPartition, target: Replicas | None, sent: tuple | None = None) -> bool:
         """Whether ``op`` would have left ``tp`` below min.insync.replicas, with fewer in sync than it had,
         on the cluster as it was when the engine last looked at the partition: the request was sent on
         that look, and a broker that died (or a replica that fell behind) between the look and the
         request is a fault no engine can foresee (seed 3582: a broker died 0.9 s after the look, as the
         cancel came). A decision the look itself condemns still counts."""
-        prior = self.looked.get(tp)
+        prior = (sent[3] if sent is not None else self.looked).get(tp)  # (a late request: when it was sent)
         if prior is None:
             return True
         p0 = prior.partitions.get(tp)
@@ -317,14 +319,19 @@ class World:
 
     # --- the checks made where things happen ---------------------------------------------------------
 
-    def _check_caps(self, started: TopicPartition, p) -> None:
+    def seen(self) -> tuple:
+        """What the engine's latest look saw (the cluster then, and the leaders a torn one delivered)."""
+        return self.look, self.torn_leaders, self.look_torn, dict(self.looked)
+
+    def _check_caps(self, started: TopicPartition, p, sent: tuple | None = None) -> None:
         """kreassign just started copies of ``started``: every cap it touches must hold, counted on the
         reassignments kreassign has in progress on the cluster, each copy charged to the partition's
         leader as the engine's latest look at the cluster saw it (Kafka's truth then, not the engine's
         belief; for a partition that look delivered torn, the lagging broker's leader it delivered), the
         weight of each as the engine recorded it."""
         s = self.sim.state
-        seen = self.look or s
+        look, torn_leaders, look_torn, _looked = sent or self.seen()
+        seen = look or s
         count = {"P": 0, "L": 0, "A": 0}
         per: dict[tuple, int] = {}
         who: dict[object, list] = {}
@@ -335,7 +342,7 @@ class World:
             looked = seen.partitions.get(tp, q)
             # a torn look delivered a lagging broker's leader: the engine cannot know better (no
             # controller answer carries leaders), so that is what its caps can count against
-            leader = self.torn_leaders.get(tp, looked.leader)
+            leader = torn_leaders.get(tp, looked.leader)
             w = self.weights.get(tp, WEIGHT_UNITS)
             adding = q.adding
             count["P"] += 1
@@ -373,7 +380,7 @@ class World:
             name = key if isinstance(key, str) else f"{key[0]} broker {key[1]}"
             unit = "" if isinstance(key, str) or key[0] == "new" else f" (eighths of a move)"
             self.violate("caps", f"starting {tp_str(started)} put {name} at {n} > {cap}{unit}: "
-                         f"{', '.join(tp_str(t) for t in who[key])}", who[key], resource=key, torn=self.look_torn)
+                         f"{', '.join(tp_str(t) for t in who[key])}", who[key], resource=key, torn=look_torn)
 
     def _completions(self) -> None:
         s = self.sim.state
@@ -597,14 +604,16 @@ class FaultyCluster:
             for tp, target in targets.items():
                 out[tp] = Unavailable("the request timed out")
                 if fate == "late":
-                    w.schedule(delay, str(tp), lambda tp=tp, target=target: w.land(op, tp, target), f"{op} {tp}")
+                    w.schedule(delay, str(tp), lambda tp=tp, target=target, sent=w.seen(): w.land(op, tp, target, sent),
+                               f"{op} {tp}")
             w.note(f"{op} {', '.join(map(str, targets))}: {fate}" + (f" (lands in {delay:g} s)" if fate == "late" else ""))
         else:
             for tp, target in targets.items():
                 r = w.land(op, tp, target)
                 out[tp] = Unavailable("the answer timed out") if fate == "lost-answer" else r
                 if fate == "twice":
-                    w.schedule(delay, str(tp), lambda tp=tp, target=target: w.land(op, tp, target), f"{op} {tp} again")
+                    w.schedule(delay, str(tp), lambda tp=tp, target=target, sent=w.seen(): w.land(op, tp, target, sent),
+                               f"{op} {tp} again")
             if fate != "ok":
                 w.note(f"{op} {', '.join(map(str, targets))}: {fate}")
             if fate == "slow":
