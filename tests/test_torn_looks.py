@@ -291,7 +291,7 @@ def test_a_look_from_before_the_last_step_is_not_planned_from():
 def test_an_abort_is_not_ended_on_a_lagging_brokers_whole_rs():
     """Seed 2384: KRaft reverted the aborted step; a lagging broker still shows its whole RS with nothing
     in progress. Ended there, the rollback was planned from replicas the partition no longer had (its
-    alter copied more than the limits allowed). The abort ends on the CR the next look shows."""
+    alter copied more than the limits allowed). The abort ends on the CR the next looks show."""
     from engine.core.commands import Cancel
 
     c, d = started()
@@ -301,9 +301,33 @@ def test_an_abort_is_not_ended_on_a_lagging_brokers_whole_rs():
     look(d, (2, 4, 1, 3), {1, 2, 3}, 2)  # the step's RS, nothing in progress: torn
     assert not of_type(d.events, ev.StepAborted)
     d.now += 0.6
-    d.observe()
+    d.observe()  # (2, 1, 3): KRaft's revert, in CR's order here, as metadata from before the step would be
+    d.now += METADATA_SETTLE
+    d.observe()  # confirmed
     aborted = of_type(d.events, ev.StepAborted)
     assert aborted and set(aborted[0].replicas) == {1, 2, 3}
+
+
+def test_an_abort_is_not_ended_on_metadata_from_before_the_step_that_completed():
+    """Seed 9235: the step completed before its cancel reached the controller (nothing in progress to
+    cancel); a lagging broker still shows the replicas from before the step, in CR's order, which KRaft's
+    revert would not leave (it leaves RS - AR in RS's order). Taken for a revert, the rollback ended as
+    done while the partition stood at its TR. A look at CR in CR's order counts once a later one confirms
+    it; the next looks here show the TR."""
+    from engine.core.commands import Cancel
+
+    c, d = started(cr=(1, 4, 3), tr=(0, 4, 3, 1))  # adds 0 and makes it the leader: revert order (4, 3, 1)
+    c.finish(TP)  # completed
+    d.feed(Cancel("r", rollback=True))  # the cancel finds nothing in progress
+    d.now += 0.1
+    look(d, (1, 4, 3), {1, 3, 4}, 1)  # the broker's metadata from before the step
+    assert not of_type(d.events, ev.StepAborted)
+    d.now += 0.6
+    d.observe()
+    aborted = of_type(d.events, ev.StepAborted)
+    assert aborted and aborted[0].replicas == (0, 4, 3, 1), aborted  # it had completed: rolled back from there
+    d.run()
+    assert c.assignment()[TP] == (1, 4, 3)
 
 
 def test_the_rs_of_another_tools_reassignment_that_ended_is_not_planned_from():
