@@ -23,7 +23,8 @@ from engine.log.replay import START, extend
 from engine.sim.cluster import SimulatedCluster
 from engine.core.state import COMPLETED
 from engine.core.throttles import ThrottledReplica
-from tests.test_decider import DyingLog, Killed, Recorder, decommission
+from engine.whatif.fuzz.world import Crash as Killed  # the process dies here (test_decider uses it since the fuzz merge)
+from tests.test_decider import DyingLog, Recorder, decommission
 
 
 def stored(fold, chunk_bytes=SN.CHUNK_BYTES, slot=0, sid="s"):
