@@ -61,6 +61,9 @@ from engine.core.step import Done, PlanResult, Step, Waiting, plan_step
 from engine.core.throttles import ThrottleSet, in_force, minus, needed, reconcile, union
 from engine.core.validation import submission_problems
 
+OTHER_TOOLS_REASSIGNMENT = "a reassignment not started by kreassign is in progress"
+"""How a partition's wait for a reassignment kreassign did not start begins (``plan``)."""
+
 REVERT_GRACE = 5.0
 """Seconds after the cluster accepted a step before "back at CR, nothing in progress" counts as
 reverted (cancelled by another tool, or dropped): the brokers' metadata may lag the controller."""
@@ -161,7 +164,7 @@ def plan(s: State, tp: TopicPartition, now: float | None = None) -> PlanResult:
         return Waiting(f"waiting for broker {el.leader} to become leader (preferred leader election{detail})")
     if obs.reassignment_in_progress:
         return Waiting(
-            f"a reassignment not started by kreassign is in progress "
+            f"{OTHER_TOOLS_REASSIGNMENT} "
             f"(adding {list(obs.adding)}, removing {list(obs.removing)})"
         )
     lim = s.limits
@@ -601,32 +604,21 @@ def _observe(d: _Decision, o: Observation) -> None:
             # Replicas grew back with nothing in progress: no reassignment shows that; a broker's metadata
             # from before the last change does (planned from, it would copy a dropped replica back).
             continue
-        if known is not None and _rs_after_end(known, ps):
-            # The whole RS of the reassignment recorded in progress, now that none is: neither its end nor
-            # its revert leaves that; a broker's metadata from before its end does. However old the
-            # record, this look says nothing new: the next one that shows where it ended counts.
-            continue
         settled = known == ps and _stood(o.now, seen)
         if known != ps:
             d.emit(ev.PartitionObserved(tp, ps, o.now))
         if tp in d.state.steps:
             _check_step(d, tp, settled)
-        elif tp in d.state.waiting:
+        elif tp in d.state.waiting and (settled or ps.reassignment_in_progress
+                                        or not d.state.waiting[tp].startswith(OTHER_TOOLS_REASSIGNMENT)):
+            # A partition waiting for another tool's reassignment is planned again once a look that shows
+            # it ended is confirmed by one METADATA_SETTLE later: a broker's metadata lags the controller
+            # and shows the reassignment's RS after its end (the fault simulator's seeds 2391 and 6531:
+            # planned from it, a step copied back a replica the partition had dropped).
             _reconsider(d, tp)
     for topic in gone:
         _topic_deleted(d, topic)
     _settle(d)
-
-
-def _rs_after_end(known, ps) -> bool:
-    """Whether ``ps`` shows, with nothing in progress, the whole RS of a reassignment that the look
-    recorded before showed adding and removing replicas: neither its end (RS less the removed replicas)
-    nor its revert (RS less the added ones) leaves that, a broker's metadata from before its end does
-    (the fault simulator's seeds 2391 and 6531: planned from it, a step copied back a replica the
-    partition had dropped). Only another tool putting the partition back to exactly that RS between two
-    looks would leave it too; the partition then waits until its replicas change."""
-    return (not ps.reassignment_in_progress and known.reassignment_in_progress and bool(known.adding)
-            and bool(known.removing) and set(ps.replicas) == set(known.replicas))
 
 
 def _came_back(s: State, tp: TopicPartition, known, ps) -> bool:
