@@ -766,8 +766,11 @@ def _(s: State, e: ev.ClockSetBack) -> State:
         for tp, at in s.known_at.items():
             known[tp] = at - shift
         known = known.finish()
+    differed = s.throttles_differed  # when a read-back first showed a difference: judged METADATA_SETTLE later
+    if differed is not None and differed.at is not None:
+        differed = ev.ThrottlesDiffered(differed.missing, differed.unexpected, back(differed.at))
     return s._replace(steps=steps, partitions=partitions, elections=elections, release_debt=debt, known_at=known,
-                      throttle_retry_at=back(s.throttle_retry_at), clock=e.now)
+                      throttle_retry_at=back(s.throttle_retry_at), throttles_differed=differed, clock=e.now)
 
 
 @_on(ev.ClusterUnreachable)

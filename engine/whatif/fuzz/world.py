@@ -143,6 +143,7 @@ class World:
         self.last_drift = 0.0
         self.differed_at: float | None = None  # when the latest difference of a read-back was first seen
         self.forward: list[float] = []  # world times at which the engine's clock stepped forward
+        self.set_at: dict[tuple, float] = {}  # throttle piece -> when the engine last logged it applied
         self.reapply_failed: list[float] = []  # when a failed apply named throttle entries set on the cluster
         self.look: SimState | None = None  # the cluster when the engine last looked
         self.look_torn = False
@@ -407,6 +408,9 @@ class World:
                         self.retired(before)
             if kind is ev.LimitsChanged:
                 self.limits = x.limits
+            elif kind is ev.ThrottlesApplied:
+                for piece in _pieces(x.throttles):
+                    self.set_at[piece] = self.now
             elif kind is ev.StepPlanned:
                 self.planned_trs.setdefault(x.tp, set()).add(tuple(x.step.tr))
                 self.weights[x.tp] = x.weight
@@ -436,6 +440,13 @@ class World:
                 self.last_drift = self.now
                 first, self.differed_at = self.differed_at, None
                 other = any(t >= since for t in self.touched.get("throttles", []))
+                # a piece missing since another tool removed it after the engine last set it: a previous drift
+                # may not have named it yet (a read-back that lagged, or did not cover its broker then)
+                pieces = _pieces(x.missing)
+                removed = self.touched.get("throttles", [])
+                other = other or (bool(pieces) and all(
+                    any(t >= self.set_at.get(piece, 0.0) for t in removed) for piece in pieces)
+                    and x.unexpected.is_empty())
                 own = (x.missing.is_empty() and not (x.unexpected.leader_brokers | x.unexpected.follower_brokers)
                        and (x.unexpected.leader | x.unexpected.follower) <= self.unknown_entries)
                 if not other and not own and first is not None and self.stepped_forward(first):
@@ -474,6 +485,12 @@ class World:
 
     def torn_since(self, since: float) -> bool:
         return any(item.at <= self.now and end >= since for item, end, _ in self.windows if item.kind == "torn")
+
+
+def _pieces(t: ThrottleSet) -> list[tuple]:
+    """Every entry and broker rate of ``t``, each with its side."""
+    return ([("leader", e) for e in t.leader] + [("follower", e) for e in t.follower]
+            + [("leader rate", b) for b in t.leader_brokers] + [("follower rate", b) for b in t.follower_brokers])
 
 
 def tp_str(tp) -> str:
