@@ -353,6 +353,10 @@ def test_kip236_skip_rule_is_kraft_revert_rule():
     assert "none of the replicas [0, 1, 2]" in skip_reason((0, 1, 2), set())
     assert skip_reason((0, 1, 2), {2, 5}) is None
     assert skip_reason(None, {5}) == "original replicas unknown: nothing to roll back to"
+    # ISR - AR below min.insync.replicas where more are in sync now: skipped too (rule 3)
+    assert "below min.insync.replicas 3" in skip_reason((0, 1, 2), {1, 2, 5}, (5,), 3)
+    assert skip_reason((0, 1, 2), {1, 2, 5}, (5,), 2) is None  # two stay in sync: enough
+    assert skip_reason((0, 1, 2), {1, 2}, (5,), 3) is None  # already below, and the revert loses none
 
 
 def test_cancel_in_flight_that_kafka_cannot_revert_applies_when_the_step_completes():
@@ -374,6 +378,86 @@ def test_cancel_in_flight_that_kafka_cannot_revert_applies_when_the_step_complet
     # the step completed (5,0,1,2); the cancel then settles it back to 3 replicas: 5 was not original
     assert c.assignment()[tp(0)] == (0, 1, 2)
     assert d.state.partitions[tp(0)].status == CANCELLED
+    check_invariants(d)
+
+
+def test_a_cancel_never_aborts_a_step_into_fewer_in_sync_replicas_than_min_insync():
+    """KRaft's revert keeps ISR - AR: with the new replica caught up and an original one dead, the abort
+    would leave two in sync against min.insync.replicas 3 where three are in sync now (seed 211 of the
+    fault simulator, N2). The abort is skipped, saying so; the step goes on and the cancel applies once
+    it completes (here it completes at its target, all of it in sync: a cancel touches only what is in
+    progress, so the partition stays there)."""
+    c = FakeCluster({tp(0): (0, 1, 2)}, range(8), min_isr=3)
+    d = Driver(c)
+    d.feed(submit("r", {tp(0): (5, 1, 2)}))
+    d.tick()  # step 1: (0, 1, 2) -> (5, 1, 2), copying to 5, leader first
+    assert c.in_progress() == [tp(0)] and c.parts[tp(0)].adding == (5,)
+    c.brokers[0] = c.brokers[0]._replace(alive=False)  # broker 0 dies; 5 has caught up
+    c.parts[tp(0)] = c.parts[tp(0)]._replace(isr=frozenset({1, 2, 5}))
+    d.observe()
+    events = d.feed(Cancel("r"))
+    skipped = of_type(events, ev.CancelSkipped)
+    assert skipped and "below min.insync.replicas 3" in skipped[0].reason, events
+    assert [e.aborting for e in of_type(events, ev.PartitionCancelled)] == [None]  # no abort is sent
+    assert not [a for a in c.alters if a[1] is None]
+    d.run()
+    assert c.assignment()[tp(0)] == (5, 1, 2) and d.state.partitions[tp(0)].status == CANCELLED
+    assert c.min_isr_seen[tp(0)] >= 3
+    c.brokers[0] = c.brokers[0]._replace(alive=True)  # its throttle rate is removed once it is back
+    d.run()
+    check_invariants(d)
+
+
+def test_the_min_insync_skip_rule_counts_the_replicas_the_cluster_is_adding():
+    """Seed 8635 of the fault simulator: another tool's alter merged into the step in flight (a reorder
+    that adds nothing) and adds broker 0, which caught up while broker 4 died. KRaft's revert drops
+    what the cluster is adding, not what the step planned: the abort would leave two in sync against
+    min.insync.replicas 3, and is skipped."""
+    c = FakeCluster({tp(0): (4, 1, 3)}, range(6), min_isr=3)
+    d = Driver(c)
+    c.unavailable("alter")
+    d.feed(submit("r", {tp(0): (1, 3, 4)}))
+    d.tick()
+    assert d.state.steps[tp(0)].step.nr == ()  # a reorder: nothing to add
+    c._alter(tp(0), (1, 0, 4))  # another tool: adding 0, removing 3
+    c.brokers[4] = c.brokers[4]._replace(alive=False)
+    c.parts[tp(0)] = c.parts[tp(0)]._replace(isr=frozenset({0, 1, 3}), leader=1)
+    d.observe()
+    events = d.feed(Cancel("r"))
+    skipped = of_type(events, ev.CancelSkipped)
+    assert skipped and "below min.insync.replicas 3" in skipped[0].reason, events
+    assert not [a for a in c.alters if a[1] is None]  # no abort
+    assert len(c.parts[tp(0)].isr) == 3
+
+
+def test_a_retried_alter_is_planned_again_when_a_replica_it_dropped_as_dead_is_back_in_sync():
+    """Seed 8351 of the fault simulator (N3): planned while brokers 0 and 3 were dead, the step
+    (2, 3) -> (2) drops dead replica 3 (rule 6); its alter goes unanswered; broker 3 comes back and
+    rejoins the ISR. Retried unchanged, the alter would leave one replica in sync against
+    min.insync.replicas 2. The retry is re-checked against the latest look: the step is given up
+    and the partition planned again from where it is."""
+    c = FakeCluster({tp(0): (2, 3)}, range(5), min_isr=2)
+    for b in (0, 3):
+        c.brokers[b] = c.brokers[b]._replace(alive=False)
+    c.parts[tp(0)] = c.parts[tp(0)]._replace(isr=frozenset({2}), leader=2)
+    d = Driver(c)
+    d.feed(submit("r", {tp(0): (2, 0)}))
+    c.unavailable("alter")
+    d.tick()
+    planned = of_type(d.events, ev.StepPlanned)
+    assert [(e.step.cr, e.step.tr) for e in planned] == [((2, 3), (2,))], planned
+    assert c.assignment()[tp(0)] == (2, 3)  # the alter was lost
+    for b in (0, 3):
+        c.brokers[b] = c.brokers[b]._replace(alive=True)
+    c.parts[tp(0)] = c.parts[tp(0)]._replace(isr=frozenset({2, 3}))
+    d.observe()
+    d.tick()  # the retry is due: it is re-checked
+    assert (tp(0), (2,)) not in c.alters[1:], c.alters
+    failed = of_type(d.events, ev.StepFailed)
+    assert failed and "planned again" in failed[-1].reason, failed
+    d.run()
+    assert c.assignment()[tp(0)] == (2, 0)
+    assert (tp(0), (2,)) not in c.alters[1:], c.alters  # never one replica against min.insync.replicas 2
     check_invariants(d)
 
 

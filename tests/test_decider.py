@@ -16,7 +16,7 @@ from engine.core.commands import Cancel, ChangeLimits, ChangeThrottle, Pause, Pa
 from engine.runtime.decider import Decider, MemoryLog, Retry
 from engine.runtime.executor import recovery_actions
 from engine.core.actions import RemoveThrottles
-from engine.core.outcomes import Unavailable
+from engine.core.outcomes import Refused, Unavailable
 from engine.core.partition import TopicPartition
 from engine.log.replay import fold_log
 from engine.sim import scenario as S
@@ -215,6 +215,46 @@ def test_a_crash_between_logging_and_removing_a_throttle_leaks_nothing():
     t = cluster.cluster.state.throttles
     on_cluster = {(topic, p, b) for topic, e in t.follower.items() for p, b in e}
     assert on_cluster == {(r.topic, r.partition, r.broker) for r in in_force.follower}
+
+
+def test_a_refused_reassertion_after_a_restart_forgets_no_throttle_that_is_set():
+    """N1 of the fault simulator (seeds 93, 967): a recovering decider set again every throttle in force
+    and, when throttle changes were refused, recorded them all as not in force, though they were set
+    long before the restart (a refused change changes nothing): the steps needing them were held, and
+    the read-back later called them left over. Only what the log applied after the last event known
+    carried out is set again; the rest stays in force."""
+    sc, cluster, log, d = started(6)
+    d.decide(Submit("r1", tuple(sc.targets)))
+    d.tick()
+    assert d.state.steps and not d.state.throttles.is_empty()
+    marker, in_force = d.executed, d.state.throttles
+    changes = []
+
+    def refused(throttles):
+        changes.append(throttles)
+        return Refused("POLICY_VIOLATION", "config changes are refused")
+
+    cluster.apply_throttles = refused
+    d2 = Decider(log, cluster, clock=lambda: cluster.cluster.time)
+    d2.recover(marker)
+    assert changes == []  # every throttle in force was applied before the marker: nothing to set again
+    assert d2.state.throttles == in_force and d2.state.throttle_failed.is_empty()
+    assert not [e for e in log.records if isinstance(e.payload, ev.ActionFailed)]
+    # without a marker (unknown), everything in force is set again, and a refusal says so
+    d3 = Decider(log, cluster, clock=lambda: cluster.cluster.time)
+    d3.recover("no-such-event")
+    assert changes and not d3.state.throttle_failed.is_empty()
+
+
+def test_the_look_a_submit_takes_is_stamped_with_the_clock():
+    """Seed 3773 of the fault simulator: the look a submit takes at partitions nobody watches had no time,
+    and a look without a time is judged without the guards against a lagging broker's metadata (it
+    confirms at once): a completed step's RS, read from a lagging broker, became the new request's
+    original replicas and its first step copied a dropped replica back. It is stamped like a tick's."""
+    sc, cluster, log, d = started(4)
+    d.decide(Submit("r1", tuple(sc.targets)))
+    looks = [e.payload for e in log.records if isinstance(e.payload, ev.PartitionObserved)]
+    assert looks and all(x.at == cluster.cluster.time for x in looks), looks[:2]
 
 
 def test_commands_change_nothing_but_what_they_say_and_a_bad_one_is_rejected():

@@ -227,7 +227,7 @@ def test_a_broker_dies_mid_step_steps_wait_and_a_cancel_follows_kip_236(broker, 
     for tp in cancelled:
         f = state_then.steps.get(tp)
         obs = state_then.observed[tp]
-        rule = skip_reason(f.step.cr, obs.isr) if f is not None else None
+        rule = skip_reason(f.step.cr, obs.isr, f.step.nr, state_then.min_insync(tp.topic)) if f is not None else None
         first = outcome[tp][0]
         if rule is None:
             assert isinstance(first, ev.PartitionCancelled), (tp, outcome[tp])

@@ -174,3 +174,51 @@ def test_reassert_names_throttles_steps_aborts_and_elections():
     tp = sorted(state.steps.keys())[0]
     state = drive(cluster, state, Executor(cluster), Cancel("r", (tp,)), log)
     assert CancelStep("r", tp, state.steps[tp].number) in reassert(state)
+
+
+def test_reassert_alters_a_step_again_only_while_the_latest_look_shows_it_unstarted_or_its_own():
+    """Seed 2444 of the fault simulator: another tool merged its reassignment into a step in flight and it
+    completed elsewhere; a restart then altered the partition again to the step's TR and started copies
+    nobody had planned from there (and no cap counted). The next look judges such a step instead."""
+    sc = small()
+    cluster = SimulatedCluster.from_scenario(sc)
+    log: list = []
+    state = drive(cluster, EMPTY, Executor(cluster), cluster.observe(), log)
+    state = drive(cluster, state, Executor(cluster), Submit("r", sc.targets), log)
+    state = drive(cluster, state, Executor(cluster), Tick(), log)
+    tp = sorted(state.steps.keys())[0]
+    f = state.steps[tp]
+    assert StartStep(f.request_id, tp, f.number, f.step.tr) in reassert(state)  # CR or its own: sent again
+    obs = state.observed[tp]
+    elsewhere = tuple(b for b in range(20) if b not in f.step.cr and b not in f.step.tr)[:len(f.step.cr)]
+    moved = state._replace(observed=state.observed.set(tp, obs._replace(replicas=elsewhere, adding=(), removing=())))
+    assert not [a for a in reassert(moved) if isinstance(a, StartStep) and a.tp == tp]
+    own = obs._replace(replicas=tuple(f.step.tr) + tuple(b for b in f.step.cr if b not in f.step.tr),
+                       adding=tuple(f.step.nr), removing=tuple(f.step.dr))
+    running = state._replace(observed=state.observed.set(tp, own))
+    assert StartStep(f.request_id, tp, f.number, f.step.tr) in reassert(running)
+
+
+def test_each_outcome_carries_the_time_of_its_answer():
+    """Seed 5347 of the fault simulator: a slow throttle change delayed the alter after it by 7 s; stamped
+    with the time the run began, the alter's answer let a look taken before the alter landed (a lagging
+    broker's) judge the step: 'reverted outside kreassign'. Each outcome carries the clock read when its
+    call returned."""
+    sc = small()
+    cluster = SimulatedCluster.from_scenario(sc)
+    clock = [100.0]
+
+    class Slow:
+        def __getattr__(self, name):
+            return getattr(cluster, name)
+
+        def apply_throttles(self, t):
+            clock[0] += 7.0  # a slow call
+            return cluster.apply_throttles(t)
+
+    tp = sorted(sc.partitions)[0]
+    entry = ThrottledReplica(tp.topic, tp.partition, 0)
+    todo = [ApplyThrottles(ThrottleSet(frozenset({entry}), frozenset(), frozenset({0}), frozenset(), 1_000_000)),
+            StartStep("r", tp, 1, cluster.state.partitions[tp].replicas)]
+    out = Executor(Slow(), lambda: clock[0]).execute(todo)
+    assert [o.now for o in out] == [107.0, 107.0], out

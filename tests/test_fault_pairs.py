@@ -324,7 +324,8 @@ def test_a_plain_cancel_stops_a_rollback_where_it_stands_and_says_so():
     assert "1 rollbacks stopped where they stand" in verdict.summary and "1 copies in flight being aborted" in \
         verdict.summary, verdict
     core.answer(cancel, OK, 5.0)
-    evs = core.look(6.0, {TP: in_sync((0, 1, 3))})  # KRaft's revert: RS - AR
+    core.look(6.0, {TP: in_sync((0, 1, 3))})  # KRaft's revert: RS - AR, here in CR's own order
+    evs = core.look(11.0, {TP: in_sync((0, 1, 3))})  # confirmed (metadata from before the step looks the same)
     assert [e.replicas for e in of_type(evs, ev.StepAborted)] == [(0, 1, 3)]
     [final] = [e for e in of_type(core.events, ev.PartitionCancelled) if e.final]
     assert final.reason.startswith("cancelled after it had reached its target [0, 1, 3]")
@@ -427,6 +428,7 @@ def test_a_partition_a_cancel_left_where_it_said_is_no_skipped_cancel_in_status(
     [cancel] = core.sent(core.feed(Cancel("r")), CancelStep)
     core.answer(cancel, OK, 2.0)
     core.look(3.0, {TP: in_sync((1, 2))})
+    core.look(8.0, {TP: in_sync((1, 2))})  # CR in CR's order counts once confirmed
     assert [e.reason for e in of_type(core.events, ev.PartitionCancelled) if e.final] == [
         "cancelled: back at its original replicas [1, 2]"]
     assert not [a for a in attention(core.state, {}) if a["kind"] == "skipped"]

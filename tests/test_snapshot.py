@@ -23,7 +23,7 @@ from engine.log.replay import START, extend
 from engine.sim.cluster import SimulatedCluster
 from engine.core.state import COMPLETED
 from engine.core.throttles import ThrottledReplica
-from engine.whatif.fuzz.world import Crash as Killed  # the process dies here
+from engine.whatif.fuzz.world import Crash as Killed  # the process dies here (test_decider uses it since the fuzz merge)
 from tests.test_decider import DyingLog, Recorder, decommission
 
 

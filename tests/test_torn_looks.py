@@ -515,7 +515,9 @@ def test_a_look_without_an_epoch_is_judged_as_before_and_a_cancelled_removal_is_
 
     d.feed(Cancel("r"))
     d.now += 0.5
-    d.observe()
+    d.observe()  # CR in CR's own order: metadata from before the step would show it too (seed 9235) ...
+    d.now += METADATA_SETTLE
+    d.observe()  # ... so it counts once a look METADATA_SETTLE later confirms it
     assert of_type(d.events, ev.StepAborted) and TP not in d.state.steps
     assert d.state.observed[TP].replicas == (2, 4, 1) and not d.state.observed[TP].reassignment_in_progress
     d.now += 1.0
@@ -548,3 +550,97 @@ def test_a_topic_made_again_under_the_same_name_starts_its_epochs_anew():
     d.now += 1.0
     feed_look(d, made_again)  # the next look records the new topic's partitions from epoch 0
     assert d.state.observed[TP] == made_again
+
+
+# --- what the fault simulator found beyond the incident -------------------------------------------
+
+
+def test_an_abort_is_not_ended_on_a_lagging_brokers_whole_rs():
+    """Seed 2384: KRaft reverted the aborted step; a lagging broker still shows its whole RS with nothing
+    in progress. Ended there, the rollback was planned from replicas the partition no longer had (its
+    alter copied more than the limits allowed). The abort ends on the CR the next looks show."""
+    from engine.core.commands import Cancel
+
+    c, d = started()
+    d.feed(Cancel("r", rollback=True))
+    assert d.state.steps[TP].aborting and not c.in_progress()  # reverted to (2, 1, 3)
+    d.now += 0.1
+    look(d, (2, 4, 1, 3), {1, 2, 3}, 2)  # the step's RS, nothing in progress: torn
+    assert not of_type(d.events, ev.StepAborted)
+    d.now += 0.6
+    d.observe()  # (2, 1, 3): KRaft's revert, in CR's order here, as metadata from before the step would be
+    d.now += METADATA_SETTLE
+    d.observe()  # confirmed
+    aborted = of_type(d.events, ev.StepAborted)
+    assert aborted and set(aborted[0].replicas) == {1, 2, 3}
+
+
+def test_an_abort_is_not_ended_on_metadata_from_before_the_step_that_completed():
+    """Seed 9235: the step completed before its cancel reached the controller (nothing in progress to
+    cancel); a lagging broker still shows the replicas from before the step, in CR's order, which KRaft's
+    revert would not leave (it leaves RS - AR in RS's order). Taken for a revert, the rollback ended as
+    done while the partition stood at its TR. A look at CR in CR's order counts once a later one confirms
+    it; the next looks here show the TR."""
+    from engine.core.commands import Cancel
+
+    c, d = started(cr=(1, 4, 3), tr=(0, 4, 3, 1))  # adds 0 and makes it the leader: revert order (4, 3, 1)
+    c.finish(TP)  # completed
+    d.feed(Cancel("r", rollback=True))  # the cancel finds nothing in progress
+    d.now += 0.1
+    look(d, (1, 4, 3), {1, 3, 4}, 1)  # the broker's metadata from before the step
+    assert not of_type(d.events, ev.StepAborted)
+    d.now += 0.6
+    d.observe()
+    aborted = of_type(d.events, ev.StepAborted)
+    assert aborted and aborted[0].replicas == (0, 4, 3, 1), aborted  # it had completed: rolled back from there
+    d.run()
+    assert c.assignment()[TP] == (1, 4, 3)
+
+
+def test_the_rs_of_another_tools_reassignment_that_ended_is_not_planned_from():
+    """Seeds 2391 and 6531: another tool's reassignment (adding 4, removing 3) ran for longer than
+    METADATA_SETTLE; it ended, and a lagging broker still shows its whole RS with nothing in progress.
+    Planned from, the waiting partition's step would copy back the dropped replica. A partition waiting
+    for another tool's reassignment is planned again once a look that shows it ended is confirmed."""
+    c = FakeCluster({TP: (2, 1, 3)}, range(6))
+    d = Driver(c)
+    d.now = 1000.0
+    c._alter(TP, (2, 4, 1))  # another tool's reassignment
+    d.observe()
+    d.feed(Submit("r", (PartitionTarget("t", 0, (2, 4, 5)),)))
+    assert "not started by kreassign" in d.state.waiting[TP]
+    c.finish(TP)  # it ends at (2, 4, 1), having run longer than METADATA_SETTLE
+    d.now += METADATA_SETTLE + 1.0
+    look(d, (2, 4, 1, 3), {1, 2, 3}, 2)  # the lagging broker: its RS, nothing in progress
+    d.tick()
+    assert not of_type(d.events, ev.StepPlanned) and "not started by kreassign" in d.state.waiting[TP]
+    d.now += 0.6
+    d.observe()  # where it ended
+    d.tick()
+    assert not of_type(d.events, ev.StepPlanned)
+    d.now += METADATA_SETTLE
+    d.observe()  # confirmed
+    d.tick()
+    planned = of_type(d.events, ev.StepPlanned)
+    assert planned and planned[0].step.cr == (2, 4, 1), planned
+
+
+def test_a_pure_add_seen_at_its_tr_with_its_new_replica_out_of_the_isr_waits_for_a_confirming_look():
+    """Seed 5527: another tool cancelled a step that only adds; its RS is its TR, and a lagging broker
+    still shows it, nothing in progress, the new replica out of the ISR. Taken for the step's end, the
+    next step's alter copied a replica the cluster had dropped. Kafka ends a step only with its TR in
+    sync: such a look counts once a later one confirms it; the next one here shows the revert."""
+    c, d = started(cr=(2, 1, 3), tr=(4, 2, 1, 3))  # the new leader first: a step that only adds 4
+    step = d.state.steps[TP].step
+    assert step.tr == (4, 2, 1, 3) and not step.dr
+    c.drop(TP)  # another tool cancels it: back at (2, 1, 3)
+    d.now += 0.1
+    look(d, (4, 2, 1, 3), {1, 2, 3}, 2)  # the lagging broker: the RS, which is the TR; 4 not in sync
+    assert not of_type(d.events, ev.StepCompleted)
+    d.now += 0.6
+    d.observe()
+    assert not of_type(d.events, ev.StepCompleted)
+    d.now += METADATA_SETTLE
+    d.observe()  # confirmed back at CR: another tool's doing
+    failed = of_type(d.events, ev.StepFailed)
+    assert failed and "reverted outside kreassign" in failed[0].reason

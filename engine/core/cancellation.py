@@ -20,7 +20,18 @@ Skip rules (a ``CancelSkipped`` event with the reason):
    the revert proceed when the new replicas are all offline too; KRaft does not,
    and Kafka's behaviour is the spec. The step then goes on, and the cancel
    applies once it completes.
-3. On a topic with ``unclean.leader.election.enable=true`` KRaft does not refuse
+3. The abort of a step in flight would take the partition below
+   min.insync.replicas: the revert's ISR (ISR - AR) holds fewer replicas than
+   min.insync.replicas and fewer than are in sync now (the new replicas have
+   caught up while original ones are out of the ISR: a broker died mid-step).
+   Rule 2 is KIP-236's "skip, otherwise it will become offline" for the ISR as
+   Kafka's controller counts it; for acks=all producers a partition below
+   min.insync.replicas is offline too (NOT_ENOUGH_REPLICAS), and kreassign
+   never takes one there. As for rule 2, the step goes on and the cancel
+   applies once it completes: a plain cancel then settles the partition
+   (``settle_target``: the step drops no replica that is offline, so it waits
+   for the original one to come back), a rollback moves it back step by step.
+4. On a topic with ``unclean.leader.election.enable=true`` KRaft does not refuse
    that revert: ``cancelPartitionReassignment`` makes the first original
    replica the ISR alone (in sync or not) and elects uncleanly, so what the new
    replicas had is lost. The ISR a cancel is judged on is the last look's, which
@@ -67,27 +78,38 @@ from typing import AbstractSet
 from engine.core.partition import Replicas
 
 
-def skip_reason(original: Replicas | None, isr: AbstractSet[int]) -> str | None:
+def skip_reason(original: Replicas | None, isr: AbstractSet[int], adding: Replicas = (),
+                min_insync: int = 1) -> str | None:
     """Why reverting a reassignment in progress to ``original`` must be skipped, or ``None``.
 
-    ``original`` is what the revert goes back to (RS - AR); KRaft refuses it when none of
-    it is in the ISR."""
+    ``original`` is what the revert goes back to (RS - AR), ``adding`` the replicas it drops (AR),
+    ``isr`` the partition's ISR as last observed. KRaft refuses the revert when none of ``original``
+    is in the ISR (rule 2); kreassign does not ask for one that leaves fewer replicas in sync than
+    ``min_insync`` when more are in sync now (rule 3)."""
     if original is None:
         return "original replicas unknown: nothing to roll back to"
-    if any(b in isr for b in original):
-        return None
-    return (
-        f"none of the replicas {list(original)} it would revert to is in the ISR {sorted(isr)}: "
-        f"Kafka refuses such a revert (it would need an unclean leader election); the step goes on "
-        f"and the cancel applies when it completes"
-    )
+    if not any(b in isr for b in original):
+        return (
+            f"none of the replicas {list(original)} it would revert to is in the ISR {sorted(isr)}: "
+            f"Kafka refuses such a revert (it would need an unclean leader election); the step goes on "
+            f"and the cancel applies when it completes"
+        )
+    after = sorted(b for b in isr if b not in adding)
+    if len(after) < min_insync and len(after) < len(isr):
+        return (
+            f"the revert to {list(original)} would leave {len(after)} replica{'s' if len(after) != 1 else ''} "
+            f"in sync ({after}; Kafka drops the adding replicas {sorted(b for b in isr if b in adding)} from "
+            f"the ISR {sorted(isr)}), below min.insync.replicas {min_insync}: acks=all producers would "
+            f"fail; the step goes on and the cancel applies when it completes"
+        )
+    return None
 
 
 def unclean_skip_reason(topic: str, original: Replicas, isr: AbstractSet[int],
                         live: AbstractSet[int] | None) -> str | None:
     """Why a step reverting to ``original`` on ``topic``, whose unclean leader election is enabled, must not
     be aborted, or ``None``: every replica of ``original`` must be in the ISR (and alive, ``live``: the live
-    brokers, ``None`` if unknown) as last seen (rule 3)."""
+    brokers, ``None`` if unknown) as last seen (rule 4)."""
     out = [b for b in original if b not in isr or (live is not None and b not in live)]
     if not out:
         return None

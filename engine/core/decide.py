@@ -54,7 +54,8 @@ from engine.core.commands import (
 )
 from engine.core.limits import resolve_changes
 from engine.core.partition import TopicPartition
-from engine.core.scheduler import WEIGHT_UNITS, Hold, Requeue, Start, creation_caps, next_batch, weight_units
+from engine.core.scheduler import (A, WEIGHT_UNITS, Hold, Requeue, SchedulingKey, Start, creation_caps, next_batch,
+                                   refusal, weight_units)
 from engine.core.state import (
     ABORTING, CANCELLED, COMPLETED, FINISHED_KEPT, IN_FLIGHT, REVERTED, TERMINAL, Retired, State, apply,
     RELEASE_REFILL, UNCLEAN_REVERT, release_debt, set_back,
@@ -62,6 +63,9 @@ from engine.core.state import (
 from engine.core.step import DEFAULT_STEP_MODE, Done, PlanResult, Step, Waiting, plan_step
 from engine.core.throttles import ThrottleSet, in_force, minus, needed, reconcile, union
 from engine.core.validation import submission_problems
+
+OTHER_TOOLS_REASSIGNMENT = "a reassignment not started by kreassign is in progress"
+"""How a partition's wait for a reassignment kreassign did not start begins (``plan``)."""
 
 REVERT_GRACE = 5.0
 """Seconds after the cluster accepted a step before "back at CR, nothing in progress" counts as
@@ -75,6 +79,14 @@ showed the step's TR). So a step fails as changed or reverted outside kreassign 
 replicas were recorded at least this long before a look that still shows them, and a throttle
 read-back's difference from the log is corrected only when a read-back this much later still shows
 it (docs/algorithm.md, section 4)."""
+
+
+ALTER_MAY_LAND = 5.0
+"""Seconds after an alter went unanswered during which it may still reach the controller (a request
+that timed out in the client can still sit in the broker's queue; the fault simulator delivers such a
+request up to 3 s late). An unstarted step is given up (planned again) only after them: given up
+before, its alter landing late would start a reassignment that no cap counts (seed 4535: two
+partitions in flight against a limit of one)."""
 
 
 class _Decision:
@@ -155,7 +167,7 @@ def plan(s: State, tp: TopicPartition, now: float | None = None) -> PlanResult:
         return Waiting(f"waiting for broker {el.leader} to become leader (preferred leader election{detail})")
     if obs.reassignment_in_progress:
         return Waiting(
-            f"a reassignment not started by kreassign is in progress "
+            f"{OTHER_TOOLS_REASSIGNMENT} "
             f"(adding {list(obs.adding)}, removing {list(obs.removing)})"
         )
     lim = s.limits
@@ -310,9 +322,19 @@ def _check_step(d: _Decision, tp: TopicPartition, settled: bool = True) -> None:
         # in RS order (the step's CR as a set, not necessarily in CR's order); the step may have
         # completed before the cancel reached it (TR); or another tool moved the partition meanwhile
         # (anything else, or another tool's reassignment in progress: the partition then waits for it).
+        # Anything else with nothing in progress counts only once a later look confirms it: a broker's
+        # metadata lags the controller, and shows the step's whole RS after KRaft reverted it (planned
+        # from, the next step would copy from replicas the partition no longer has).
+        elsewhere = set(obs.replicas) != set(step.cr) and tuple(obs.replicas) != tuple(step.tr)
+        at_tr = tuple(obs.replicas) == tuple(step.tr)
+        if not busy and not settled and (elsewhere or (at_tr and _unproven_end(obs, step))
+                                         or (not elsewhere and not at_tr and not _reverted_by_kafka(obs, step))):
+            return
         d.emit(ev.StepAborted(f.request_id, tp, f.number, obs.replicas, d.now))
         return
     if not busy and obs.replicas == step.tr:
+        if not settled and _unproven_end(obs, step):
+            return  # maybe a broker's stale metadata after the step was cancelled: a later look confirms
         # Kafka finished it (a TR replica may have left the ISR since: Kafka's verdict counts)
         d.emit(ev.StepCompleted(f.request_id, tp, f.number, obs.leader != step.tr[0], d.now))
         return
@@ -332,6 +354,28 @@ def _check_step(d: _Decision, tp: TopicPartition, settled: bool = True) -> None:
     else:
         reason = f"replicas changed outside kreassign to {list(obs.replicas)} during step {f.number}"
     d.emit(ev.StepFailed(f.request_id, tp, f.number, reason, at=d.now))
+
+
+def _reverted_by_kafka(obs, step: Step) -> bool:
+    """Whether a look at the step's CR (as a set) shows it in the order KRaft's revert leaves, RS - AR in
+    RS's order (RS = TR, then the replicas it removes in broker id order), and that order is not CR's:
+    a look no broker's metadata from before the step can show. A look at CR in CR's order may be such
+    metadata after the step completed (the cancel then finds nothing in progress: the fault simulator's
+    seed 9235, a rollback taken as done while the partition stood at its TR): only a look that confirms
+    it counts."""
+    rs = tuple(step.tr) + tuple(sorted(b for b in step.cr if b not in step.tr))
+    revert = tuple(b for b in rs if b not in step.nr)
+    return tuple(obs.replicas) == revert and revert != tuple(step.cr)
+
+
+def _unproven_end(obs, step: Step) -> bool:
+    """Whether a look showing the step's TR with nothing in progress may be a broker's stale metadata
+    rather than its end: some of its new replicas are out of the ISR. Kafka completes a step only with
+    its whole TR in sync, so such a look is a completion followed by an ISR shrink, or, for a step that
+    only adds (its RS is its TR), the RS a lagging broker still shows after the step was cancelled (the
+    fault simulator's seed 5527: taken for the end, the next step's alter copied a replica the cluster
+    had dropped). Either way, only a look that confirms it counts."""
+    return not set(step.nr) <= set(obs.isr)
 
 
 # --- handlers -------------------------------------------------------------------------------
@@ -486,11 +530,14 @@ def _cancel_partition(d: _Decision, rid: str, tp: TopicPartition, rollback: bool
 
 
 def _abort_skip_reason(s: State, tp: TopicPartition, f) -> str | None:
-    """Why the step in flight ``f`` may not be aborted now (``engine.core.cancellation``, rules 2 and 3):
+    """Why the step in flight ``f`` may not be aborted now (``engine.core.cancellation``, rules 2 to 4):
     an abort reverts to its CR, judged on the ISR of the last look."""
     obs = s.observed.get(tp)
     isr = obs.isr if obs is not None else frozenset()
-    reason = skip_reason(f.step.cr, isr)
+    # an abort reverts to RS - AR (the step's CR) with ISR - AR (KRaft's PartitionReassignmentRevert); AR as
+    # the cluster last showed it (another tool's alter merged into the step may add more: seed 8635)
+    adding = tuple(obs.adding) if obs is not None and obs.reassignment_in_progress else f.step.nr
+    reason = skip_reason(f.step.cr, isr, adding, s.min_insync(tp.topic))
     info = s.topics.get(tp.topic)
     if reason is None and info is not None and info.unclean_leader_election:
         reason = unclean_skip_reason(tp.topic, f.step.cr, isr, s.live_brokers())
@@ -612,7 +659,12 @@ def _observe(d: _Decision, o: Observation) -> None:
             d.emit(ev.PartitionObserved(tp, ps, o.now))
         if tp in d.state.steps:
             _check_step(d, tp, settled)
-        elif tp in d.state.waiting:
+        elif tp in d.state.waiting and (settled or ps.reassignment_in_progress
+                                        or not d.state.waiting[tp].startswith(OTHER_TOOLS_REASSIGNMENT)):
+            # A partition waiting for another tool's reassignment is planned again once a look that shows
+            # it ended is confirmed by one METADATA_SETTLE later: a broker's metadata lags the controller
+            # and shows the reassignment's RS after its end (the fault simulator's seeds 2391 and 6531:
+            # planned from it, a step copied back a replica the partition had dropped).
             _reconsider(d, tp)
     for topic, reason in gone:
         _topic_deleted(d, topic, reason)
@@ -795,19 +847,27 @@ def _throttles_observed(d: _Decision, o: ThrottlesObserved) -> None:
     s = d.state
     force, read = s.throttles, o.throttles
     pending = minus(force, s.throttle_failed)  # pieces being retried are known not to match
+    live = s.live_brokers()
+    # a dead broker's configs cannot be read (a rate is a config of the broker itself): its rate, kept
+    # in force, is removed when the broker is back if no step needs it then; read as missing, it would
+    # be forgotten while set (the fault simulator's seed 11532: a rate left on a broker back from the dead)
+    read_brokers = frozenset(b for b in o.brokers if live is None or b in live)
     missing = ThrottleSet(
         frozenset(e for e in pending.leader if e.topic in o.topics and e not in read.leader),
         frozenset(e for e in pending.follower if e.topic in o.topics and e not in read.follower),
-        frozenset(b for b in pending.leader_brokers if b in o.brokers and b not in read.leader_brokers),
-        frozenset(b for b in pending.follower_brokers if b in o.brokers and b not in read.follower_brokers),
+        frozenset(b for b in pending.leader_brokers if b in read_brokers and b not in read.leader_brokers),
+        frozenset(b for b in pending.follower_brokers if b in read_brokers and b not in read.follower_brokers),
     )
     want = needed(throttled(s), s.throttle_rate)
     ours = s.partitions
+    # an entry whose last change failed may be set or not (a refused change left it as it was, a lost
+    # answer may have set it): neither its absence nor its presence is a drift; its retry settles it
+    failed = s.throttle_failed
     unexpected = ThrottleSet(
         frozenset(e for e in read.leader if e not in want.leader and e not in force.leader
-                  and TopicPartition(e.topic, e.partition) in ours),
+                  and e not in failed.leader and TopicPartition(e.topic, e.partition) in ours),
         frozenset(e for e in read.follower if e not in want.follower and e not in force.follower
-                  and TopicPartition(e.topic, e.partition) in ours),
+                  and e not in failed.follower and TopicPartition(e.topic, e.partition) in ours),
     )
     prior = s.throttles_differed
     if missing.is_empty() and unexpected.is_empty():
@@ -1056,8 +1116,10 @@ def _tick(d: _Decision, _t: Tick) -> None:
 
 def _retry_steps(d: _Decision) -> None:
     """Alters and aborts that failed (the cluster could not be asked) are tried again when due; an
-    alter only once the throttles it needs are in force, so a step never starts unthrottled. A step
-    not started whose new replicas' broker went down meanwhile is given up: it is planned again."""
+    alter only once the throttles it needs are in force, so a step never starts unthrottled, and only if
+    planning the partition again from the latest look gives the same step (``_replanned``). A step
+    not started whose new replicas' broker went down meanwhile, or that is no longer the partition's
+    next step, is given up: it is planned again."""
     s = d.state
     live = s.live_brokers()
     for tp in sorted(s.steps.keys()):
@@ -1079,8 +1141,57 @@ def _retry_steps(d: _Decision) -> None:
                                        at=d.now))
                 continue
             d.emit(ev.ActionRetried("cancel_step", f.attempt + 1, f.request_id, tp, f.number, at=d.now))
-        elif not f.started and (s.throttle_rate is None or f.released or in_force(d.state.throttles, tp, f.step, live)):
+            continue
+        if f.started:
+            continue
+        stale = _replanned(d.state, tp, f, d.now) or _over_caps(d.state, f)
+        if stale is not None:
+            if _may_still_land(f, d.now):
+                continue  # not sent again, and still counted: its last alter may yet reach the controller
+            d.emit(ev.StepFailed(f.request_id, tp, f.number, stale, at=d.now))
+        elif s.throttle_rate is None or f.released or in_force(d.state.throttles, tp, f.step, live):
             d.emit(ev.ActionRetried("start_step", f.attempt + 1, f.request_id, tp, f.number, f.step.tr, d.now))
+
+
+def _replanned(s: State, tp: TopicPartition, f, now: float | None) -> str | None:
+    """Why the unstarted step ``f`` must not be retried as it was planned (``None``: it may): planned
+    again from the latest look, the partition's next step is another one (a replica the step drops
+    because it was dead is back in sync, the replicas or the ISR changed, the partition was cancelled or
+    taken over, the limits changed). Sent unchanged, it could drop a replica back in sync below
+    min.insync.replicas: a retried alter is re-checked against the latest look, as the scheduler
+    re-checks a queued step before its first alter (docs/algorithm.md, section 6)."""
+    result = plan(s, tp, now)
+    if isinstance(result, Step) and (result.cr, result.tr) == (f.step.cr, f.step.tr):
+        return None
+    obs = s.observed.get(tp)
+    seen = "" if obs is None else f" (now {list(obs.replicas)}, in sync {sorted(obs.isr)})"
+    return (f"step {f.number} {list(f.step.cr)} -> {list(f.step.tr)} had not started and is not what the partition "
+            f"needs any more{seen}: it is planned again")
+
+
+def _may_still_land(f, now: float | None) -> bool:
+    """Whether the last alter of the unstarted step ``f``, which went unanswered, may still reach the
+    controller (``ALTER_MAY_LAND``; without a clock, no)."""
+    if now is None or f.retry_at is None:
+        return False
+    return now - (f.retry_at - retry.backoff(f.attempt)) < ALTER_MAY_LAND
+
+
+def _over_caps(s: State, f) -> str | None:
+    """Why the unstarted step ``f`` must not be retried now (``None``: it may): its copies, charged to
+    its partition's leader as last observed (a leader that moved since it was planned serves them),
+    with every other step in flight, would exceed a limit. Caps are promises to the operator: a retried
+    alter is re-checked as the scheduler checks a first one (section 2); the step is given up and its
+    partition planned and scheduled again."""
+    key = SchedulingKey(f.moves_leader, f.source, tuple(sorted(f.step.nr)), f.weight)
+    others = s.in_flight.charge(f.step.nr, f.source, f.moves_leader, -1, f.weight)
+    why = refusal(others, s.limits, key)
+    if why is None:
+        return None
+    what = {"P": "partitions in flight", "L": "leader moves in flight", A: "replica additions in flight"}.get(why) \
+        if not isinstance(why, tuple) else f"{'incoming' if why[0] == 'in' else 'outgoing'} moves of broker {why[1]}"
+    return (f"step {f.number} had not started, and started now (its copies served by broker {f.source}, its leader "
+            f"as last observed) it would exceed the limit on {what}: it is planned again")
 
 
 def _check_elections(d: _Decision) -> None:
@@ -1097,11 +1208,14 @@ def _check_elections(d: _Decision) -> None:
 
 def _held_by_throttles(s: State, tp: TopicPartition, step: Step) -> bool:
     """Whether a step needs a throttle piece whose change failed and is not due for retry yet (the
-    tick's reconcile has already sent every piece that is due)."""
+    tick's reconcile has already sent every piece that is due). A dead broker's rate is not needed (it
+    cannot be set, and the broker serves and receives nothing: ``in_force``): a failed change of it
+    holds nothing, or a step that replaces a dead broker would wait for it for ever."""
     failed = s.throttle_failed
     if failed.is_empty():
         return False
     want = needed([(tp, step)], s.throttle_rate)
+    want = minus(want, _dead_brokers(s, want))
     return bool(want.leader & failed.leader or want.follower & failed.follower
                 or want.leader_brokers & failed.leader_brokers or want.follower_brokers & failed.follower_brokers)
 

@@ -863,8 +863,12 @@ def _(s: State, e: ev.ClockSetBack) -> State:
             known[tp] = at - shift
         known = known.finish()
     missing = immutables.Map({t: back(at) for t, at in s.missing.items()})
+    differed = s.throttles_differed  # when a read-back first showed a difference: judged METADATA_SETTLE later
+    if differed is not None and differed.at is not None:
+        differed = ev.ThrottlesDiffered(differed.missing, differed.unexpected, back(differed.at))
     return s._replace(steps=steps, partitions=partitions, elections=elections, release_debt=debt, known_at=known,
-                      throttle_retry_at=back(s.throttle_retry_at), clock=e.now, creation=creation, missing=missing)
+                      throttle_retry_at=back(s.throttle_retry_at), throttles_differed=differed, clock=e.now,
+                      creation=creation, missing=missing)
 
 
 @_on(ev.ClusterUnreachable)

@@ -31,7 +31,8 @@ crash, failover): fold the events topic to its end, then bring the cluster in
 line with the log before deciding anything new: ``executor.recovery_actions``
 for the events after ``executed`` (the id of the last event whose actions,
 and all before it, were carried out; the worker persists it in a table), i.e.
-throttles removed in that stretch, then ``reassert(state)``.
+throttles removed in that stretch, then ``reassert(state)`` (of the throttles
+in force, those applied in that stretch).
 
 ``Retry`` is raised when an input cannot be decided now (a submit whose
 partitions cannot be observed, an event append that failed); the caller
@@ -222,15 +223,22 @@ class Decider:
             log.warning("%s", note)
         after_marker: list = []
         every: list = []
+        applied_after: list = []  # ThrottlesApplied after the marker: maybe not carried out
+        applied_every: list = []
         found = executed is None
 
         def tap(records: Iterator[tuple[int, EventEnvelope]]) -> Iterator[tuple[int, EventEnvelope]]:
             nonlocal found
             for offset, envelope in records:
-                if type(envelope.payload) is ev.ThrottlesRemoved:
+                kind = type(envelope.payload)
+                if kind is ev.ThrottlesRemoved:
                     every.append(envelope.payload.throttles)
                     if found:
                         after_marker.append(envelope.payload.throttles)
+                elif kind is ev.ThrottlesApplied:
+                    applied_every.append(envelope.payload.throttles)
+                    if found:
+                        applied_after.append(envelope.payload.throttles)
                 if envelope.id == executed:
                     found = True
                 yield offset, envelope
@@ -243,6 +251,7 @@ class Decider:
         # acyclic values (``gc_paused``), so little cyclic garbage is frozen with it.
         gc.freeze()
         removed = after_marker if found else every
+        applied = applied_after if found else applied_every
         self.state = fold.state
         self.progress = fold.progress
         self.recent = deque(fold.recent, maxlen=RECENT)
@@ -257,7 +266,7 @@ class Decider:
         self.counts = Counter()
         self.recovered = True
         self.snapshot_used = None if start is None else {"events": start.events, "next_offset": start.next_offset}
-        todo = recovery_actions(removed, fold.state)
+        todo = recovery_actions(removed, fold.state, applied)
         folded = time.monotonic()
         self._refresh_sizes()
         self.process(*self.executor.execute(todo))
@@ -284,6 +293,7 @@ class Decider:
         if isinstance(inp, Submit):
             fresh = {p.tp for p in inp.partitions} - watched(self.state)
             if fresh:
+                now = self.clock()  # the look is stamped like a tick's: the core sets aside a stale or torn one
                 obs = self.cluster.observe(sorted(fresh))
                 if isinstance(obs, Unavailable):
                     raise Retry(f"cannot observe the partitions of request {inp.request_id}: {obs}")
@@ -292,7 +302,7 @@ class Decider:
                     obs = dataclasses.replace(obs, partitions={
                         tp: p._replace(size_bytes=sizes.get(tp, p.size_bytes)) for tp, p in obs.partitions.items()
                     })
-                return self.process(obs, inp)
+                return self.process(dataclasses.replace(obs, now=now) if obs.now is None else obs, inp)
         return self.process(inp)
 
     def tick(self) -> list[EventEnvelope]:

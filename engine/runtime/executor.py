@@ -10,15 +10,22 @@ Pure part:
   names). Nothing else touches the cluster.
 * ``reassert(state)``: what must be asserted again after a restart, from the
   state alone: throttles in force, each step in flight (altered again to its
-  TR, or cancelled if it is being aborted), each pending preferred-leader
+  TR while the latest look shows its CR or its own reassignment in progress,
+  or cancelled if it is being aborted), each pending preferred-leader
   election. Every action is idempotent, so repeating one that was already
-  carried out changes nothing. What the state cannot tell (a ``ThrottlesRemoved``
+  carried out changes nothing. Of the throttles in force, only those whose
+  ``ThrottlesApplied`` may not have been carried out are set again when the
+  shell knows which (the stretch after the last event it knows it carried
+  out): a change that fails is recorded as not in force (section 6 of
+  docs/algorithm.md), and a refused re-assertion of throttles set long ago
+  would make the log forget throttles that are set. What the state cannot tell (a ``ThrottlesRemoved``
   logged but not yet carried out when the engine died) the shell recovers from
   the log after the last event it knows it carried out: ``recovery_actions``.
 * ``recovery_actions(removed, state)``: when a decider takes over, remove the
   throttle entries and broker rates that the ``ThrottlesRemoved`` events of
   that stretch of log name and the state no longer has in force, then
-  ``reassert(state)``. This is what running ``actions`` over that stretch in
+  ``reassert`` of what that stretch's ``ThrottlesApplied`` events name. This
+  is what running ``actions`` over that stretch in
   log order would leave on the cluster (for each entry, the last delta that
   touched it wins, and that delta is what the fold says is in force), in at
   most one call, and without re-running a ``StartStep`` of a step that has
@@ -86,22 +93,46 @@ def actions(events: Iterable[ev.Event]) -> list[Action]:
     return out
 
 
-def reassert(state: State) -> list[Action]:
+def reassert(state: State, applied: ThrottleSet | None = None) -> list[Action]:
+    """``applied``: of the throttles in force, those to set again (``None``: all of them)."""
     out: list[Action] = []
-    if not state.throttles.is_empty():
-        out.append(ApplyThrottles(state.throttles))
+    force = state.throttles
+    if applied is not None:
+        force = ThrottleSet(force.leader & applied.leader, force.follower & applied.follower,
+                            force.leader_brokers & applied.leader_brokers,
+                            force.follower_brokers & applied.follower_brokers, force.rate)
+    if not force.is_empty():
+        out.append(ApplyThrottles(force))
     for tp, f in sorted(state.steps.items()):
         if f.aborting:
             out.append(CancelStep(f.request_id, tp, f.number))
-        else:
+        elif _may_start(state, tp, f):
             out.append(StartStep(f.request_id, tp, f.number, f.step.tr))
     out.extend(ElectLeader(tp) for tp in sorted(state.elections.keys()))
     return out
 
 
-def recovery_actions(removed: Iterable[ThrottleSet], state: State) -> list[Action]:
+def _may_start(state: State, tp, f) -> bool:
+    """Whether the step in flight ``f`` may be altered again to its TR: the latest look at its partition
+    shows its CR with nothing in progress (not started, or its alter lost), or its own reassignment in
+    progress. Any other look (another tool moved the partition, or the step is done) is judged by the
+    next look (``decide``): sent again, the old TR would start a move from where nobody planned it
+    (the fault simulator's seed 2444: another tool's reassignment completed, then a restart re-sent the
+    step's TR and started copies no cap counted)."""
+    obs = state.observed.get(tp)
+    if obs is None:
+        return True
+    step = f.step
+    if obs.reassignment_in_progress:
+        return set(obs.replicas) == set(step.tr) | set(step.cr) and set(obs.adding) == set(step.nr)
+    return set(obs.replicas) == set(step.cr)
+
+
+def recovery_actions(removed: Iterable[ThrottleSet], state: State,
+                     applied: Iterable[ThrottleSet] | None = None) -> list[Action]:
     """See the module doc: ``removed`` are the ``ThrottlesRemoved`` sets logged after the last
-    event known carried out (all of them if that is unknown)."""
+    event known carried out (all of them if that is unknown), ``applied`` the ``ThrottlesApplied``
+    sets of the same stretch (``None``: unknown, every throttle in force is set again)."""
     leader: set = set()
     follower: set = set()
     leader_brokers: set = set()
@@ -117,15 +148,32 @@ def recovery_actions(removed: Iterable[ThrottleSet], state: State) -> list[Actio
         frozenset(leader_brokers - force.leader_brokers), frozenset(follower_brokers - force.follower_brokers),
     )
     out: list[Action] = [] if stale.is_empty() else [RemoveThrottles(stale)]
-    return out + reassert(state)
+    uncertain = None
+    if applied is not None:
+        uncertain = ThrottleSet()
+        for a in applied:
+            uncertain = ThrottleSet(uncertain.leader | a.leader, uncertain.follower | a.follower,
+                                    uncertain.leader_brokers | a.leader_brokers,
+                                    uncertain.follower_brokers | a.follower_brokers)
+    return out + reassert(state, uncertain)
 
 
 def run(cluster: Cluster, todo: Sequence[Action], now: float | None = None,
-        guard: Callable[[], None] | None = None) -> list[ActionOutcome]:
+        guard: Callable[[], None] | None = None, clock: Callable[[], float] | None = None) -> list[ActionOutcome]:
     """``guard`` is called before every call that changes the cluster; whatever it raises (the
     decider's ``Deposed``: another decider took over) stops the run at once, outside the rule that
-    turns an adapter's exceptions into outcomes."""
+    turns an adapter's exceptions into outcomes. Each outcome carries the time of its answer: ``clock``
+    read when the call returned (``now`` without one). A look is judged against it (a look taken before
+    an answer may predate the action), so a call that a slow one before it delayed is not stamped with
+    the time the run began (the fault simulator's seed 5347: a look 7 s after the batch began, but
+    right after its alter landed, was taken for a look after the alter)."""
     guard = guard or _no_guard
+    if clock is not None:
+        def stamp() -> float | None:
+            return clock()
+    else:
+        def stamp() -> float | None:
+            return now
     out: list[ActionOutcome] = []
     failed_topics: set[str] = set()
     failed_brokers: set[int] = set()
@@ -134,7 +182,7 @@ def run(cluster: Cluster, todo: Sequence[Action], now: float | None = None,
         if kind in (ApplyThrottles, RemoveThrottles):
             for action in batch:
                 for piece, result in _throttles(cluster, action, guard):
-                    out.append(ActionOutcome(kind(piece), result, now))
+                    out.append(ActionOutcome(kind(piece), result, stamp()))
                     if kind is ApplyThrottles and not isinstance(result, Ok):
                         failed_topics.update(e.topic for e in piece.leader | piece.follower)
                         failed_brokers.update(piece.leader_brokers | piece.follower_brokers)
@@ -143,13 +191,14 @@ def run(cluster: Cluster, todo: Sequence[Action], now: float | None = None,
             held = [a for a in batch if a.tp.topic in failed_topics or failed_brokers & set(a.replicas)]
             for a in held:
                 out.append(ActionOutcome(a, Unavailable(
-                    "not started: a throttle change it needs failed just before (the step waits for it)"), now))
+                    "not started: a throttle change it needs failed just before (the step waits for it)"), stamp()))
             batch = [a for a in batch if a not in held]
             if not batch:
                 continue
         guard()
         results = _call(cluster, kind, batch)
-        out.extend(ActionOutcome(a, r, now) for a, r in zip(batch, results))
+        answered = stamp()
+        out.extend(ActionOutcome(a, r, answered) for a, r in zip(batch, results))
     return out
 
 
@@ -206,7 +255,7 @@ class Executor:
     guard: Callable[[], None] | None = None  # before every change to the cluster (see ``run``)
 
     def execute(self, todo: Iterable[Action] = ()) -> list[ActionOutcome]:
-        return run(self.cluster, list(todo), None if self.clock is None else self.clock(), self.guard)
+        return run(self.cluster, list(todo), None, self.guard, self.clock)
 
     def execute_events(self, events: Iterable[ev.Event]) -> list[ActionOutcome]:
         return self.execute(actions(events))

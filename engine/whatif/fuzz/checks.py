@@ -8,8 +8,10 @@ changed a throttle).
 
 Checked here, after every step of the run:
 
-* ``bounded_state``: finished requests retire from the working state (issue 27, defect 7): the
-  state keeps at most ``RETAINED_FINISHED`` of them;
+* ``bounded_state``: finished requests retire from the working state (issue 27, defect 7), by the
+  core's rule (``engine.core.state.FINISHED_KEPT``): the state keeps at most ``FINISHED_KEPT`` of
+  them whole; and a request that retires leaves nothing in the working maps (``World.retired``
+  checks it on the fold of the log, at the very event that retires the request);
 * ``throttle_leak``: once the engine has looked and decided (``LEAK_TICKS`` ticks in a row), no
   throttle is set on the cluster that no step in flight needs (as the engine sees its steps),
   except what the engine knows failed and retries, and a rate on a broker that is down (it is
@@ -29,14 +31,11 @@ from __future__ import annotations
 
 from engine.core.decide import plan, throttled
 from engine.core.partition import TopicPartition
-from engine.core.scheduler import A, WEIGHT_UNITS, refusal, resources
-from engine.core.state import ACTIVE, READY, TERMINAL, State, fold
+from engine.core.scheduler import A, WEIGHT_UNITS, lacking, refusal, resources
+from engine.core.state import ACTIVE, FINISHED_KEPT, READY, TERMINAL, State, fold
 from engine.core.throttles import ThrottleSet, needed, union
 from engine.views.attention import attention
 from engine.whatif.fuzz.world import World, trs
-
-RETAINED_FINISHED = 16
-"""Finished requests the working state may keep (for ``status``/``list``); the rest retire to the log."""
 
 LEAK_TICKS = 3
 """Looks in a row after which a throttle no step needs is a leak (a torn look may hide one change)."""
@@ -50,10 +49,15 @@ BOUND_BASE = 120.0  # seconds: retries' backoff (at most 30 s), throttle verific
 
 
 def bounded_state(state: State) -> str | None:
+    """More finished requests kept whole than the core's bound (``FINISHED_KEPT``), or an index of
+    them that disagrees with the requests map (``None``: neither)."""
     finished = [r.request_id for r in state.requests.values() if r.status != ACTIVE]
-    if len(finished) > RETAINED_FINISHED:
-        return (f"the working state holds {len(finished)} finished requests (at most {RETAINED_FINISHED} may stay): "
-                f"{', '.join(sorted(finished)[:5])}...")
+    if len(finished) > FINISHED_KEPT:
+        return (f"the working state holds {len(finished)} finished requests (at most {FINISHED_KEPT} may stay "
+                f"whole): {', '.join(sorted(finished)[:5])}...")
+    if len(state.finished) != len(finished):
+        return (f"the working state holds {len(finished)} finished requests but its index of them (finished) "
+                f"{len(state.finished)}")
     return None
 
 
@@ -93,10 +97,32 @@ def idle_sources(state: State) -> dict[int, list[tuple]]:
     return out
 
 
+def waiting_for_what_it_lacks(state: State, idle: dict[int, list[tuple]]) -> dict[int, list[tuple]]:
+    """``idle`` without the ready steps that need what the oldest blocked step lacks: the scheduler
+    reserves that for it, so that it starts as soon as enough is free however many smaller steps keep
+    arriving (docs/algorithm.md, section 2, *No starvation*: "at most what it lacks idles"). Capacity it
+    has room on is never reserved (issue 27's defect 5): a ready step that needs only that still counts
+    (seed 2829: a step that needs two additions of two while one is in flight holds the additions; a
+    one-addition step out of an idle broker waits for it, as documented)."""
+    blocked = oldest_blocked(state)
+    if blocked is None or not idle:
+        return idle
+    _prio, _tp, key, why = blocked
+    lacked = lacking(state.in_flight, state.limits, key) | ({A} if why == A else set())
+    out = {}
+    for src, fit in idle.items():
+        kept = [(tp, k) for tp, k in fit if not resources(k) & lacked]
+        if kept:
+            out[src] = kept
+    return out
+
+
 def reserved(key, why) -> set:
-    """What the scheduler reserves for a blocked step (``engine.core.scheduler.next_batch``): its
-    brokers' capacity, and the cluster-wide additions if those are what it lacks."""
-    return {r for r in resources(key) if r != A or why == A}
+    """What a reservation for a blocked step could hold: the capacity it takes (its brokers' and the
+    cluster-wide additions). The ready steps that need what it lacks are set aside before
+    (``waiting_for_what_it_lacks``), so a step still held by any of this is held by capacity the
+    blocked step has room on: issue 27's defect 5."""
+    return resources(key)
 
 
 def oldest_blocked(state: State):
@@ -124,14 +150,15 @@ def oldest_blocked(state: State):
 # --- liveness ----------------------------------------------------------------------------------------
 
 
-def bound(world: World, state: State, pending_targets: dict) -> float:
+def bound(world: World, state: State, pending_targets: dict, rate: int | None = None) -> float:
     """Seconds within which every request must finish once faults stop (docs/benchmarks.md derives it):
     ``BOUND_BASE`` plus, for every unfinished partition, each replica its goal still lacks and one
     more step (a reorder or the last one), copied one after another at the throttle rate less what
     producers add meanwhile, plus ``MOVE_OVERHEAD`` each. Serial on purpose: it does not depend on the
-    limits or on any parallelism the scheduler finds."""
+    limits or on any parallelism the scheduler finds. ``rate``: the throttle to count with (by default
+    the engine's; the caller gives the lowest of it and of throttle commands still to be handed)."""
     sim = world.sim.state
-    rate = state.throttle_rate or NETWORK
+    rate = rate or state.throttle_rate or NETWORK
     total = BOUND_BASE
     goals = {}
     for tp, e in state.partitions.items():

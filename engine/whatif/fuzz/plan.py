@@ -30,7 +30,8 @@ Fault classes (``FAULTS``), each toggled by name (``--faults crash,torn``):
 Commands (always on): submit, supersede (a new request for partitions in flight), replace
 (a dead broker, or any, replaced in every partition that holds it: the operator's answer to a lost
 broker), cancel (plain, ``--rollback``, ``--include-completed``, a subset of partitions),
-limits, throttle, pause/resume, many small requests; and snapshots of the fold
+limits, throttle, pause/resume, many small requests, and now and then (``burst``) a burst of more
+small requests than the state keeps whole once finished; and snapshots of the fold
 written at random points (restarts then resume from them).
 """
 
@@ -41,11 +42,12 @@ from dataclasses import dataclass, field, replace
 from typing import Iterable
 
 from engine.core.partition import TopicInfo, TopicPartition
+from engine.core.state import FINISHED_KEPT
 from engine.sim.scenario import BrokerSpec, PartitionSpec, Scenario
 
 FAULTS = ("crash", "broker", "leader", "isr", "lost", "late", "dup", "other", "clock", "standby", "elect",
           "throttle", "torn")
-COMMANDS = ("submit", "supersede", "replace", "cancel", "limits", "throttle", "pause", "many")
+COMMANDS = ("submit", "supersede", "replace", "cancel", "limits", "throttle", "pause", "many", "burst")
 ALWAYS = ("cmd", "snapshot")  # item kinds that no --faults selection removes
 
 MB = 1_000_000
@@ -167,8 +169,26 @@ def draw(seed: int) -> Plan:
             add("snapshot", "write")
         else:
             _fault(kind, rng, add, n)
+    items += burst(seed, quiet_at)
     items.sort(key=lambda i: i.at)  # stable: equal times keep their drawing order
     return Plan(seed, scenario, throttle, limits, quiet_at, tuple(items))
+
+
+BURST_SHARE = 0.06
+"""The share of seeds that draw a burst of more than ``FINISHED_KEPT`` small requests."""
+
+
+def burst(seed: int, quiet_at: float) -> list[Item]:
+    """Now and then (``BURST_SHARE`` of the seeds) a burst of more requests than the state keeps whole
+    once finished (``engine.core.state.FINISHED_KEPT``), each of one partition and cheap (most move no
+    data): an operator's script that submits one request per partition. With it, a core that stops
+    retiring finished requests (issue 27, defect 7) fails the bounded-state check within the CI
+    seeds. Drawn from a generator of its own, so the rest of every seed's plan is as it was."""
+    rng = random.Random(f"burst-{seed}")
+    if rng.random() >= BURST_SHARE:
+        return []
+    count = FINISHED_KEPT + rng.randint(5, 40)
+    return [Item(round(rng.uniform(0.0, quiet_at), 2), "cmd", "burst", (count,), rng.getrandbits(32))]
 
 
 def draw_limits(rng: random.Random) -> dict:

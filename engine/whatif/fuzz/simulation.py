@@ -213,7 +213,7 @@ class Run:
 
     def check_idle(self, state) -> None:
         now = self.world.now
-        idle = checks.idle_sources(state)
+        idle = checks.waiting_for_what_it_lacks(state, checks.idle_sources(state))
         for src in list(self.idle):
             if src not in idle:
                 del self.idle[src]
@@ -286,8 +286,12 @@ class Run:
             self.other_tool(item)
         elif kind == "clock":
             w.offset += item.args[0]
+            if item.args[0] > 0:
+                w.forward.append(w.now)
             w.held_looks.clear()  # a late look is stamped by the clock it was taken with: not across a step
         elif kind == "standby":
+            if item.args[0] > w.offset:
+                w.forward.append(w.now)
             w.offset = item.args[0]
             self.engine.start()
         else:
@@ -338,7 +342,11 @@ class Run:
         w.note(f"faults stop; dead brokers left: {sorted(b for b, x in w.sim.state.brokers.items() if not x.alive)}")
         self.ahead = checks.timers_ahead(s, self.engine.d.clock()) + checks.decider_ahead(self.engine.d,
                                                                                            self.engine.d.clock())
-        self.bound = checks.bound(w, s, self.pending_targets)
+        # a throttle command still to be handed (an operator's, drawn before the faults stopped) may lower
+        # the rate the copies run at: the bound counts with the lowest rate in force from now on
+        rates = [s.throttle_rate or checks.NETWORK] + [c.rate or checks.NETWORK for _, c in self.pending
+                                                       if isinstance(c, ChangeThrottle)]
+        self.bound = checks.bound(w, s, self.pending_targets, min(rates))
         self.bound_end = w.now + self.bound
 
     def move_leader(self, item: Item) -> None:
@@ -487,6 +495,23 @@ class Run:
             targets = tuple(self._target(rng, tp) for tp in chosen)
             text = ", ".join(f"{t.tp}->{list(t.replicas)}" for t in targets)
             return [(Submit(rid, targets, command_id=cid()), f"{what} {rid}: {text}")]
+        if what == "burst":  # one request per partition, most moving no data (``plan.burst``)
+            tps = sorted(s.partitions.keys())
+            out = []
+            for _ in range(item.args[0]):
+                tp = rng.choice(tps)
+                p = s.partitions[tp]
+                current = [b for b in p.replicas if b not in p.adding]
+                x = rng.random()
+                if x < 0.45:
+                    target = PartitionTarget(tp.topic, tp.partition, tuple(current))  # where it is: nothing to do
+                elif x < 0.9:
+                    target = PartitionTarget(tp.topic, tp.partition, tuple(current[1:] + current[:1]))  # a leader
+                else:
+                    target = self._target(rng, tp)
+                rid = self.request_id()
+                out.append((Submit(rid, (target,), command_id=cid()), f"submit {rid} (burst)"))
+            return out
         if what == "replace":
             dead = sorted(b for b, x in s.brokers.items() if not x.alive)
             gone = rng.choice(dead or sorted(s.brokers))
