@@ -66,7 +66,8 @@ def test_a_record_inside_a_union_is_unwrapped_in_the_payload():
     from engine.core.partition import TopicInfo
 
     row = audit_row(encoded(EventEnvelope("1", START, ev.TopicObserved("orders", TopicInfo(3, 2)))))
-    assert json.loads(row["payload"]) == {"topic": "orders", "info": {"partitions": 3, "min_insync_replicas": 2}}
+    assert json.loads(row["payload"]) == {"topic": "orders", "info": {
+        "partitions": 3, "min_insync_replicas": 2, "topic_id": None, "unclean_leader_election": False}}
 
 
 def test_a_throttle_rate_and_reasons_have_columns():

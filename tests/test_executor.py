@@ -222,3 +222,29 @@ def test_each_outcome_carries_the_time_of_its_answer():
             StartStep("r", tp, 1, cluster.state.partitions[tp].replicas)]
     out = Executor(Slow(), lambda: clock[0]).execute(todo)
     assert [o.now for o in out] == [107.0, 107.0], out
+
+
+def test_reassert_does_not_alter_again_steps_whose_leaders_moved_past_a_cap():
+    """Seed 2102 of the fault simulator: two steps' alters went unanswered; meanwhile the leader of one
+    moved to the other's source, so both copies would now come out of one broker, against a limit of one
+    outgoing move per broker. The retry rules give such a step up (``decide.over_caps``); a restart sent
+    both again. Only what the caps still admit is sent again."""
+    from engine.core.commands import ChangeLimits
+    from tests.fake_cluster import Driver, FakeCluster
+
+    a, b = TopicPartition("t", 0), TopicPartition("t", 1)
+    c = FakeCluster({a: (1, 2), b: (2, 1)}, range(1, 6))
+    d = Driver(c)
+    d.now = 1000.0
+    d.feed(ChangeLimits({"max_outgoing_moves_per_broker": 1}))
+    c.unavailable("alter", times=2)
+    d.feed(Submit("r", (PartitionTarget("t", 0, (1, 3)), PartitionTarget("t", 1, (2, 4)))))
+    d.tick()
+    assert {d.state.steps[tp].source for tp in (a, b)} == {1, 2} and not any(f.started for f in d.state.steps.values())
+    assert {tp for tp in (a, b) if any(isinstance(x, StartStep) and x.tp == tp for x in reassert(d.state))} == {a, b}
+    c.parts[b] = c.parts[b]._replace(replicas=(1, 2), leader=1)  # b's leader moves to 1, a's source
+    d.now += 1.0
+    d.observe()
+    assert {d.state.steps[tp].source for tp in (a, b)} == {1}
+    sent = [x for x in reassert(d.state) if isinstance(x, StartStep)]
+    assert not sent, sent  # either one, with the other counted in flight, is over the cap: the retry rules judge

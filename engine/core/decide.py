@@ -1144,7 +1144,7 @@ def _retry_steps(d: _Decision) -> None:
             continue
         if f.started:
             continue
-        stale = _replanned(d.state, tp, f, d.now) or _over_caps(d.state, f)
+        stale = _replanned(d.state, tp, f, d.now) or over_caps(d.state, f)
         if stale is not None:
             if _may_still_land(f, d.now):
                 continue  # not sent again, and still counted: its last alter may yet reach the controller
@@ -1177,7 +1177,7 @@ def _may_still_land(f, now: float | None) -> bool:
     return now - (f.retry_at - retry.backoff(f.attempt)) < ALTER_MAY_LAND
 
 
-def _over_caps(s: State, f) -> str | None:
+def over_caps(s: State, f) -> str | None:
     """Why the unstarted step ``f`` must not be retried now (``None``: it may): its copies, charged to
     its partition's leader as last observed (a leader that moved since it was planned serves them),
     with every other step in flight, would exceed a limit. Caps are promises to the operator: a retried

@@ -15,7 +15,8 @@ Checked here, after every step of the run:
 * ``throttle_leak``: once the engine has looked and decided (``LEAK_TICKS`` ticks in a row), no
   throttle is set on the cluster that no step in flight needs (as the engine sees its steps),
   except what the engine knows failed and retries, and a rate on a broker that is down (it is
-  changed on the broker);
+  changed on the broker), or that came back less than ``BACK_SEEN`` ago while the engine still
+  counts it down (an idle engine looks at its brokers every ``IDLE_LOOK``);
 * ``idle_source``: work-conserving scheduling: a source broker that serves no copy, with a ready
   step out of it that fits every limit on its own, does not stay idle for ``IDLE_LIMIT`` seconds.
 
@@ -34,8 +35,13 @@ from engine.core.partition import TopicPartition
 from engine.core.scheduler import A, WEIGHT_UNITS, lacking, refusal, resources
 from engine.core.state import ACTIVE, FINISHED_KEPT, READY, TERMINAL, State, fold
 from engine.core.throttles import ThrottleSet, needed, union
+from engine.runtime.decider import IDLE_LOOK
 from engine.views.attention import attention
 from engine.whatif.fuzz.world import World, trs
+
+BACK_SEEN = IDLE_LOOK + 2.0
+"""Seconds within which the engine learns that a broker came back (its idle looks at the brokers, and a
+tick's slack): until then a rate it could not remove while the broker was down is no leak."""
 
 LEAK_TICKS = 3
 """Looks in a row after which a throttle no step needs is a leak (a torn look may hide one change)."""
@@ -67,7 +73,9 @@ def throttle_leak(world: World, state: State) -> str | None:
         return None  # a change failed: the next tick due retries it
     on = world.sim.state.throttles.as_set()
     allowed = union(needed(throttled(state), state.throttle_rate), state.throttle_failed)
-    dead = {b for b, x in world.sim.state.brokers.items() if not x.alive}
+    live = state.live_brokers()
+    dead = {b for b, x in world.sim.state.brokers.items()
+            if not x.alive or (live is not None and b not in live and world.now - world.back_at.get(b, 0.0) < BACK_SEEN)}
     extra = ThrottleSet(on.leader - allowed.leader, on.follower - allowed.follower,
                         on.leader_brokers - allowed.leader_brokers - dead,
                         on.follower_brokers - allowed.follower_brokers - dead)

@@ -306,6 +306,7 @@ class Run:
         w.record()
         if action == "up":
             self.stays.discard(b)
+            w.back_at[b] = w.now
             w.note(f"broker {b} is back")
 
     def quiet(self) -> None:

@@ -141,6 +141,7 @@ class World:
         # new-replica caps grow with what a broker was seen to complete (docs/algorithm.md, section 2): the
         # steps' new replicas and when the cluster accepted them (the log's StepStarted), and per broker the
         # most new replicas of one alter the log reports complete
+        self.back_at: dict[int, float] = {}  # when each broker last came back
         self.step_nr: dict[tuple, tuple] = {}
         self.step_at: dict[tuple, float | None] = {}
         self.batch_done: dict[tuple, int] = {}
