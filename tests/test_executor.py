@@ -224,12 +224,14 @@ def test_each_outcome_carries_the_time_of_its_answer():
     assert [o.now for o in out] == [107.0, 107.0], out
 
 
-def test_reassert_does_not_alter_again_steps_whose_leaders_moved_past_a_cap():
+def test_a_restart_does_not_alter_again_steps_whose_leaders_moved_past_a_cap():
     """Seed 2102 of the fault simulator: two steps' alters went unanswered; meanwhile the leader of one
     moved to the other's source, so both copies would now come out of one broker, against a limit of one
     outgoing move per broker. The retry rules give such a step up (``decide.over_caps``); a restart sent
-    both again. Only what the caps still admit is sent again."""
-    from engine.core.commands import ChangeLimits
+    both again. Now only what the caps still admit is sent again, and each one held is an outcome that
+    says why, so the core's retry rules judge it (given up and planned again)."""
+    from engine.core.commands import ActionOutcome, ChangeLimits
+    from engine.runtime.executor import held_over_caps
     from tests.fake_cluster import Driver, FakeCluster
 
     a, b = TopicPartition("t", 0), TopicPartition("t", 1)
@@ -241,10 +243,19 @@ def test_reassert_does_not_alter_again_steps_whose_leaders_moved_past_a_cap():
     d.feed(Submit("r", (PartitionTarget("t", 0, (1, 3)), PartitionTarget("t", 1, (2, 4)))))
     d.tick()
     assert {d.state.steps[tp].source for tp in (a, b)} == {1, 2} and not any(f.started for f in d.state.steps.values())
-    assert {tp for tp in (a, b) if any(isinstance(x, StartStep) and x.tp == tp for x in reassert(d.state))} == {a, b}
+    todo, held = held_over_caps(d.state, reassert(d.state), d.now)
+    assert not held and {x.tp for x in todo if isinstance(x, StartStep)} == {a, b}
     c.parts[b] = c.parts[b]._replace(replicas=(1, 2), leader=1)  # b's leader moves to 1, a's source
     d.now += 1.0
     d.observe()
     assert {d.state.steps[tp].source for tp in (a, b)} == {1}
-    sent = [x for x in reassert(d.state) if isinstance(x, StartStep)]
-    assert not sent, sent  # either one, with the other counted in flight, is over the cap: the retry rules judge
+    todo, held = held_over_caps(d.state, reassert(d.state), d.now)
+    assert not [x for x in todo if isinstance(x, StartStep)]  # either, with the other in flight, is over the cap
+    assert {o.action.tp for o in held} == {a, b} and all("outgoing moves of broker 1" in o.result.message for o in held)
+    for o in held:
+        d.feed(o)
+    d.now += 10.0
+    d.tick()  # past the time an unanswered alter may still land: given up, planned again within the cap
+    failed = [e for e in d.events if isinstance(e, ev.StepFailed)]
+    assert {e.tp for e in failed} >= {a, b} and all("planned again" in e.reason for e in failed)
+    assert sum(1 for f in d.state.steps.values() if f.source == 1) <= 1

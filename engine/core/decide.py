@@ -1185,7 +1185,7 @@ def over_caps(s: State, f) -> str | None:
     partition planned and scheduled again."""
     key = SchedulingKey(f.moves_leader, f.source, tuple(sorted(f.step.nr)), f.weight)
     others = s.in_flight.charge(f.step.nr, f.source, f.moves_leader, -1, f.weight)
-    why = refusal(others, s.limits, key)
+    why = refusal(others, s.limits, key, creations(s))
     if why is None:
         return None
     what = {"P": "partitions in flight", "L": "leader moves in flight", A: "replica additions in flight"}.get(why) \

@@ -59,7 +59,7 @@ from engine.core.outcomes import Unavailable
 from engine.core.commands import CatchUpObserved, Input, ObservationFailed, Submit, ThrottlesObserved, Tick
 from engine.core.decide import handle, measure_due, next_looks, starting, watched
 from engine.log.envelope import EventEnvelope, new_id, now
-from engine.runtime.executor import Executor, actions, recovery_actions
+from engine.runtime.executor import Executor, actions, held_over_caps, recovery_actions
 from engine.core.partition import TopicPartition
 from engine.views.progress import Progress, report
 from engine.log.replay import DEDUPE_WINDOW, QUIET, RECENT, START, extend
@@ -266,10 +266,10 @@ class Decider:
         self.counts = Counter()
         self.recovered = True
         self.snapshot_used = None if start is None else {"events": start.events, "next_offset": start.next_offset}
-        todo = recovery_actions(removed, fold.state, applied)
+        todo, held = held_over_caps(fold.state, recovery_actions(removed, fold.state, applied), self.clock())
         folded = time.monotonic()
         self._refresh_sizes()
-        self.process(*self.executor.execute(todo))
+        self.process(*held, *self.executor.execute(todo))
         self.executed = self.last_event
         done = time.monotonic()
         return {"events": fold.events - (start.events if start else 0), "duplicates": fold.duplicates,

@@ -120,11 +120,6 @@ def _may_start(state: State, tp, f) -> bool:
     next look (``decide``): sent again, the old TR would start a move from where nobody planned it
     (the fault simulator's seed 2444: another tool's reassignment completed, then a restart re-sent the
     step's TR and started copies no cap counted)."""
-    if not f.started and over_caps(state, f) is not None:
-        # its copies, charged to the leader as last seen, would exceed a cap with the other steps in flight
-        # (a leader moved while its alter went unanswered: the fault simulator's seed 2102): the retry
-        # rules judge it (``decide._retry_steps``: given up and planned again)
-        return False
     obs = state.observed.get(tp)
     if obs is None:
         return True
@@ -132,6 +127,24 @@ def _may_start(state: State, tp, f) -> bool:
     if obs.reassignment_in_progress:
         return set(obs.replicas) == set(step.tr) | set(step.cr) and set(obs.adding) == set(step.nr)
     return set(obs.replicas) == set(step.cr)
+
+
+def held_over_caps(state: State, todo: list[Action], now: float | None) -> tuple[list[Action], list[ActionOutcome]]:
+    """``todo`` without the alters of unstarted steps that the caps no longer admit, and for each of those an
+    outcome saying it was not sent: its copies, charged to its partition's leader as last seen, would exceed a
+    cap with the other steps in flight (a leader moved while its alter went unanswered: the fault simulator's
+    seed 2102, where a restart altered two partitions out of one broker against a limit of one). The core's
+    retry rules then judge the step (``decide._retry_steps``: given up and planned again), and say why."""
+    keep: list[Action] = []
+    held: list[ActionOutcome] = []
+    for a in todo:
+        f = state.steps.get(a.tp) if isinstance(a, StartStep) else None
+        why = over_caps(state, f) if f is not None and not f.started else None
+        if why is None:
+            keep.append(a)
+        else:
+            held.append(ActionOutcome(a, Unavailable(f"not altered again after a restart: {why}"), now))
+    return keep, held
 
 
 def recovery_actions(removed: Iterable[ThrottleSet], state: State,
