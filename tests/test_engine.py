@@ -103,6 +103,30 @@ def check_replay_equals_live(broker, topics, worker):
     assert {k: live[k] for k in summary} == summary
 
 
+
+def completed(tail, worker, timeout: float, sim=None) -> None:
+    """Wait for the request's end; if it does not come, say what the engine was waiting for (its status, the
+    end of its log, and the cluster's side of its steps in flight), not only that it timed out."""
+    try:
+        wait_for(lambda: any(isinstance(e, ev.RequestCompleted) for e in tail.payloads()) or worker._check(),
+                 timeout, "the request to complete")
+    except AssertionError as e:
+        status = worker.status() or {}
+        cluster = ""
+        if sim is not None:  # the simulated cluster as it stands, kept beside the test's scenario
+            from tests.engine_harness import get_json
+            path = sim.scenario_path.with_name("cluster-at-timeout.json")
+            path.write_text(json.dumps(get_json(sim.url + "/v1/snapshot"), indent=1))
+            cluster = str(path)
+        names = {f["partition"] for f in status.get("in_flight", [])}
+        seen = [f"{x.tp}: {x.state} at {x.at}" for x in tail.payloads(ev.PartitionObserved)
+                if f"{x.tp.topic}-{x.tp.partition}" in names][-12:]
+        raise AssertionError(f"{e}\nstatus: {json.dumps(status, default=str)[:8000]}\n"
+                             f"the cluster: {cluster}\nthe log's last looks at the steps in flight:\n"
+                             + "\n".join(seen) + "\n"
+                             f"engine log (last 8000 characters):\n{worker.output()[-8000:]}") from None
+
+
 def test_sigkill_at_random_points_during_a_500_partition_reassignment(broker, topics, tmp_path, procs):
     doc = scenario_doc(670, size="300 MB")  # every restart lets the copies in flight finish: P = 20 makes 25+
     sc = S.from_document(doc)
@@ -132,8 +156,7 @@ def test_sigkill_at_random_points_during_a_500_partition_reassignment(broker, to
         worker = Worker(broker, prefix, cluster)
         procs.append(worker)
         worker.wait_active()
-    wait_for(lambda: any(isinstance(e, ev.RequestCompleted) for e in tail.payloads()) or worker._check(),
-             180, "the request to complete")
+    completed(tail, worker, 180, sim)
     assert mid_run >= 20, f"only {mid_run} kills before the request completed"
     payloads = check_run(tail, sim, "r1", targets)
     in_flight, most = set(), 0  # the limit changed before the submit holds throughout, across every restart
@@ -175,7 +198,7 @@ def test_two_workers_one_killed_the_other_takes_over(broker, topics, tmp_path, p
         assert not any(isinstance(e.payload, ev.StepPlanned) for e in tail.events[paused_at:])
         p.change_throttle(30_000_000)
         p.resume()
-    wait_for(lambda: any(isinstance(e, ev.RequestCompleted) for e in tail.payloads()), 180, "the request to complete")
+    completed(tail, standby, 180, sim)
     rates = [e for e in tail.payloads(ev.ThrottleRateChanged) if e.reason == "operator"]
     assert [r.rate for r in rates] == [30_000_000]
     check_run(tail, sim, "r2", tuple(sc.targets))
@@ -215,7 +238,7 @@ def test_a_broker_dies_mid_step_steps_wait_and_a_cancel_follows_kip_236(broker, 
         p.cancel("r3", cancelled, rollback=True)
         wait_for(lambda: any(isinstance(e.payload, ev.CancelRequested) for e in tail.poll()[before:]), 30, "the cancel")
         RemoteCluster(sim.url).inject(dead, "up")
-    wait_for(lambda: any(isinstance(e, ev.RequestCompleted) for e in tail.payloads()), 240, "the request to complete")
+    completed(tail, worker, 240, sim)
     # every named partition was cancelled or skipped with the KIP-236 rule's reason, judged on what was observed
     records = list(enumerate(tail.events))
     cancel_at = next(i for i, e in records if isinstance(e.payload, ev.CancelRequested))

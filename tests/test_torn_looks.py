@@ -644,3 +644,24 @@ def test_a_pure_add_seen_at_its_tr_with_its_new_replica_out_of_the_isr_waits_for
     d.observe()  # confirmed back at CR: another tool's doing
     failed = of_type(d.events, ev.StepFailed)
     assert failed and "reverted outside kreassign" in failed[0].reason
+
+
+def test_a_look_at_tr_with_the_controllers_older_answer_in_progress_sets_nothing_aside_for_good():
+    """Seen through the Kafka front (tests/test_engine.py's broker death, 2 runs in 5): a look whose replicas
+    and epoch come from metadata that already applied the step's completion, (2, 4, 6) at the new epoch, while
+    its AR and RR come from an earlier answer of the controller (adding 6, removing 1). Recorded, it looked
+    like a reassignment in progress at that epoch, and every later look at the completed partition, the same
+    replicas with nothing in progress, was set aside as torn: the step never completed. A look in progress
+    whose replicas do not hold its RR is no RS of a reassignment."""
+    c, d = epoch_started()
+    in_progress = c.parts[TP]
+    c.finish(TP)
+    done = c.parts[TP]
+    assert done.replicas == (2, 4, 6) and done.leader_epoch > in_progress.leader_epoch
+    d.now += 0.5
+    feed_look(d, done._replace(adding=in_progress.adding, removing=in_progress.removing))  # the mixed look
+    assert not of_type(d.events, ev.StepCompleted)
+    for _ in range(3):
+        d.now += 1.0
+        d.observe()
+    assert of_type(d.events, ev.StepCompleted) and TP not in d.state.steps

@@ -686,7 +686,12 @@ def _behind(known, ps) -> bool:
         return False
     if ps.leader_epoch < known.leader_epoch:
         return True
+    # (the recorded look must itself hold a reassignment's whole RS, its RR included: a look whose replicas come
+    # from metadata that already applied the completion while its AR/RR come from an earlier answer of the
+    # controller shows TR "in progress"; taken for the step's RS, it set aside every later look at the
+    # completed partition, for good)
     return (ps.leader_epoch == known.leader_epoch and bool(known.adding) and bool(known.removing)
+            and set(known.removing) <= set(known.replicas)
             and not ps.reassignment_in_progress and set(ps.replicas) == set(known.replicas))
 
 
