@@ -701,3 +701,29 @@ def test_a_step_whose_partition_now_leads_from_its_target_leader_frees_its_l():
     d.observe()
     assert d.state.in_flight == type(d.state.in_flight)()  # every charge released
     check_invariants(d)
+
+
+def test_a_retried_abort_is_judged_again_by_the_min_insync_rule():
+    """A fresh-eyes review of the merged skip rules: a cancel that could not be sent is retried; meanwhile the
+    new replica caught up and two original ones left the ISR, so the revert would now leave one replica in
+    sync against min.insync.replicas 2. The retry was judged again only on unclean-election topics and went
+    out. Every retried abort is judged again on the latest look (rules 2 to 4)."""
+    c = FakeCluster({tp(0): (1, 2, 3)}, range(1, 6), min_isr=2)
+    d = Driver(c)
+    d.now = 1000.0
+    d.feed(submit("r", {tp(0): (1, 2, 4)}))
+    d.tick()
+    assert c.in_progress() == [tp(0)]
+    c.unavailable("cancel")
+    d.feed(Cancel("r"))
+    assert [(e.code, e.final) for e in of_type(d.events, ev.ActionFailed)] == [("UNAVAILABLE", False)]
+    c.parts[tp(0)] = c.parts[tp(0)]._replace(isr=frozenset({1, 4}))  # 4 caught up; 2 and 3 fell behind
+    d.now += 0.5
+    d.observe()
+    d.now += 5.0
+    d.tick()
+    given_up = [e for e in of_type(d.events, ev.ActionFailed) if e.final]
+    assert given_up and given_up[0].code == "REVERT_SKIPPED" and "min.insync.replicas 2" in given_up[0].message
+    aborts = [a for a in c.alters if a[1] is None]
+    assert c.in_progress() == [tp(0)] and len(aborts) == 1  # only the first abort, which failed: none since
+    assert tp(0) in d.state.steps and not d.state.steps[tp(0)].aborting  # the step goes on

@@ -665,3 +665,33 @@ def test_a_look_at_tr_with_the_controllers_older_answer_in_progress_sets_nothing
         d.now += 1.0
         d.observe()
     assert of_type(d.events, ev.StepCompleted) and TP not in d.state.steps
+
+
+@pytest.mark.parametrize("who", ["kreassign", "another tool"])
+def test_a_look_at_the_reverted_replicas_with_the_controllers_older_answer_sets_nothing_aside_for_good(who):
+    """The same mixed look after a cancel (a fresh-eyes review of the rule above): KRaft reverted the step to
+    RS - AR, (2, 4, 1) at a new epoch, while the controller's earlier answer still says adding 6, removing 1.
+    RR is among those replicas, AR is not: no RS of a reassignment. Taken for one, every later look at the
+    reverted partition was set aside: the engine's rollback waited for ever for "a reassignment not started by
+    kreassign", and another tool's cancel left the step in flight for ever, silently."""
+    from engine.core.commands import Cancel
+
+    c, d = epoch_started()
+    in_progress = c.parts[TP]
+    if who == "kreassign":
+        d.feed(Cancel("r", rollback=True))
+    else:
+        c.drop(TP)
+    reverted = c.parts[TP]
+    assert set(reverted.replicas) == {1, 2, 4} and reverted.leader_epoch > in_progress.leader_epoch
+    d.now += 0.5
+    feed_look(d, reverted._replace(adding=in_progress.adding, removing=in_progress.removing))
+    for _ in range(5):
+        d.now += METADATA_SETTLE
+        d.tick()
+    if who == "kreassign":
+        assert of_type(d.events, ev.StepAborted) and d.state.partitions[TP].status == "reverted"
+        assert not d.state.observed[TP].reassignment_in_progress
+    else:  # the step failed as reverted, and the partition was planned again
+        assert of_type(d.events, ev.StepFailed) and "reverted outside kreassign" in of_type(d.events, ev.StepFailed)[0].reason
+        assert len(of_type(d.events, ev.StepPlanned)) == 2

@@ -39,7 +39,7 @@ Skip rules (a ``CancelSkipped`` event with the reason):
    it reverts to was in sync and alive at the last look (for the revert to be
    unclean, all of them must then have left the ISR since); otherwise the step
    goes on and the cancel applies once it completes (``unclean_skip_reason``).
-   A retried abort is judged again (``engine.core.decide``).
+   A retried abort is judged again by rules 2 to 4 on the latest look (``engine.core.decide``).
 
 Where a cancel leaves a partition:
 

@@ -58,7 +58,7 @@ from engine.core.scheduler import (A, WEIGHT_UNITS, Hold, Requeue, SchedulingKey
                                    refusal, weight_units)
 from engine.core.state import (
     ABORTING, CANCELLED, COMPLETED, FINISHED_KEPT, IN_FLIGHT, REVERTED, TERMINAL, Retired, State, apply,
-    RELEASE_REFILL, UNCLEAN_REVERT, release_debt, set_back,
+    RELEASE_REFILL, REVERT_SKIPPED, UNCLEAN_REVERT, release_debt, set_back,
 )
 from engine.core.step import DEFAULT_STEP_MODE, Done, PlanResult, Step, Waiting, plan_step
 from engine.core.throttles import ThrottleSet, in_force, minus, needed, reconcile, union
@@ -532,16 +532,25 @@ def _cancel_partition(d: _Decision, rid: str, tp: TopicPartition, rollback: bool
 def _abort_skip_reason(s: State, tp: TopicPartition, f) -> str | None:
     """Why the step in flight ``f`` may not be aborted now (``engine.core.cancellation``, rules 2 to 4):
     an abort reverts to its CR, judged on the ISR of the last look."""
+    skip = _abort_skip(s, tp, f)
+    return None if skip is None else skip[1]
+
+
+def _abort_skip(s: State, tp: TopicPartition, f) -> tuple[str, str] | None:
+    """``_abort_skip_reason`` with the code a retried abort given up for it carries: ``UNCLEAN_REVERT``
+    (rule 4) or ``REVERT_SKIPPED`` (rules 2 and 3)."""
     obs = s.observed.get(tp)
     isr = obs.isr if obs is not None else frozenset()
     # an abort reverts to RS - AR (the step's CR) with ISR - AR (KRaft's PartitionReassignmentRevert); AR as
     # the cluster last showed it (another tool's alter merged into the step may add more: seed 8635)
     adding = tuple(obs.adding) if obs is not None and obs.reassignment_in_progress else f.step.nr
-    reason = skip_reason(f.step.cr, isr, adding, s.min_insync(tp.topic))
     info = s.topics.get(tp.topic)
-    if reason is None and info is not None and info.unclean_leader_election:
+    if info is not None and info.unclean_leader_election:  # (Kafka refuses no revert there: rule 4 says why)
         reason = unclean_skip_reason(tp.topic, f.step.cr, isr, s.live_brokers())
-    return reason
+        if reason is not None:
+            return UNCLEAN_REVERT, reason
+    reason = skip_reason(f.step.cr, isr, adding, s.min_insync(tp.topic))
+    return None if reason is None else (REVERT_SKIPPED, reason)
 
 
 def _limits(d: _Decision, cmd: ChangeLimits) -> None:
@@ -686,12 +695,12 @@ def _behind(known, ps) -> bool:
         return False
     if ps.leader_epoch < known.leader_epoch:
         return True
-    # (the recorded look must itself hold a reassignment's whole RS, its RR included: a look whose replicas come
-    # from metadata that already applied the completion while its AR/RR come from an earlier answer of the
-    # controller shows TR "in progress"; taken for the step's RS, it set aside every later look at the
-    # completed partition, for good)
+    # (the recorded look must itself hold a reassignment's whole RS, AR and RR included: a look whose replicas
+    # come from metadata that already applied the completion (TR) or a cancel's revert (RS - AR) while its
+    # AR/RR come from an earlier answer of the controller shows those replicas "in progress"; taken for the
+    # step's RS, it set aside every later look at the partition, for good)
     return (ps.leader_epoch == known.leader_epoch and bool(known.adding) and bool(known.removing)
-            and set(known.removing) <= set(known.replicas)
+            and set(known.adding) | set(known.removing) <= set(known.replicas)
             and not ps.reassignment_in_progress and set(ps.replicas) == set(known.replicas))
 
 
@@ -1138,10 +1147,10 @@ def _retry_steps(d: _Decision) -> None:
         if not f.retry or not retry.due(f.retry_at, d.now):
             continue
         if f.aborting:
-            info = s.topics.get(tp.topic)
-            why = _abort_skip_reason(s, tp, f) if info is not None and info.unclean_leader_election else None
-            if why is not None:  # judged again: the ISR may have changed since the cancel was decided
-                d.emit(ev.ActionFailed("cancel_step", UNCLEAN_REVERT, f"step {f.number} is not aborted again: {why}",
+            skip = _abort_skip(s, tp, f)
+            if skip is not None:  # judged again (rules 2 to 4): the ISR may have changed since the cancel was decided
+                code, why = skip
+                d.emit(ev.ActionFailed("cancel_step", code, f"step {f.number} is not aborted again: {why}",
                                        f.attempt, final=True, request_id=f.request_id, tp=tp, number=f.number,
                                        at=d.now))
                 continue

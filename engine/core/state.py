@@ -354,6 +354,9 @@ def _touch(s: State, *rids: str) -> State:
 UNCLEAN_REVERT = "UNCLEAN_REVERT"
 """The code of the final ``ActionFailed`` of an abort the core gives up before retrying it: its topic
 reverts uncleanly and its original replicas are no longer all in sync (``engine.core.cancellation``)."""
+REVERT_SKIPPED = "REVERT_SKIPPED"
+"""The same for skip rules 2 and 3 judged again on the latest look: the revert would leave no replica in
+sync, or fewer than min.insync.replicas (``engine.core.cancellation``)."""
 
 CLOCK_SET_BACK = 60.0
 """A look or an answer this many seconds older than what the state knows of a partition is no late
@@ -787,7 +790,7 @@ def _(s: State, e: ev.ActionFailed) -> State:
     s = _known(s, e.tp, e.at)  # an answer (or a look showing the action had no effect)
     if e.action == "cancel_step" and e.final:  # the abort was refused: the step goes on
         f = f._replace(aborting=False, attempt=1, error=None, retry=False, retry_at=None)
-        f = f if e.code == UNCLEAN_REVERT else f.answered()  # (the core's own: no answer of the cluster)
+        f = f if e.code in (UNCLEAN_REVERT, REVERT_SKIPPED) else f.answered()  # (the core's own: no answer)
         s = s._replace(steps=s.steps.set(e.tp, f))
         old = s.partitions[e.tp]
         return _put(s, e.tp, old._replace(status=IN_FLIGHT, note=e.message), old)
