@@ -53,7 +53,6 @@ import contextlib
 import logging
 import threading
 import time
-import uuid
 from typing import Any, Callable, Collection, Iterable, Mapping
 
 from engine.kafka import access
@@ -588,6 +587,7 @@ class KafkaCluster:
             return kp
         if not hasattr(kp, "describe_topic_partitions"):
             self._slicing = False
+            log.info("this kafka-python has no DescribeTopicPartitions: every look asks whole topics (Metadata)")
             return None
         small = [t for t in sorted(wanted) if counts[t] <= SMALL_TOPIC]
         # (topics, partitions asked, first cursor, last partition wanted: the cursor is followed up to it;
@@ -716,6 +716,8 @@ class KafkaCluster:
             fresh = self._brokers(fresh=True)  # a broker new, or back in an ISR: who is alive is asked again
             if isinstance(fresh, dict):
                 brokers = fresh
+            else:
+                log.warning("who is alive could not be asked again (%s): this look uses the brokers last seen", fresh)
         wanted = list(parts) if partitions is None else [tp for tp in partitions if tp in parts]
         states = {}
         for tp in wanted:

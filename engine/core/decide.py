@@ -46,8 +46,8 @@ from engine.core import retry
 from engine.core.cancellation import (
     ROLLBACK_STOPPED, rollback_skip_reason, rollback_waits, settle_target, skip_reason, unclean_skip_reason,
 )
-from engine.core.actions import ApplyThrottles, CancelStep, ElectLeader, RemoveThrottles, StartStep
-from engine.core.outcomes import Ok, Refused
+from engine.core.actions import Action, ApplyThrottles, CancelStep, ElectLeader, RemoveThrottles, StartStep
+from engine.core.outcomes import Ok, Refused, Unavailable
 from engine.core.commands import (
     ActionOutcome, AdaptThrottle, Cancel, CatchUpObserved, ChangeLimits, ChangeThrottle, Input, Observation,
     ObservationFailed, Pause, Resume, Submit, ThrottlesObserved, Tick, Unverified,
@@ -302,7 +302,7 @@ def _check_step(d: _Decision, tp: TopicPartition, settled: bool = True) -> None:
         return
     step = f.step
     busy = obs.reassignment_in_progress
-    ours = busy and set(obs.replicas) == set(step.tr) | set(step.cr) and set(obs.adding) == set(step.nr)
+    ours = runs_step(obs, step)
     if f.answers_due:
         return  # an alter's or a cancel's answer is not back: this look may predate that action
     if f.aborting:
@@ -354,6 +354,27 @@ def _check_step(d: _Decision, tp: TopicPartition, settled: bool = True) -> None:
     else:
         reason = f"replicas changed outside kreassign to {list(obs.replicas)} during step {f.number}"
     d.emit(ev.StepFailed(f.request_id, tp, f.number, reason, at=d.now))
+
+
+def runs_step(obs, step: Step) -> bool:
+    """Whether the look ``obs`` shows the step's own reassignment in progress (RS = TR + CR, adding NR)."""
+    return (obs.reassignment_in_progress and set(obs.replicas) == set(step.tr) | set(step.cr)
+            and set(obs.adding) == set(step.nr))
+
+
+def may_alter_again(s: State, tp: TopicPartition, f) -> bool:
+    """Whether a restart may alter the step in flight ``f`` again to its TR: the latest look at its partition
+    shows its CR with nothing in progress (not started, or its alter lost), or its own reassignment in
+    progress. Any other look (another tool moved the partition, or the step is done) is judged by the
+    next look: sent again, the old TR would start a move from where nobody planned it (the fault
+    simulator's seed 2444: another tool's reassignment completed, then a restart re-sent the step's TR
+    and started copies no cap counted)."""
+    obs = s.observed.get(tp)
+    if obs is None:
+        return True
+    if obs.reassignment_in_progress:
+        return runs_step(obs, f.step)
+    return set(obs.replicas) == set(f.step.cr)
 
 
 def _reverted_by_kafka(obs, step: Step) -> bool:
@@ -519,9 +540,9 @@ def _cancel_partition(d: _Decision, rid: str, tp: TopicPartition, rollback: bool
         d.emit(ev.PartitionCancelled(rid, tp, rollback, f.number, reason=note))
         return
     if status == IN_FLIGHT:
-        reason = _abort_skip_reason(s, tp, f)
-        if reason is not None:
-            d.emit(ev.CancelSkipped(rid, tp, f"cannot abort step {f.number}: {reason}"))
+        skip = _abort_skip(s, tp, f)
+        if skip is not None:
+            d.emit(ev.CancelSkipped(rid, tp, f"cannot abort step {f.number}: {skip[1]}"))
             d.emit(ev.PartitionCancelled(rid, tp, rollback, None, reason=note))  # applies once the step completes
             return
         d.emit(ev.PartitionCancelled(rid, tp, rollback, f.number, reason=note))
@@ -529,16 +550,10 @@ def _cancel_partition(d: _Decision, rid: str, tp: TopicPartition, rollback: bool
     d.emit(ev.PartitionCancelled(rid, tp, rollback, None, reason=note))
 
 
-def _abort_skip_reason(s: State, tp: TopicPartition, f) -> str | None:
-    """Why the step in flight ``f`` may not be aborted now (``engine.core.cancellation``, rules 2 to 4):
-    an abort reverts to its CR, judged on the ISR of the last look."""
-    skip = _abort_skip(s, tp, f)
-    return None if skip is None else skip[1]
-
-
 def _abort_skip(s: State, tp: TopicPartition, f) -> tuple[str, str] | None:
-    """``_abort_skip_reason`` with the code a retried abort given up for it carries: ``UNCLEAN_REVERT``
-    (rule 4) or ``REVERT_SKIPPED`` (rules 2 and 3)."""
+    """Why the step in flight ``f`` may not be aborted now (``engine.core.cancellation``, rules 2 to 4: an abort
+    reverts to its CR, judged on the ISR of the last look), with the code a retried abort given up for it
+    carries: ``UNCLEAN_REVERT`` (rule 4) or ``REVERT_SKIPPED`` (rules 2 and 3); ``None``: it may."""
     obs = s.observed.get(tp)
     isr = obs.isr if obs is not None else frozenset()
     # an abort reverts to RS - AR (the step's CR) with ISR - AR (KRaft's PartitionReassignmentRevert); AR as
@@ -1206,6 +1221,24 @@ def over_caps(s: State, f) -> str | None:
         if not isinstance(why, tuple) else f"{'incoming' if why[0] == 'in' else 'outgoing'} moves of broker {why[1]}"
     return (f"step {f.number} had not started, and started now (its copies served by broker {f.source}, its leader "
             f"as last observed) it would exceed the limit on {what}: it is planned again")
+
+
+def held_over_caps(state: State, todo: list[Action], now: float | None) -> tuple[list[Action], list[ActionOutcome]]:
+    """``todo`` without the alters of unstarted steps that the caps no longer admit, and for each of those an
+    outcome saying it was not sent: its copies, charged to its partition's leader as last seen, would exceed a
+    cap with the other steps in flight (a leader moved while its alter went unanswered: the fault simulator's
+    seed 2102, where a restart altered two partitions out of one broker against a limit of one). The core's
+    retry rules then judge the step (``_retry_steps``: given up and planned again), and say why."""
+    keep: list[Action] = []
+    held: list[ActionOutcome] = []
+    for a in todo:
+        f = state.steps.get(a.tp) if isinstance(a, StartStep) else None
+        why = over_caps(state, f) if f is not None and not f.started else None
+        if why is None:
+            keep.append(a)
+        else:
+            held.append(ActionOutcome(a, Unavailable(f"not altered again after a restart: {why}"), now))
+    return keep, held
 
 
 def _check_elections(d: _Decision) -> None:

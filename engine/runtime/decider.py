@@ -57,9 +57,9 @@ from engine.views.attention import attention, rejection_history
 from engine.cluster import Cluster
 from engine.core.outcomes import Unavailable
 from engine.core.commands import CatchUpObserved, Input, ObservationFailed, Submit, ThrottlesObserved, Tick
-from engine.core.decide import handle, measure_due, next_looks, starting, watched
+from engine.core.decide import handle, held_over_caps, measure_due, next_looks, starting, watched
 from engine.log.envelope import EventEnvelope, new_id, now
-from engine.runtime.executor import Executor, actions, held_over_caps, recovery_actions
+from engine.runtime.executor import Executor, actions, recovery_actions
 from engine.core.partition import TopicPartition
 from engine.views.progress import Progress, report
 from engine.log.replay import DEDUPE_WINDOW, QUIET, RECENT, START, extend
@@ -186,7 +186,6 @@ class Decider:
         self.plan: dict[TopicPartition, float] = {}  # when each watched partition is next worth a look
         self.next_at: float | None = None  # when the next tick has something to do (``due_in``)
         self.measured: dict[TopicPartition, tuple[int, float]] = {}  # catch-up of each copy: (bytes, when)
-        self.last_catch_up: dict[TopicPartition, int] = {}  # bytes each copy missed when last measured
         self.state: State = EMPTY
         self.progress = Progress()
         self.recent: deque[EventEnvelope] = deque(maxlen=RECENT)  # for the status page
@@ -446,7 +445,6 @@ class Decider:
         if isinstance(remaining, Unavailable):
             log.warning("cannot measure the catch-up of the copies in flight: %s", remaining)
             return []
-        self.last_catch_up = {tp: n for tp, n in {**self.last_catch_up, **remaining}.items() if tp in s.steps}
         self.measured = {tp: m for tp, m in {**self.measured, **{tp: (n, now) for tp, n in remaining.items()}}.items()
                          if tp in s.steps}
         return self.process(CatchUpObserved(remaining, now))

@@ -53,6 +53,7 @@ observe ``watched(state)`` only after acting.
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 from itertools import groupby
@@ -63,9 +64,9 @@ from engine.cluster import Cluster
 from engine.core.actions import Action, ApplyThrottles, CancelStep, ElectLeader, RemoveThrottles, StartStep
 from engine.core.outcomes import Ok, Result, Unavailable
 from engine.core.commands import ActionOutcome
-from engine.core.decide import over_caps
+from engine.core.decide import may_alter_again
 from engine.core.state import State
-from engine.core.throttles import ThrottleSet, split
+from engine.core.throttles import ThrottleSet, split, union
 
 log = logging.getLogger("kreassign.executor")
 
@@ -107,44 +108,10 @@ def reassert(state: State, applied: ThrottleSet | None = None) -> list[Action]:
     for tp, f in sorted(state.steps.items()):
         if f.aborting:
             out.append(CancelStep(f.request_id, tp, f.number))
-        elif _may_start(state, tp, f):
+        elif may_alter_again(state, tp, f):
             out.append(StartStep(f.request_id, tp, f.number, f.step.tr))
     out.extend(ElectLeader(tp) for tp in sorted(state.elections.keys()))
     return out
-
-
-def _may_start(state: State, tp, f) -> bool:
-    """Whether the step in flight ``f`` may be altered again to its TR: the latest look at its partition
-    shows its CR with nothing in progress (not started, or its alter lost), or its own reassignment in
-    progress. Any other look (another tool moved the partition, or the step is done) is judged by the
-    next look (``decide``): sent again, the old TR would start a move from where nobody planned it
-    (the fault simulator's seed 2444: another tool's reassignment completed, then a restart re-sent the
-    step's TR and started copies no cap counted)."""
-    obs = state.observed.get(tp)
-    if obs is None:
-        return True
-    step = f.step
-    if obs.reassignment_in_progress:
-        return set(obs.replicas) == set(step.tr) | set(step.cr) and set(obs.adding) == set(step.nr)
-    return set(obs.replicas) == set(step.cr)
-
-
-def held_over_caps(state: State, todo: list[Action], now: float | None) -> tuple[list[Action], list[ActionOutcome]]:
-    """``todo`` without the alters of unstarted steps that the caps no longer admit, and for each of those an
-    outcome saying it was not sent: its copies, charged to its partition's leader as last seen, would exceed a
-    cap with the other steps in flight (a leader moved while its alter went unanswered: the fault simulator's
-    seed 2102, where a restart altered two partitions out of one broker against a limit of one). The core's
-    retry rules then judge the step (``decide._retry_steps``: given up and planned again), and say why."""
-    keep: list[Action] = []
-    held: list[ActionOutcome] = []
-    for a in todo:
-        f = state.steps.get(a.tp) if isinstance(a, StartStep) else None
-        why = over_caps(state, f) if f is not None and not f.started else None
-        if why is None:
-            keep.append(a)
-        else:
-            held.append(ActionOutcome(a, Unavailable(f"not altered again after a restart: {why}"), now))
-    return keep, held
 
 
 def recovery_actions(removed: Iterable[ThrottleSet], state: State,
@@ -167,13 +134,7 @@ def recovery_actions(removed: Iterable[ThrottleSet], state: State,
         frozenset(leader_brokers - force.leader_brokers), frozenset(follower_brokers - force.follower_brokers),
     )
     out: list[Action] = [] if stale.is_empty() else [RemoveThrottles(stale)]
-    uncertain = None
-    if applied is not None:
-        uncertain = ThrottleSet()
-        for a in applied:
-            uncertain = ThrottleSet(uncertain.leader | a.leader, uncertain.follower | a.follower,
-                                    uncertain.leader_brokers | a.leader_brokers,
-                                    uncertain.follower_brokers | a.follower_brokers)
+    uncertain = None if applied is None else functools.reduce(union, applied, ThrottleSet())
     return out + reassert(state, uncertain)
 
 
