@@ -110,3 +110,17 @@ def test_the_missing_topics_hint_names_the_prefix_in_use():
     assert create_command("demo.events") == "kreassign topics create --prefix demo."
     assert create_command("orders") is None  # not one of kreassign's topics: no hint
     assert missing("demo.commands") == "topic demo.commands does not exist (run: kreassign topics create --prefix demo.)"
+
+
+def test_an_address_family_this_host_cannot_open_is_a_reason_not_a_wait(monkeypatch):
+    """A name that resolves to an address of a family the host has disabled (IPv6 off: the socket
+    itself cannot be made) is one more failed address, said at once, not a silent thread that leaves
+    the command waiting out its timeout."""
+    def no_family(*_args, **_kwargs):
+        raise OSError(97, "Address family not supported by protocol")
+
+    monkeypatch.setattr(socket, "socket", no_family)
+    started = time.monotonic()
+    said = unreachable("127.0.0.1:9092", 20)
+    assert "Address family not supported by protocol" in said
+    assert time.monotonic() - started < REFUSED_WITHIN

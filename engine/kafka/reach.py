@@ -57,9 +57,10 @@ def _try(host: str, port: int, deadline: float) -> tuple[str, str]:
         left = deadline - time.monotonic()
         if left <= 0:
             return SILENT, f"{host}:{port}: no answer"
-        s = socket.socket(family, kind, proto)
-        s.settimeout(left)
-        try:
+        s = None
+        try:  # a family this host cannot open (IPv6 disabled) fails here, and is one more reason
+            s = socket.socket(family, kind, proto)
+            s.settimeout(left)
             s.connect(sockaddr)
             return OPEN, f"{host}:{port}: open"
         except socket.timeout:
@@ -67,7 +68,8 @@ def _try(host: str, port: int, deadline: float) -> tuple[str, str]:
         except OSError as e:
             reasons.append(e.strerror or str(e))
         finally:
-            s.close()
+            if s is not None:
+                s.close()
     return REFUSED, f"{host}:{port}: {', '.join(dict.fromkeys(reasons)) or 'no address'}"
 
 
