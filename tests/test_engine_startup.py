@@ -40,7 +40,7 @@ def test_a_lost_cluster_is_said_once_per_interval_with_the_count_not_at_every_ti
     out = io.StringIO()
     handler = logging.StreamHandler(out)
     handler.setLevel(logging.WARNING)
-    logs.quiet([handler], clock=clock)
+    logs.quiet([handler], clock=clock, flush_every=None)  # flushed by hand: the clock is the test's
     logger = logging.getLogger("kreassign")
     logger.addHandler(handler)
     try:
@@ -80,6 +80,32 @@ def test_repeats_tell_lines_apart_by_their_words_not_their_numbers():
     clock.t += 10
     record = logging.LogRecord("kreassign.decider", logging.WARNING, __file__, 1, "connect failed after %dms", (9,), None)
     assert repeats.filter(record) and record.getMessage() == "connect failed after 9ms [1 more like this in the last 10 s]"
+
+
+def test_what_a_stopped_flood_held_back_is_said_once_its_interval_has_passed():
+    """Twenty-five warnings in 2.5 s, then silence: the first is said, and once 10 s have passed since
+    it, the 24 held back with the last of them, so the log's counts add up to what happened."""
+    clock = Clock()
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setLevel(logging.WARNING)
+    repeats = logs.quiet([handler], clock=clock, flush_every=None)
+    logger = logging.getLogger("kreassign.test-flood")
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        for n in range(25):
+            logger.warning("cannot observe the cluster: attempt %d", n)
+            clock.t += 0.1
+        assert repeats.flush() == 0  # within the interval: the flood may go on
+        clock.t += 9.5  # 12 s since the first was said
+        assert repeats.flush() == 1
+        assert repeats.flush() == 0  # said once
+    finally:
+        logger.removeHandler(handler)
+    lines = out.getvalue().splitlines()
+    assert lines == ["cannot observe the cluster: attempt 0",
+                     "cannot observe the cluster: attempt 24 [24 more like this in the last 12 s; none since]"]
 
 
 def test_an_info_line_is_said_every_time_however_soon_it_comes_again():

@@ -11,6 +11,10 @@ partition" says a fact each time, however soon it comes again) ("[98 more like t
 differ only in their numbers (a retry count, "after 3ms"). Nothing is lost that
 matters: every failure is also an event on the log (``ActionFailed``,
 ``ClusterUnreachable``), in ``status``, on the status page and in ``/metrics``.
+When a flood stops, what was held back since its last line is said once the
+interval has passed (``flush``, every second from a thread of ``quiet``'s):
+"[12 more like this in the last 10 s; none since]", so the log never reads as
+if a failure happened once when it went on for seconds.
 
 ``EXPECTED`` lists the client library's warnings that are part of normal
 operation: aiokafka's "Heartbeat failed for group ... because it is
@@ -46,8 +50,9 @@ class Repeats(logging.Filter):
         super().__init__()
         self.interval = interval
         self.clock = clock
-        self.said: dict[tuple, list] = {}  # kind of line -> [when last said, how many held back since]
+        self.said: dict[tuple, list] = {}  # kind of line -> [when last said, how many held back since, the last held]
         self.lock = threading.Lock()  # the decider logs from its thread, Faust from the event loop
+        self.handlers: list[logging.Handler] = []  # where ``flush`` says what a stopped flood held back
 
     def filter(self, record: logging.LogRecord) -> bool:
         decided = getattr(record, "kreassign_said", None)
@@ -66,16 +71,39 @@ class Repeats(logging.Filter):
             entry = self.said.get(kind)
             if entry is not None and now - entry[0] < self.interval:
                 entry[1] += 1
+                entry[2] = record
                 return False
             held, since = (entry[1], entry[0]) if entry is not None else (0, now)
             self.said.pop(kind, None)
-            self.said[kind] = [now, 0]
+            self.said[kind] = [now, 0, None]
             if len(self.said) > _KEPT:
                 del self.said[next(iter(self.said))]
         if held:
             record.msg = f"{text} [{held} more like this in the last {now - since:.0f} s]"
             record.args = ()
         return True
+
+    def flush(self) -> int:
+        """Say, for every kind of line whose interval has passed with lines held back and none said,
+        the last of them with the count ("; none since"): through ``handlers``. Returns how many
+        such lines were said."""
+        now = self.clock()
+        out = []
+        with self.lock:
+            for entry in self.said.values():
+                if entry[1] and now - entry[0] >= self.interval:
+                    last = logging.makeLogRecord(entry[2].__dict__)
+                    last.msg = f"{entry[2].getMessage()} [{entry[1]} more like this in the last " \
+                               f"{now - entry[0]:.0f} s; none since]"
+                    last.args = ()
+                    last.kreassign_said = True  # said: no handler's filter holds it back
+                    out.append(last)
+                    entry[0], entry[1], entry[2] = now, 0, None
+        for record in out:
+            for handler in self.handlers:
+                if record.levelno >= handler.level:
+                    handler.handle(record)
+        return len(out)
 
 
 class Demote(logging.Filter):
@@ -99,10 +127,25 @@ def demote_expected() -> None:
             logger.addFilter(Demote(templates))
 
 
-def quiet(handlers, interval: float = REPEAT_INTERVAL, clock: Callable[[], float] = time.monotonic) -> None:
+def quiet(handlers, interval: float = REPEAT_INTERVAL, clock: Callable[[], float] = time.monotonic,
+          flush_every: float | None = 1.0) -> Repeats:
     """Each of ``handlers`` (the root logger's, once Faust has set them up) says repeated lines once
-    per ``interval`` (``Repeats``: one for all, so each record gets one answer)."""
+    per ``interval`` (``Repeats``: one for all, so each record gets one answer); a thread says what a
+    stopped flood held back (``Repeats.flush``) every ``flush_every`` seconds (None: never, the caller
+    flushes)."""
     repeats = Repeats(interval, clock)
     for handler in handlers:
         if not any(isinstance(f, Repeats) for f in handler.filters):
             handler.addFilter(repeats)
+            repeats.handlers.append(handler)
+    if repeats.handlers and flush_every:
+        def flushing() -> None:
+            while True:
+                time.sleep(flush_every)
+                try:
+                    repeats.flush()
+                except Exception:  # noqa: BLE001 - a handler that fails must not end the flushing
+                    pass
+
+        threading.Thread(target=flushing, name="kreassign-log-repeats", daemon=True).start()
+    return repeats
