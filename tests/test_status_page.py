@@ -121,6 +121,8 @@ def test_a_request_rolled_back_entirely_shows_rolled_back_and_a_rejection_stays_
     attention = re.search(r'<div id="attention"[^>]*>(.*?)</div>\s*<h2>', dom, re.S).group(1)
     assert "cancel of request no-such-request rejected: unknown request 'no-such-request'" in attention
     assert 'class="entry error" data-kind="rejected"' in attention
+    in_flight = re.search(r'<table id="in-flight">.*?</table>', dom, re.S).group(0)
+    assert 'class="muted">none: no step is copying or waiting for the cluster</td>' in in_flight  # not a bare header
 
     shot = tmp_path / "rolled-back.png"
     chromium(tmp_path, "--window-size=1200,900", f"--screenshot={shot}", worker.web + "/")
