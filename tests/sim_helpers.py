@@ -1,5 +1,7 @@
 """Small scenarios for the simulator's tests."""
 
+import contextlib
+
 from engine.sim import scenario as S
 
 
@@ -19,3 +21,21 @@ def scenario(partitions, brokers=4, racks=None, network="100 MB/s", throttle="no
     }
     doc.update(extra)
     return S.from_document(doc)
+
+
+@contextlib.contextmanager
+def kafka_front(doc, speed: float):
+    """A simulated cluster of the scenario document ``doc`` at ``speed``, serving its HTTP API and its Kafka
+    front: yields the front (``.bootstrap``, ``.counts``; the cluster's server is ``.sim``), shut down after."""
+    from engine.sim.kafka_front import KafkaFront
+    from engine.sim.server import SimServer
+
+    sim = SimServer(S.from_document(doc), speed=speed)
+    sim.start()
+    kafka = KafkaFront(sim)
+    kafka.start()
+    try:
+        yield kafka
+    finally:
+        kafka.shutdown()
+        sim.shutdown()

@@ -25,11 +25,10 @@ from kafka.structs import TopicPartition as KTP
 
 from engine.kafka.access import AuthWatch, KafkaPythonAuthLog
 from engine.sim import scenario as S
-from engine.sim.kafka_front import KafkaFront
 from engine.sim.security import (
     Acl, Authorizer, SecurityError, SUPPORTED_OPERATIONS, operation_name, parse_acl_command,
 )
-from engine.sim.server import SimServer
+from tests.sim_helpers import kafka_front
 from tests.engine_harness import wait_for
 
 # --- the authorizer's rules ---------------------------------------------------------------------
@@ -137,13 +136,8 @@ SCENARIO = {
 
 @pytest.fixture(scope="module")
 def front():
-    sim = SimServer(S.from_document(SCENARIO), speed=20)
-    sim.start()
-    kafka = KafkaFront(sim)
-    kafka.start()
-    yield kafka
-    kafka.shutdown()
-    sim.shutdown()
+    with kafka_front(SCENARIO, speed=20) as kafka:
+        yield kafka
 
 
 def sasl(front, user, password=None, **extra):

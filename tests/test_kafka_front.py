@@ -33,6 +33,7 @@ from engine.sim import scenario as S
 from engine.sim.kafka_api import SUPPORTED
 from engine.sim.kafka_front import KafkaFront
 from engine.sim.server import SimServer
+from tests.sim_helpers import kafka_front
 from tests.engine_harness import wait_for
 
 TOPIC = "front"
@@ -50,13 +51,8 @@ ORIGINAL = {0: [1, 2, 3], 1: [2, 3, 4], 2: [3, 4, 1]}
 
 @pytest.fixture(scope="module")
 def front():
-    sim = SimServer(S.from_document(SCENARIO), speed=20)
-    sim.start()
-    kafka = KafkaFront(sim)
-    kafka.start()
-    yield kafka
-    kafka.shutdown()
-    sim.shutdown()
+    with kafka_front(SCENARIO, speed=20) as kafka:
+        yield kafka
 
 
 @pytest.fixture(scope="module")

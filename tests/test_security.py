@@ -34,9 +34,7 @@ from engine.core.partition import TopicPartition
 from engine.kafka.preflight import check_cluster, check_log, faust_topics
 from engine.kafka.probe import Prober
 from engine.kafka.broker_profile import KAFKA
-from engine.sim import scenario as S
-from engine.sim.kafka_front import KafkaFront
-from engine.sim.server import SimServer
+from tests.sim_helpers import kafka_front
 from engine.core.state import COMPLETED
 from engine.views.summary import problems
 
@@ -67,13 +65,8 @@ SCENARIO = {
 
 @pytest.fixture(scope="module")
 def front():
-    sim = SimServer(S.from_document(SCENARIO), speed=50)
-    sim.start()
-    kafka = KafkaFront(sim)
-    kafka.start()
-    yield kafka
-    kafka.shutdown()
-    sim.shutdown()
+    with kafka_front(SCENARIO, speed=50) as kafka:
+        yield kafka
 
 
 def config(front, user, password=None) -> ClientConfig:

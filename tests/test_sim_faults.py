@@ -14,8 +14,7 @@ from kafka.protocol.admin import ListPartitionReassignmentsRequest, ListPartitio
 from engine.core.partition import TopicPartition
 from engine.sim import scenario as S
 from engine.sim.cluster import BROKER_SESSION_TIMEOUT, SimulatedCluster
-from engine.sim.kafka_front import KafkaFront
-from engine.sim.server import SimServer
+from tests.sim_helpers import kafka_front
 from tests.engine_harness import wait_for
 
 DOC = {
@@ -86,13 +85,8 @@ def test_a_hung_broker_is_fenced_after_the_session_timeout_and_registers_again_w
 
 @pytest.fixture
 def front():
-    sim = SimServer(S.from_document(DOC), speed=1)
-    sim.start()
-    kafka = KafkaFront(sim)
-    kafka.start()
-    yield kafka
-    kafka.shutdown()
-    sim.shutdown()
+    with kafka_front(DOC, speed=1) as kafka:
+        yield kafka
 
 
 def send(sock, request, version, correlation=7):
