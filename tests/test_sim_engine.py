@@ -26,6 +26,7 @@ def test_ticks_queued_while_the_decider_works_are_dropped():
 
 
 def engine(rtt=0.01, brokers=4):
+    """The adapter of the calibration's records (2026-11-26); today's: tests/test_sim_requests.py."""
     sc = scenario([((1, 2), 10 * MB, 0), ((2, 3), 10 * MB, 0)], brokers=brokers)
     return _Engine(SimulatedCluster.from_scenario(sc), rtt)
 
@@ -34,8 +35,8 @@ def test_a_look_sends_the_adapters_four_requests_to_one_broker_one_after_the_oth
     e = engine()
     obs = e.observe([T0, T1])
     # DescribeCluster, ListPartitionReassignments, Metadata, DescribeConfigs: all to the lowest live broker
-    assert [b for _t, b in e.requests] == [1, 1, 1, 1]
-    assert [t for t, _b in e.requests] == pytest.approx([0.0, 0.01, 0.02, 0.03])
+    assert [b for _t, b, _api in e.requests] == [1, 1, 1, 1]
+    assert [t for t, _b, _api in e.requests] == pytest.approx([0.0, 0.01, 0.02, 0.03])
     assert e.cluster.time == pytest.approx(0.04) and set(obs.partitions) == {T0, T1}
     e.observe([])  # nothing watched: DescribeCluster alone
     assert len(e.requests) == 5
@@ -44,7 +45,7 @@ def test_a_look_sends_the_adapters_four_requests_to_one_broker_one_after_the_oth
 def test_a_catch_up_measure_asks_each_broker_concerned_for_its_log_dirs():
     e = engine()
     e.catch_up({T0: (1, (3,)), T1: (2, (4,))})
-    assert [b for _t, b in e.requests] == [1, 2, 3, 4]
+    assert [b for _t, b, _api in e.requests] == [1, 2, 3, 4]
     assert e.cluster.time == pytest.approx(0.04)
 
 
@@ -54,10 +55,10 @@ def test_a_throttle_change_sends_its_requests_together_and_an_alter_goes_to_the_
                      frozenset({1}), frozenset({3}), 10 * MB)
     e.apply_throttles(ts)
     # one call for the topic (any broker), one per broker for its rates: all sent before any answer
-    assert sorted(b for _t, b in e.requests) == [1, 1, 3] and {t for t, _b in e.requests} == {0.0}
+    assert sorted(b for _t, b, _api in e.requests) == [1, 1, 3] and {t for t, _b, _api in e.requests} == {0.0}
     assert e.cluster.time == pytest.approx(0.01)
     e.alter_reassignments({T0: (1, 3)})
-    assert e.requests[-1] == (pytest.approx(0.01), 1) and e.first_alter == pytest.approx(0.02)
+    assert e.requests[-1] == (pytest.approx(0.01), 1, "AlterPartitionReassignments") and e.first_alter == pytest.approx(0.02)
     e.append()
     assert e.cluster.time == pytest.approx(0.02 + APPEND_ROUND_TRIPS * 0.01)
 
@@ -66,7 +67,7 @@ def test_a_dead_broker_does_not_get_the_requests_not_addressed_to_a_broker():
     e = engine()
     e.cluster.inject(1, "down")
     e.observe([T1])
-    assert {b for _t, b in e.requests} == {2}
+    assert {b for _t, b, _api in e.requests} == {2}
 
 
 def small_move(**extra):
@@ -77,8 +78,8 @@ def small_move(**extra):
 def test_the_strategy_looks_at_steps_close_to_done_every_fast_interval_and_otherwise_every_poll():
     from engine.core.commands import PartitionTarget
     sc = dataclasses.replace(small_move(), targets=(PartitionTarget("t", 0, (1, 3)), PartitionTarget("t", 1, (2, 4))))
-    fast = run(sc, "kreassign")
-    slow = run(dataclasses.replace(sc, fast_interval=1.0), "kreassign")
+    fast = run(sc, "kreassign", adapter="as-measured")  # four requests a look
+    slow = run(dataclasses.replace(sc, fast_interval=1.0), "kreassign", adapter="as-measured")
     assert fast.finished and slow.finished
 
     def requests(r, start, end):

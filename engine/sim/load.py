@@ -1,37 +1,36 @@
 """What the engine's own work costs the cluster, and what producers feel of it.
 
 The engine looks at the cluster with admin requests (``engine.cluster.kafka``:
-DescribeCluster, ListPartitionReassignments, Metadata and DescribeConfigs for a
-look; DescribeLogDirs to each broker concerned for a catch-up measure; ...) and
-appends what it decides to its log. ``engine.whatif.strategies`` counts every
-request at the broker it goes to (``rates``: the engine's request budget per
-broker) and records when the engine works (``busy``: from a look's first
-request to its last answer, decisions and appends included).
+ListPartitionReassignments and DescribeTopicPartitions for a look, DescribeCluster
+and DescribeConfigs when their caches are old; DescribeLogDirs to each broker
+concerned for a catch-up measure; ...) and appends what it decides to its log.
+``engine.whatif.strategies`` counts every request at the broker it goes to, as the
+adapter of the run sends it (``_Engine``: today's, or the one of the calibration's
+records, which sent four requests a look), and ``delay`` charges a broker's rate
+above ``broker_request_capacity`` to the acks=all writes it leads (``rates``: the
+engine's request budget per broker).
 
 What that costs producers depends on where the engine runs. On the measured
 cluster (docs/simulator.md, "Calibration") the four brokers, the controller, the
 probe producer and the engine shared one 2-core machine: looking at the steps
 close to done every 0.1 s instead of every second quadrupled the probe's median
 and doubled its p99, whether the engine's own topics were on that cluster or
-not. The model, one fitted parameter (``Scenario.machine_load``):
+not. The model, one fitted parameter (``Scenario.broker_request_capacity``, 10.85 a
+second on that machine, fitted with the adapter of its records):
 
-* The machine has ``cores``; the cluster, its producers and the tools use
-  ``load`` of them; the engine takes ``ENGINE_CORES`` while it works (one
-  Python thread: each round trip on the loopback is the client's and the
-  broker's CPU, not a wait).
-* While the demand exceeds the cores, the cluster's work falls behind: the
-  delay of an acks=all write grows by ``(load + engine - cores) / load``
-  seconds per second (each core-second missing is a second of the cluster's
-  work at its ``load``), and it is worked off at ``(cores - load - engine) /
-  load`` per second once there is room. A write sent at ``t`` completes no
-  earlier than ``t + delay(t)``.
+* A broker absorbs ``capacity`` of the engine's requests a second beside its
+  load. Counted over the last ``RATE_WINDOW``, every request above that puts
+  it behind: the delay of an acks=all write to a partition it leads grows by
+  ``(rate - capacity) / capacity`` seconds per second, and is worked off at
+  the rate it has to spare once the engine sends less. A write sent at ``t``
+  completes no earlier than ``t + delay(t)``.
 
-A short look costs a short bump; looking back to back (a step close to done
-at a 0.1 s fast interval) keeps the engine busy and the delay grows for as long
-as it does, then falls: the measured probe timelines' plateaus. With the
-brokers on machines of their own (``Scenario.machine_cores`` None, the
-default) the engine's work costs producers nothing here; what its requests
-cost a broker's request handling is left out (``rates`` still counts them).
+A short look costs nothing; looking back to back (a step close to done at a
+0.1 s fast interval) at a rate above the capacity makes the delay grow for as
+long as it does, then fall: the measured probe timelines' plateaus. With the
+brokers on machines of their own (``broker_request_capacity`` None, the
+default) the engine's requests cost producers nothing here (``rates`` still
+counts them).
 """
 
 from __future__ import annotations

@@ -61,19 +61,22 @@ MACHINES = {
 
 @dataclass(frozen=True)
 class Engine:
-    """The engine a twin runs: its step mode, limits beyond the defaults, and how it appends
-    (``engine.whatif.strategies.APPENDS``)."""
+    """The engine a twin runs: its step mode, limits beyond the defaults, how it appends and which
+    requests its Kafka adapter sends (``engine.whatif.strategies.APPENDS``, ``ADAPTERS``)."""
 
     name: str
     steps: str = "incremental"
     limits: Mapping[str, int] = dataclasses.field(default_factory=dict)
     appends: str = "round"
+    adapter: str = "today"
 
 
-AS_MEASURED = Engine("as measured (2026-11-26)", steps="kip-435", limits={"creation_window_ms": 1}, appends="input")
+AS_MEASURED = Engine("as measured (2026-11-26)", steps="kip-435", limits={"creation_window_ms": 1}, appends="input",
+                     adapter="as-measured")
 """The engine the records ran: KIP-435's leader-first steps (the new preferred leader added alone, then
 elected), two new replicas per broker at once (``creation_window_ms`` 1 ms keeps the fixed cap), one
-append per input. The twins reproduce the records with it."""
+append per input, four requests a look (DescribeCluster, ListPartitionReassignments, Metadata,
+DescribeConfigs). The twins reproduce the records with it."""
 
 TODAY = Engine("today's defaults")
 """The engine of this tree with its defaults: what it would do on the record's cluster."""
@@ -152,7 +155,8 @@ def twin(record: dict, name: str, engine: Engine = AS_MEASURED) -> tuple[Scenari
     the record's harness first saw a move, less half a read (the tool's JVM start, the engine's
     command path: not simulated). ``engine``: the kreassign it runs (the one measured, or today's)."""
     how = run_of(name)
-    dry = run(scenario(record, name, engine=engine), how.strategy, max_time=0.0, appends=engine.appends)
+    dry = run(scenario(record, name, engine=engine), how.strategy, max_time=0.0, appends=engine.appends,
+              adapter=engine.adapter)
     start = dry.first_alter or 0.0
     seen = record["first_move_seen_s"] - HARNESS_POLL / 2
     return scenario(record, name, max(0.0, seen - start), engine), how.strategy
@@ -217,7 +221,7 @@ class Comparison:
 
 def compare(record: dict, name: str, engine: Engine = AS_MEASURED) -> Comparison:
     sc, strategy = twin(record, name, engine)
-    return Comparison(name, run_of(name), record, sc, run(sc, strategy, appends=engine.appends))
+    return Comparison(name, run_of(name), record, sc, run(sc, strategy, appends=engine.appends, adapter=engine.adapter))
 
 
 def compare_all(directory: str | Path) -> list[Comparison]:
@@ -259,13 +263,13 @@ class Row:
 
 
 def _row(label: str, engine_name: str, sc: Scenario, strategy: str, appends: str = "round",
-         free: bool = False) -> Row:
-    r = run(sc, strategy, appends=appends)
+         free: bool = False, adapter: str = "today") -> Row:
+    r = run(sc, strategy, appends=appends, adapter=adapter)
     done = [seen(t) for t in r.done_times().values()]
     start = r.first_alter or sc.launch_delay
     looks_free = None
     if free and sc.broker_request_capacity is not None:
-        f = run(dataclasses.replace(sc, broker_request_capacity=None), strategy, appends=appends).probe
+        f = run(dataclasses.replace(sc, broker_request_capacity=None), strategy, appends=appends, adapter=adapter).probe
         looks_free = (round(f.p99 * 1000), round(f.max * 1000))
     return Row(label, engine_name, max(done), round(max(done) - start, 2), round(r.probe.p99 * 1000),
                round(r.probe.max * 1000), r.stats.peak_under_replicated, r.moves, looks_free)
@@ -291,7 +295,7 @@ def side_by_side(directory: str | Path) -> list[Row]:
         for engine in ENGINES:
             sc, strategy = twin(record, name, engine)
             rows.append(_row(label, engine.name, _on_machine(sc, machine), strategy, engine.appends,
-                             free=engine is not AS_MEASURED))
+                             free=engine is not AS_MEASURED, adapter=engine.adapter))
     return rows
 
 

@@ -71,6 +71,7 @@ class RunResult:
     probe: ProbeResult | None = None  # what an acks=all producer felt of the move
     throttles_after: int = 0  # throttled replica entries still listed when the strategy was done
     requests: Mapping[int, tuple[float, ...]] = dataclasses.field(default_factory=dict)  # kreassign: broker -> times
+    apis: Mapping[int, Mapping[str, int]] = dataclasses.field(default_factory=dict)  # kreassign: broker -> API -> requests
     first_alter: float | None = None  # when the first AlterPartitionReassignments reached the cluster
     delays: Mapping[int, tuple[tuple[float, float], ...]] = dataclasses.field(default_factory=dict)
     # kreassign: broker -> what the engine's requests delayed its produce requests, (time, seconds) breakpoints
@@ -114,14 +115,17 @@ class _Clock:
         target = self.scenario.target_assignment()
         at_target = all(s.partitions[tp].replicas == r and not s.partitions[tp].reassigning for tp, r in target.items())
         stats = controller.close_stats(s)
-        requests = merge(engine.requests) if engine is not None else {}
+        requests = merge((t, b) for t, b, _api in engine.requests) if engine is not None else {}
+        apis: dict[int, dict[str, int]] = {}
+        for _t, b, api in (engine.requests if engine is not None else ()):
+            apis.setdefault(b, {})[api] = apis.setdefault(b, {}).get(api, 0) + 1
         delays = {b: delay(ts, self.scenario.broker_request_capacity) for b, ts in requests.items()}
         felt = probe(list(s.partitions.keys()), self.scenario.probe_rate, makespan,
                      linked(stats.blocked_log), linked(stats.leader_log),
                      {b: windows(points) for b, points in delays.items() if points})
         return RunResult(
             strategy, finished, makespan, stats, moves, at_target, not s.throttles.is_empty(), events,
-            felt, entries, {b: tuple(ts) for b, ts in requests.items()},
+            felt, entries, {b: tuple(ts) for b, ts in requests.items()}, apis,
             engine.first_alter if engine is not None else self.first_alter,
             {b: tuple(points) for b, points in delays.items() if points},
         )
@@ -135,14 +139,15 @@ decided, then one append: ``Decider.process``), ``input`` one append per input, 
 before issue 26 (the calibration's records ran it)."""
 
 
-def run(scenario: Scenario, strategy: str, max_time: float | None = None, appends: str = "round") -> RunResult:
-    """Run ``strategy`` to completion (or until ``max_time`` simulated seconds). ``appends``: kreassign's
-    (``APPENDS``)."""
+def run(scenario: Scenario, strategy: str, max_time: float | None = None, appends: str = "round",
+        adapter: str = "today") -> RunResult:
+    """Run ``strategy`` to completion (or until ``max_time`` simulated seconds). ``appends``, ``adapter``:
+    kreassign's (``APPENDS``, ``ADAPTERS``)."""
     limit = max_time if max_time is not None else 30 * 86400.0
     if not scenario.targets:  # nothing to move: done before it starts
         return _Clock(scenario).result(strategy, True, 0)
     if strategy == "kreassign":
-        return _kreassign(scenario, limit, appends)
+        return _kreassign(scenario, limit, appends, adapter)
     return _RUNNERS[strategy](scenario, limit)
 
 
@@ -153,42 +158,75 @@ APPEND_ROUND_TRIPS = 3
 AddPartitionsToTxn, Produce with acks=all, EndTxn)."""
 
 
+ADAPTERS = ("today", "as-measured")
+"""What the simulated engine's Kafka adapter sends (``_Engine``): ``today`` as ``engine/cluster/kafka.py``
+sends it now (its caches, DescribeTopicPartitions of the partitions looked at, the broker watch's
+probes), ``as-measured`` as the adapter of the calibration's records did (2026-11-26: four requests a
+look, ``calibration.AS_MEASURED``)."""
+
+# today's adapter, restated (engine.whatif may not import engine.cluster; tests/test_sim_requests.py
+# holds them to the adapter's)
+BROKERS_MAX_AGE = 10.0  # engine.cluster.kafka.BROKERS_MAX_AGE: DescribeCluster reused this long
+BROKERS_MIN_AGE = 1.0  # ... and asked again sooner for a broker new or back in an ISR, at most once a second
+MIN_ISR_MAX_AGE = 30.0  # engine.cluster.kafka.MIN_ISR_MAX_AGE: a topic's DescribeConfigs reused this long
+SMALL_TOPIC = 64  # engine.cluster.kafka.SMALL_TOPIC: a topic this small is described whole
+SLICES = 3  # engine.cluster.kafka.SLICES: DescribeTopicPartitions runs per larger topic and look
+PAGE = 2000  # engine.cluster.kafka.PAGE: partitions per DescribeTopicPartitions request
+PROBE_INTERVAL = 2.0
+"""The broker watch (``engine.cluster.watch``) probes each live broker (ApiVersions) every
+``busy_interval``, two ``--broker-deadline`` (1 s), while steps or elections are in flight; none while
+idle. (Its urgent rounds, all brokers every half deadline while a call has waited a quarter deadline, do
+not happen here: a round trip is ``request_time``.)"""
+
+
 class _Engine:
-    """The simulated cluster as the engine's Kafka adapter (``engine/cluster/kafka.py``) reaches it.
+    """The simulated cluster as the engine's Kafka adapter reaches it: the adapter of the calibration's
+    records (2026-11-26, ``ADAPTERS`` ``as-measured``); ``_Today`` is today's.
 
     Every call sends the requests the adapter sends, one round trip (``Scenario.request_time``) each,
     in the adapter's order (one after the other, or all before any answer where the adapter does so),
     while the cluster runs on; a call's reading is the cluster at its reading request, an action takes
-    effect when its answer is in. Every request is counted at the broker it goes to
-    (``engine.sim.load``): a request not addressed to a broker (DescribeCluster, Metadata, a topic's
-    DescribeConfigs or IncrementalAlterConfigs, ListPartitionReassignments,
-    AlterPartitionReassignments, ElectLeaders) goes to one broker, the lowest live id (librdkafka
-    prefers the broker it used last; kafka-python's controller is one live broker KRaft names), a
-    broker's config and DescribeLogDirs to that broker."""
+    effect when its answer is in. Every request is counted at the broker it goes to, by its API as the
+    broker sees it (``requests``; ``engine.sim.load`` charges them): a look is DescribeCluster (librdkafka
+    sends it as a Metadata request), ListPartitionReassignments, Metadata and DescribeConfigs, every one
+    to the lowest live broker, as is every request not addressed to a broker (a topic's config, an
+    alter, a cancel, an election); a broker's config and DescribeLogDirs go to that broker."""
 
     def __init__(self, cluster: SimulatedCluster, rtt: float):
         self.cluster = cluster
         self.rtt = rtt
-        self.requests: list[tuple[float, int]] = []  # (time, broker)
+        self.requests: list[tuple[float, int, str]] = []  # (time, broker, API)
         self.first_alter: float | None = None
 
     def admin(self) -> int:
-        live = [b.id for b in self.cluster.state.brokers.values() if b.alive]
+        """Where a request not addressed to a broker goes: the lowest live broker."""
+        live = self.live()
         return min(live) if live else min(self.cluster.state.brokers.keys())
 
-    def send(self, *brokers: int, together: bool = False) -> None:
+    controller = admin  # kafka-python's cached controller id (List/AlterPartitionReassignments)
+    any_broker = admin  # librdkafka's broker for an admin request (DescribeCluster, topic configs, ElectLeaders)
+
+    def live(self) -> list[int]:
+        return sorted(b.id for b in self.cluster.state.brokers.values() if b.alive)
+
+    def send(self, *requests: tuple[int, str], together: bool = False) -> None:
+        """``requests``, (broker, API) each: one after the other, or ``together`` (all before any answer)."""
         if together:
-            self.requests.extend((self.cluster.time, b) for b in brokers)
-            if brokers:
+            self.requests.extend((self.cluster.time, b, api) for b, api in requests)
+            if requests:
                 self.cluster.advance(self.rtt)
             return
-        for b in brokers:
-            self.requests.append((self.cluster.time, b))
+        for b, api in requests:
+            self.requests.append((self.cluster.time, b, api))
             self.cluster.advance(self.rtt)
 
     def append(self) -> None:
         """An append to the events log (its own topics: not counted at the cluster's brokers)."""
         self.cluster.advance(APPEND_ROUND_TRIPS * self.rtt)
+
+    def probe(self, busy: bool) -> None:
+        """The broker watch's probes up to now (today's adapter); ``busy``: steps or elections were in
+        flight since the last call."""
 
     # -- what the adapter sends for each call of the Cluster interface -----------------------------
 
@@ -198,45 +236,52 @@ class _Engine:
         the cluster unchanged since it was last read); None is always."""
         tps = list(partitions)
         a = self.admin()
-        self.send(a)
+        self.send((a, "Metadata"))
         if tps:
-            self.send(a)
+            self.send((a, "ListPartitionReassignments"))
         obs = self.cluster.observe(tps) if read is None or read() else None
         if tps:
-            self.send(a, a)
+            self.send((a, "Metadata"), (a, "DescribeConfigs"))
         return obs
 
     def catch_up(self, steps):
-        self.send(*sorted({b for leader, nr in steps.values() for b in ((leader,) if leader is not None else ()) + tuple(nr)}))
+        brokers = sorted({b for leader, nr in steps.values()
+                          for b in ((leader,) if leader is not None else ()) + tuple(nr)})
+        self.send(*((b, "DescribeLogDirs") for b in brokers))
         return self.cluster.catch_up(steps)
 
+    def brokers(self) -> None:
+        """``sizes``' look at the brokers: DescribeCluster."""
+        self.send((self.any_broker(), "Metadata"))
+
     def sizes(self, partitions):
-        self.send(self.admin())
-        self.send(*sorted(b.id for b in self.cluster.state.brokers.values() if b.alive))
+        self.brokers()
+        self.send(*((b, "DescribeLogDirs") for b in self.live()))
         return self.cluster.sizes(partitions)
 
     def throttles(self, topics, brokers):
-        self.send(*(([self.admin()] if topics else []) + sorted(brokers)))
+        self.send(*(([(self.any_broker(), "DescribeConfigs")] if topics else [])
+                    + [(b, "DescribeConfigs") for b in sorted(brokers)]))
         return self.cluster.throttles(topics, brokers)
 
     def alter_reassignments(self, targets):
-        self.send(self.admin())
+        self.send((self.controller(), "AlterPartitionReassignments"))
         if self.first_alter is None and targets:
             self.first_alter = self.cluster.time
         return self.cluster.alter_reassignments(targets)
 
     def cancel_reassignments(self, partitions):
-        self.send(self.admin())
+        self.send((self.controller(), "AlterPartitionReassignments"))
         return self.cluster.cancel_reassignments(partitions)
 
     def elect_preferred_leaders(self, partitions):
-        self.send(self.admin())
+        self.send((self.any_broker(), "ElectLeaders"))
         return self.cluster.elect_preferred_leaders(partitions)
 
-    def _config_requests(self, delta: ThrottleSet, remove: bool) -> list[int]:
-        topics = [self.admin()] if delta.leader or delta.follower else []
+    def _config_requests(self, delta: ThrottleSet, remove: bool) -> list[tuple[int, str]]:
+        topics = [self.any_broker()] if delta.leader or delta.follower else []
         brokers = sorted(delta.leader_brokers | delta.follower_brokers) if remove or delta.rate is not None else []
-        return topics + brokers
+        return [(b, "IncrementalAlterConfigs") for b in topics + brokers]
 
     def apply_throttles(self, throttles: ThrottleSet):
         self.send(*self._config_requests(throttles, False), together=True)
@@ -245,6 +290,126 @@ class _Engine:
     def remove_throttles(self, throttles: ThrottleSet):
         self.send(*self._config_requests(throttles, True), together=True)
         return self.cluster.remove_throttles(throttles)
+
+
+class _Today(_Engine):
+    """Today's adapter (``engine/cluster/kafka.py``), as measured through the Kafka front
+    (docs/simulator.md, "What the engine's looks cost"):
+
+    * a look: DescribeCluster only if the last is ``BROKERS_MAX_AGE`` old (or, at most once a
+      ``BROKERS_MIN_AGE``, when the look names a broker not known or finds one known dead in an ISR);
+      for partitions, ListPartitionReassignments (the reading), DescribeTopicPartitions of the
+      partitions looked at (``_slices``: small topics whole, several to a request; a larger topic in
+      at most ``SLICES`` runs), Metadata of a topic whose partition count is not known yet (its first
+      look), and one DescribeConfigs of the topics whose min.insync.replicas is ``MIN_ISR_MAX_AGE``
+      old (a throttle read-back refreshes it);
+    * ``sizes``: DescribeCluster as a look does, DescribeLogDirs to each live broker;
+    * the broker watch: ApiVersions to each live broker every ``PROBE_INTERVAL`` while steps or
+      elections are in flight.
+
+    Where the requests go: DescribeTopicPartitions to kafka-python's least loaded broker (spread over
+    the brokers: here in turn); List/AlterPartitionReassignments to kafka-python's cached controller
+    id and librdkafka's requests to the broker it uses, each a live broker the client picked at random
+    (KRaft answers a random live broker as the controller; measured, brokers 4 and 2 in one run): here
+    both the lowest live broker, the busiest the placement can make it."""
+
+    def __init__(self, cluster: SimulatedCluster, rtt: float):
+        super().__init__(cluster, rtt)
+        self.brokers_at: float | None = None  # when DescribeCluster was last sent
+        self.known: dict[int, bool] = {}  # its answer: broker -> alive, every broker seen
+        self.counted: set[str] = set()  # topics whose partition count is known (a Metadata of them answered)
+        self.min_isr_at: dict[str, float] = {}  # topic -> when its DescribeConfigs was sent
+        self.turn = 0  # the least loaded broker's turn
+        self.probed_at: float | None = None  # the broker watch's last round
+
+    def least_loaded(self) -> int:
+        live = self.live() or sorted(self.cluster.state.brokers)
+        self.turn += 1
+        return live[(self.turn - 1) % len(live)]
+
+    def brokers(self, fresh: bool = False) -> None:
+        now = self.cluster.time
+        if not fresh and self.brokers_at is not None and now - self.brokers_at < BROKERS_MAX_AGE - 1e-9:
+            return
+        self.brokers_at = now
+        self.send((self.any_broker(), "Metadata"))  # librdkafka's DescribeCluster is a Metadata request
+        state = self.cluster.state.brokers  # the live ones, and every one seen before (then dead)
+        self.known = {b: state[b].alive for b in state if state[b].alive or b in self.known}
+
+    def slices(self, tps) -> int:
+        """DescribeTopicPartitions requests of a look at ``tps`` of topics whose counts are known."""
+        wanted: dict[str, list[int]] = {}
+        for tp in tps:
+            wanted.setdefault(tp.topic, []).append(tp.partition)
+        counts = {t: self.cluster.state.topics[t].partitions for t in wanted}
+        small = [counts[t] for t in sorted(wanted) if counts[t] <= SMALL_TOPIC]
+        requests, batch = 0, 0
+        for n in small:
+            if batch and batch + n > PAGE:
+                requests, batch = requests + 1, 0
+            batch += n
+        requests += 1 if batch else 0
+        for t in sorted(wanted):
+            if counts[t] > SMALL_TOPIC:
+                for lo, hi in _runs(sorted(set(wanted[t])), SLICES):
+                    requests += math.ceil((hi + 1 - lo) / PAGE)
+        return requests
+
+    def observe(self, partitions, read: Callable[[], bool] | None = None):
+        tps = list(partitions)
+        self.brokers()
+        if tps:
+            self.send((self.controller(), "ListPartitionReassignments"))
+        obs = self.cluster.observe(tps) if read is None or read() else None
+        if not tps:
+            return obs
+        topics = sorted({tp.topic for tp in tps})
+        known = [tp for tp in tps if tp.topic in self.counted]
+        self.send(*((self.least_loaded(), "DescribeTopicPartitions") for _ in range(self.slices(known))))
+        if any(t not in self.counted for t in topics):
+            self.send((self.any_broker(), "Metadata"))
+            self.counted.update(topics)
+        now = self.cluster.time
+        stale = [t for t in topics if t not in self.min_isr_at or now - self.min_isr_at[t] >= MIN_ISR_MAX_AGE - 1e-9]
+        if stale:
+            self.send((self.any_broker(), "DescribeConfigs"))
+            self.min_isr_at.update({t: now for t in stale})
+        parts = self.cluster.state.partitions
+        named = {b for tp in tps if tp in parts for b in parts[tp].replicas}
+        in_isr = {b for tp in tps if tp in parts for b in parts[tp].isr}
+        if self.cluster.time - self.brokers_at >= BROKERS_MIN_AGE and (
+                any(b not in self.known for b in named) or any(self.known.get(b) is False for b in in_isr)):
+            self.brokers(fresh=True)
+        return obs
+
+    def throttles(self, topics, brokers):
+        self.min_isr_at.update({t: self.cluster.time for t in topics})  # read back with the throttles
+        return super().throttles(topics, brokers)
+
+    def probe(self, busy: bool) -> None:
+        if not busy:
+            self.probed_at = None
+            return
+        now = self.cluster.time
+        at = now if self.probed_at is None else self.probed_at + PROBE_INTERVAL
+        while at <= now + 1e-9:
+            self.requests.extend((at, b, "ApiVersions") for b in self.live())
+            self.probed_at = at
+            at += PROBE_INTERVAL
+
+
+def _runs(partitions: list[int], most: int) -> list[tuple[int, int]]:
+    """``engine.cluster.kafka._runs``: ``partitions`` (sorted) as at most ``most`` ranges (lo, hi) covering
+    them, split at the widest gaps."""
+    if not partitions:
+        return []
+    gaps = sorted(range(1, len(partitions)), key=lambda i: partitions[i] - partitions[i - 1], reverse=True)
+    cuts = sorted(i for i in gaps[:most - 1] if partitions[i] - partitions[i - 1] > 1)
+    out, start = [], 0
+    for i in cuts + [len(partitions)]:
+        out.append((partitions[start], partitions[i - 1]))
+        start = i
+    return out
 
 
 def next_tick(done: float, interval: float) -> float:
@@ -256,10 +421,12 @@ def next_tick(done: float, interval: float) -> float:
     return k * interval
 
 
-def _kreassign(scenario: Scenario, limit: float, appends: str = "round") -> RunResult:
+def _kreassign(scenario: Scenario, limit: float, appends: str = "round", adapter: str = "today") -> RunResult:
+    if adapter not in ADAPTERS:
+        raise ValueError(f"adapter: one of {', '.join(ADAPTERS)}, not {adapter!r}")
     clock = _Clock(scenario)
     cluster = clock.cluster
-    engine = _Engine(cluster, scenario.request_time)
+    engine = (_Today if adapter == "today" else _Engine)(cluster, scenario.request_time)
     executor = Executor(engine, lambda: cluster.time)  # virtual time: retries and elections follow it
     state = EMPTY
     log: list = []
@@ -315,7 +482,9 @@ def _kreassign(scenario: Scenario, limit: float, appends: str = "round") -> RunR
     verified_at = None
     last_catch_up: dict = {}
     finished = False
+    busy = False  # steps or elections in flight (the broker watch probes)
     while True:
+        engine.probe(busy)
         now = cluster.time
         full = full_at is None or now - full_at >= scenario.poll_interval - 1e-9
         look = watched(state, now) if full else near_done(state, now, last_catch_up)
@@ -350,6 +519,8 @@ def _kreassign(scenario: Scenario, limit: float, appends: str = "round") -> RunR
                 if topics or brokers:
                     read = engine.throttles(sorted(topics), sorted(brokers))
                     feed(ThrottlesObserved(read, frozenset(topics), frozenset(brokers), now))
+        engine.probe(busy)
+        busy = bool(state.steps or state.elections)
         r = state.requests[REQUEST_ID]
         if r.status == COMPLETED:
             finished = True
