@@ -156,6 +156,34 @@ def test_the_estimate_follows_a_broker_of_known_pace_and_the_caps_never_run_away
     assert d.now - 1000.0 <= 1.2 * 300 * per + 5 * look
 
 
+@pytest.mark.parametrize("look,together", [(0.5, True), (0.25, True), (1.0, True), (0.25, False)])
+def test_copies_far_shorter_than_a_move_keep_a_broker_of_known_pace_busy_under_the_default_move_caps(look, together):
+    """Issue 26, item 3: 1 MiB copies at 50 MB/s (0.02 s at the throttle, 1/95 of a 2 s move) under the
+    default per-broker move caps (two moves). Charged an eighth each, sixteen filled broker 4's two
+    slots while their logs were created, and the next batch waited for them: the broker idled through
+    every look and decision. They weigh nothing now: only the new-replica caps hold them, one batch is
+    created while the next is decided, and the 300 are made within 1.2 x what the broker needs for them."""
+    c, d = small_copies(300, {})
+    per = 0.1
+    broker = MetadataThread(c, per, together)
+    most = 0
+    for tick in range(600):
+        d.tick()
+        broker.accept(d.now, tick)
+        most = max(most, d.state.in_flight.new_replicas.get(4, 0))
+        d.now += look
+        broker.finish(d.now)
+        d.observe()
+        if not d.state.steps and not d.state.ready.size:
+            break
+    assert not d.state.steps and not d.state.ready.size, "every move done"
+    # before: 37.2, 33.3 and 40.1 s with a look every 0.5, 0.25 and 1 s (16 in flight at most); now 30.6,
+    # 30.7 and 33.1 s. Each replica fetching as soon as its own log exists kept the broker busy before too.
+    assert d.now - 1000.0 <= 1.1 * 300 * per + 3 * look, (d.now - 1000.0, most)
+    if together:  # a batch fetches once all its logs exist: the next one is created meanwhile
+        assert most > 2 * 8, "more new replicas in flight on broker 4 than sixteen eighths of the move caps"
+
+
 def test_one_look_seeing_a_whole_batch_complete_keeps_the_estimate_at_the_broker_s_pace():
     """The review's reproduction: every batch is seen complete by one look (n completions at one time).
     Each completion decayed the history once, so n of them shrank the estimate by (7/8)^(n-1): 0.093 s,
@@ -176,7 +204,7 @@ def test_one_look_seeing_a_whole_batch_complete_keeps_the_estimate_at_the_broker
 
 
 def test_small_copies_start_in_batches_once_the_broker_is_seen_fast():
-    """1 MiB copies at 50 MB/s weigh an eighth of a move each: after the first pair is seen done in
+    """1 MiB copies at 50 MB/s weigh nothing against the move caps: after the first pair is seen done in
     0.3 s, one decision asks broker 4 for more at once (one alter), at most twice what it was seen to
     complete; the old fixed cap held it at two."""
     c, d = small_moves(60)
@@ -215,10 +243,11 @@ def test_many_small_moves_keep_the_new_broker_busy_in_the_calibrated_simulator()
     """300 x 1 MiB onto a new broker at 50 MB/s (the records' cluster and launch), on the machine of the
     quiet runs and on the loaded one: today's engine no slower than 1.2 x Kafka's tool from the launch,
     with a fraction of its under-replicated peak (225). The engine as measured (two new replicas at a
-    time) took 168 s against 58 s (loaded). From the first alter on the quiet machine: 32.2 s against the
-    tool's 25.0 s (1.29 x; 25.9 s before the review's finding 6, whose estimate shrank with every
-    completion one look saw and let the caps run away: the honest estimate and the slow start, batches
-    of 2, 4, 8, 16, cost about three engine cycles)."""
+    time) took 168 s against 58 s (loaded). From the first alter on the quiet machine, no slower than
+    1.2 x the tool's 24.7 s either: 24.9 s now; 31.9 s (1.29 x) while a 1 MiB copy weighed an eighth of a
+    move, sixteen of them filled broker 4's move caps while their logs were created, and no batch was
+    created while the next was decided. Under-replicated at most: two batches of the broker's pace
+    (0.1 s a replica: 2 x 2 s / 0.1 s = 40; 16 before)."""
     from pathlib import Path
 
     from engine.whatif import calibration as cal
@@ -234,5 +263,6 @@ def test_many_small_moves_keep_the_new_broker_busy_in_the_calibrated_simulator()
         assert engine.finished and engine.at_target
         assert engine.makespan <= 1.2 * tool.makespan, (machine, engine.makespan, tool.makespan)  # from the launch
         if machine == "quiet":  # from each one's first alter too (the tool's JVM start aside)
-            assert engine.makespan - engine.first_alter <= 1.3 * (tool.makespan - tool.first_alter)
-        assert engine.stats.peak_under_replicated <= 16 < tool.stats.peak_under_replicated == 225
+            assert engine.makespan - engine.first_alter <= 1.2 * (tool.makespan - tool.first_alter), (
+                engine.makespan - engine.first_alter, tool.makespan - tool.first_alter)
+        assert engine.stats.peak_under_replicated <= 40 < tool.stats.peak_under_replicated == 225

@@ -656,7 +656,9 @@ def test_a_copy_weighs_its_seconds_at_the_throttle_against_the_per_broker_caps()
     s = d.state
     step = plan_step((0, 1, 2), (0, 1, 3), {0, 1, 2}, 0)
     obs = s.observed[tp(0)]
-    for size, w in ((None, 8), (1 << 20, 1), (50_000_000, 4), (100_000_000, 8), (10_000_000_000, 8)):
+    # a move is 2 s at 50 MB/s, 100 MB: an eighth is 12.5 MB; under half an eighth (6.25 MB) weighs nothing
+    for size, w in ((None, 8), (1 << 20, 0), (6_249_999, 0), (6_250_000, 1), (12_500_000, 1), (12_500_001, 2),
+                    (50_000_000, 4), (100_000_000, 8), (10_000_000_000, 8)):
         s2 = s._replace(observed=s.observed.set(tp(0), obs._replace(size_bytes=size)))
         assert weight(s2, tp(0), step) == w, size
     assert weight(s._replace(throttle_rate=None), tp(0), step) == 8  # unthrottled: whole moves

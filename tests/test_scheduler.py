@@ -7,7 +7,7 @@ from engine.core.limits import Limits, LimitsError
 from engine.core.partition import TopicPartition
 from engine.core.scheduler import (
     CONTINUING, FRESH, WEIGHT_UNITS, Hold, InFlight, ReadyIndex, Requeue, SchedulingKey, Start, admits, next_batch,
-    oversized,
+    oversized, resources, weight_units,
 )
 from engine.core.step import Step, Waiting
 
@@ -289,6 +289,43 @@ def test_small_copies_weigh_a_share_of_a_move_against_the_per_broker_caps():
     assert started(next_batch(big_index, busy, Limits(), big_plans.get)) == []  # 9/8 taken: 7/8 left
 
 
+def test_a_copy_far_shorter_than_a_move_weighs_nothing_only_the_new_replica_caps_hold_it():
+    # a move is 2 s at the throttle: 100 MB at 50 MB/s. Under half an eighth of it (6.25 MB) a copy weighs
+    # nothing; from there on its share, rounded up; 1 MiB at 4 MB/s is a quarter
+    assert weight_units(1 << 20, 50_000_000, 2) == 0
+    assert weight_units(6_249_999, 50_000_000, 2) == 0 < weight_units(6_250_000, 50_000_000, 2) == 1
+    assert weight_units(1 << 20, 4_000_000, 2) == 2
+    assert weight_units(None, 50_000_000, 2) == weight_units(1 << 20, None, 2) == WEIGHT_UNITS
+    # broker 7 already takes two whole moves: its move caps are full; twenty weightless copies into it
+    # still start, as many as its new-replica caps allow (40 in flight, 20 a decision), and charge it
+    # no eighth (a weightless charge makes no counter entry, and taking it back removes none)
+    busy = InFlight().plus(step((7,), leader=5)).plus(step((7,), leader=6))
+    entries = [(tp(i), step((7,), leader=i % 5), FRESH) for i in range(30)]
+    index, plans = small_index(entries, weight=0)
+    decisions = next_batch(index, busy, Limits(), plans.get, weigh=lambda _tp, _s: 0, creations=lambda _b: (40, 20))
+    assert len(started(decisions)) == 20 and all(d.weight == 0 for d in decisions)
+    after = busy
+    for d in decisions:
+        after = after.plus(d.step, 1, d.weight)
+    assert after.incoming == busy.incoming and after.outgoing == busy.outgoing
+    assert after.new_replicas[7] == 22 and after.additions == 22
+    for d in decisions:
+        after = after.minus(d.step, d.weight)
+    assert after == busy
+    # a weightless copy takes no outgoing capacity: a step blocked on its source's outgoing cap (two whole
+    # copies out of broker 0, which serves one) keeps that for itself, not from weightless copies of another
+    # request (a lane is not searched past a step its own source refuses: those of the same request wait)
+    assert ("out", 0) not in resources(SchedulingKey.of(step((9,), leader=0), 0))
+    index = ReadyIndex()
+    index, _ = index.add(SchedulingKey.of(step((7, 8), leader=0), WEIGHT_UNITS), FRESH, 0, tp(0), "a")
+    for i in range(1, 4):
+        index, _ = index.add(SchedulingKey.of(step((9 + i,), leader=0), 0), FRESH, i, tp(i), "b")
+    plans = {tp(0): step((7, 8), leader=0), **{tp(i): step((9 + i,), leader=0) for i in range(1, 4)}}
+    one_out = InFlight().plus(step((6,), leader=0))
+    weigh = lambda t, _s: WEIGHT_UNITS if t == tp(0) else 0  # noqa: E731
+    assert started(next_batch(index, one_out, Limits(), plans.get, weigh=weigh)) == [tp(1), tp(2), tp(3)]
+
+
 def small_index(entries, weight=1):
     index = ReadyIndex()
     for seq, (t, s, lane) in enumerate(entries):
@@ -297,7 +334,7 @@ def small_index(entries, weight=1):
 
 
 def test_a_broker_is_asked_to_create_at_most_two_new_replicas_at_once_whatever_their_size():
-    # twenty 1 MiB copies (an eighth of a move each) into broker 7, then four into broker 8: by weight
+    # twenty copies of an eighth of a move each (12.5 MB at 50 MB/s) into broker 7, then four into broker 8: by weight
     # sixteen would fit broker 7's two slots, but broker 7 creates their logs one at a time, and a
     # finished move's epoch change waits behind the logs queued before it (its leader refuses broker
     # 7's fetches meanwhile). Two at a time per broker, by default; the others go to broker 8 (from

@@ -89,7 +89,7 @@ class PartitionReady:
     request_id: str
     tp: TopicPartition
     step: Step
-    weight: int = 8  # against the per-broker move caps, in eighths of a move (engine.core.scheduler)
+    weight: int = 8  # against the per-broker move caps, in eighths of a move (0: none; engine.core.scheduler)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +107,7 @@ class StepPlanned:
     tp: TopicPartition
     number: int  # 1-based within the request for this partition
     step: Step
-    weight: int = 8  # against the per-broker move caps, in eighths of a move (engine.core.scheduler)
+    weight: int = 8  # against the per-broker move caps, in eighths of a move (0: none; engine.core.scheduler)
 
 
 @dataclass(frozen=True, slots=True)

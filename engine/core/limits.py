@@ -64,10 +64,11 @@ SETTINGS: tuple[Setting, ...] = (
         "full_move_seconds", "S", 2,
         ("reassignment.full.move.seconds",),
         "The per-broker move caps count moves by what they load a broker with: a copy that takes at least "
-        "this long at the throttle rate is a whole move, a shorter one its share of one, at least an "
-        "eighth (two slots hold two big copies, or up to sixteen small ones, as many as "
-        "max_new_replicas_per_broker lets into one broker), so small partitions keep the throttle busy "
-        "instead of holding a slot each.",
+        "this long at the throttle rate is a whole move, a shorter one its share of one in eighths, rounded "
+        "up (two slots hold two big copies, or sixteen of an eighth), so small partitions keep the throttle "
+        "busy instead of holding a slot each. A copy under half an eighth of this (a 1 MiB copy at 50 MB/s: "
+        "1/95) weighs nothing: its load on a broker is its log's creation, which the new-replica caps "
+        "(max_new_replicas_per_broker, creation_window_ms) bound.",
     ),
     Setting(
         "max_new_replicas_per_broker", "new", 2,

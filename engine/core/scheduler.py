@@ -3,7 +3,8 @@
 Limits (``engine.core.limits``): P partitions with a step in flight, L steps in
 flight that move a leader, A replica additions in flight cluster-wide,
 per-broker caps on incoming copies (a broker in NR) and outgoing copies (the
-leader that feeds NR), weighted by their seconds at the throttle, and a count
+leader that feeds NR), weighted by their seconds at the throttle (a copy far
+shorter than a move weighs nothing: ``weight_units``), and a count
 of the new replicas each broker is asked to create at once, whatever their
 size (a broker creates logs one at a time): two until the broker's rate of
 making them is known, then what it makes in ``creation_window_ms`` per
@@ -64,15 +65,25 @@ from engine.core.step import Step
 
 WEIGHT_UNITS = 8
 """A move's weight against the per-broker move caps, in eighths of a move: a copy that takes at least
-``full_move_seconds`` at the throttle rate is a whole move (8); a shorter one its share, at least 1/8."""
+``full_move_seconds`` at the throttle rate is a whole move (8); a shorter one its share, rounded up;
+one shorter than half an eighth weighs nothing (0: ``weight_units``)."""
 
 
 def weight_units(size: int | None, rate: int | None, full_seconds: float) -> int:
     """A copy's weight against the per-broker caps: its seconds at ``rate`` over ``full_seconds``, in
-    WEIGHT_UNITS from 1 to a whole move; a whole move when the size or the rate is unknown."""
+    WEIGHT_UNITS, rounded up, to a whole move at most; a whole move when the size or the rate is unknown.
+    A copy shorter than half an eighth of a move (under 0.125 s at the throttle by default: 6.25 MB at
+    50 MB/s) weighs nothing: what it costs a broker is its log's creation (about 0.1 s each, one at a
+    time, on the measured Kafka 4.0), which the new-replica caps bound (``creation_caps``: they follow
+    the broker's measured time per new replica, its copy included, so they bound its bytes too). Charged
+    an eighth, sixteen of them filled a broker's two slots while their logs were being created, and
+    the next batch could not be asked for before they were done (issue 26)."""
     if size is None or rate is None:
         return WEIGHT_UNITS
-    return max(1, min(WEIGHT_UNITS, -(-size * WEIGHT_UNITS // int(rate * full_seconds))))
+    full = int(rate * full_seconds)
+    if 2 * size * WEIGHT_UNITS < full:
+        return 0
+    return max(1, min(WEIGHT_UNITS, -(-size * WEIGHT_UNITS // full)))
 
 
 class SchedulingKey(NamedTuple):
@@ -81,7 +92,7 @@ class SchedulingKey(NamedTuple):
     moves_leader: bool
     source: int | None
     nr: Replicas  # sorted
-    weight: int = WEIGHT_UNITS  # of each copy against the per-broker caps, in eighths of a move
+    weight: int = WEIGHT_UNITS  # of each copy against the per-broker caps, in eighths of a move (0: nothing)
 
     @classmethod
     def of(cls, step: Step, weight: int = WEIGHT_UNITS) -> "SchedulingKey":
@@ -291,6 +302,8 @@ class InFlight(NamedTuple):
 
 
 def _bump(m, key, delta: int) -> None:
+    if not delta:
+        return  # a copy that weighs nothing (``weight_units``): no entry to make or to remove
     value = m.get(key, 0) + delta
     if value:
         m[key] = value
@@ -395,10 +408,13 @@ def oversized(limits: Limits, key: SchedulingKey) -> bool:
 
 def resources(key: SchedulingKey) -> set:
     """The capacity a step with ``key`` takes: its copies' brokers and the cluster-wide additions
-    (any step that copies takes some of those)."""
+    (any step that copies takes some of those). A step whose copies weigh nothing takes no outgoing
+    capacity of its source; it still takes a new replica of each broker it copies into (``("in", b)``
+    stands for both of a broker's incoming caps)."""
     if not key.nr:
         return set()
-    return {A, ("out", key.source), *(("in", b) for b in key.nr)}
+    out = {A, *(("in", b) for b in key.nr)}
+    return out | {("out", key.source)} if key.weight else out
 
 
 # --- a decision ------------------------------------------------------------
@@ -460,7 +476,9 @@ def next_batch(index: ReadyIndex, in_flight: InFlight, limits: Limits, replan: R
     heaps: dict[str, list] = {}
     for src, lanes in index.sources.items():
         if src is not None and in_flight.outgoing.get(src, 0) >= out_cap:
-            continue  # every step of this source copies out of it: none may start
+            # every step of this source copies out of it: none that weighs anything may start; those that
+            # weigh nothing (``weight_units``) wait for it too (a lane is not searched past its head)
+            continue
         for name, chain in lanes.items():
             seq, _tp, _key = chain.entry(chain.head)
             heaps.setdefault(name[0], []).append((name[1], name[2], seq, src, name, chain.head, 0))
