@@ -8,7 +8,8 @@ import pytest
 from engine.core.partition import TopicPartition
 from engine.core.throttles import ThrottledReplica, ThrottleSet
 from engine.sim.cluster import SimulatedCluster
-from engine.whatif.strategies import APPEND_ROUND_TRIPS, _Engine, next_tick, run
+from engine.whatif import strategies as W
+from engine.whatif.strategies import APPEND_ROUND_TRIPS, _Engine, next_tick, run, tick_at
 from tests.sim_helpers import scenario
 
 MB = 1_000_000
@@ -23,6 +24,67 @@ def test_ticks_queued_while_the_decider_works_are_dropped():
     assert next_tick(1.06, 0.1) == pytest.approx(1.2)
     assert next_tick(3.2, 1.0) == pytest.approx(4.0)
     assert next_tick(3.6, 1.0) == pytest.approx(5.0)
+
+
+def test_the_timer_hands_a_tick_when_the_decider_says_its_next_look_is_within_half_an_interval():
+    # (engine.runtime.worker: the timer fires every interval and sends a tick when ``Decider.due_in`` is at
+    # most half an interval away; a tick it sent while the decider worked is dropped)
+    assert tick_at(1.0, 0.1, 0.0) == pytest.approx(1.1)  # due now: the next tick not dropped
+    assert tick_at(1.0, 0.1, 0.53) == pytest.approx(1.5)  # at 1.5 the look is 0.03 s away
+    assert tick_at(1.0, 0.1, 0.56) == pytest.approx(1.6)  # at 1.5 it is 0.06 s away: one more interval
+    assert tick_at(1.06, 0.1, 0.0) == pytest.approx(1.2)
+    assert tick_at(1.0, 0.1, None) == pytest.approx(1.0 + W.KEEPALIVE)  # nothing due: the keep-alive
+
+
+def test_today_the_simulated_engine_looks_when_the_real_decider_looks(monkeypatch):
+    """The simulated kreassign strategy of today's engine is the real decider: on the same move, with
+    round trips that take no time, it makes the very calls, at the very times, as a ``Decider`` driven by
+    hand on the simulated cluster the way the worker drives it (a timer every fast interval from the
+    start, a tick when ``due_in`` is within half of it: ``benchmarks.looks inprocess``)."""
+    from benchmarks.looks import scenario as looks_scenario
+    from engine.core.commands import ChangeThrottle, Submit
+    from engine.runtime.decider import Decider, MemoryLog
+    from engine.sim import scenario as S
+
+    doc, targets = looks_scenario(24, "8 MB", 18)
+    calls = ("observe", "catch_up", "sizes", "throttles", "alter_reassignments", "cancel_reassignments",
+             "apply_throttles", "remove_throttles", "elect_preferred_leaders")
+
+    class Counted:  # the cluster as the decider calls it
+        def __init__(self, cluster):
+            self.cluster, self.calls = cluster, []
+
+        def __getattr__(self, name):
+            attr = getattr(self.cluster, name)
+            if name not in calls:
+                return attr
+            return lambda *a, **k: (self.calls.append((round(self.cluster.time, 6), name)), attr(*a, **k))[1]
+
+    by_hand = Counted(SimulatedCluster.from_scenario(S.from_document(doc)))
+    d = Decider(MemoryLog(), by_hand, clock=lambda: by_hand.cluster.time, poll_interval=1.0, floor=0.1,
+                verify_interval=W.VERIFY_INTERVAL)
+    d.decide(ChangeThrottle(4_000_000))
+    d.decide(Submit(W.REQUEST_ID, tuple(targets)))
+    for k in range(1, 6000):
+        due = d.due_in()
+        if due is not None and due <= 0.05:
+            d.tick()
+        if d.state.requests[W.REQUEST_ID].status == "completed":
+            break
+        by_hand.cluster.advance(k * 0.1 - by_hand.cluster.time)
+
+    simulated = []
+    for name in calls:
+        def counted(self, *a, _base=getattr(W._Today, name), _name=name, **kw):
+            simulated.append((round(self.cluster.time, 6), _name))
+            return _base(self, *a, **kw)
+        monkeypatch.setattr(W._Today, name, counted)
+    sc = dataclasses.replace(S.from_document(doc), targets=tuple(targets), throttle=4_000_000, request_time=0.0)
+    r = run(sc, "kreassign")
+    assert r.finished and r.makespan == pytest.approx(by_hand.cluster.time)
+    looks = [t for t, name in by_hand.calls if name == "observe"]
+    assert 60 <= len(looks) <= 80  # (69 looks and 36 catch-up measures when this was written: the old
+    assert simulated == by_hand.calls  # simulated loop made 114 and 104)
 
 
 def engine(rtt=0.01, brokers=4):

@@ -1,7 +1,7 @@
 """What-if: the engine's decisions run on the simulated cluster in virtual time.
 
-``strategies`` runs a scenario's reassignment with kreassign's core and
-executor, or as Kafka's tool or Cruise Control would; ``report`` measures the
+``strategies`` runs a scenario's reassignment with kreassign's decider (its
+core, executor and cadence), or as Kafka's tool or Cruise Control would; ``report`` measures the
 runs against the physical lower bound (``kreassign simulate``); ``calibration``
 sets twins of real-cluster records beside them, and ``turns`` plays a receiving
 broker's fetchers by Kafka's quota rule fetch by fetch. ``fuzz`` is the

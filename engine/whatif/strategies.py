@@ -1,10 +1,11 @@
 """Three ways to run a scenario's reassignment on the simulated cluster.
 
-* ``kreassign``: the real core loop, exactly as the engine runs it: ``handle``
-  a ``Submit``, then ``Tick``; the executor (``engine.runtime.executor``) carries out
-  the events' actions on the cluster and reports back; the watcher observes
-  ``watched(state)`` and the catch-up of the copies every ``poll_interval``,
-  and the steps close to done every ``fast_interval``. No Kafka involved.
+* ``kreassign``: the engine's decider (``engine.runtime.decider.Decider``) on the simulated cluster's
+  clock: the Submit, then a tick whenever the worker's timer would hand it one (``tick_at``); what each
+  tick looks at, measures and reads back is the decider's. The cluster is reached through today's
+  Kafka adapter (``_Today``: every request charged to its broker, with its round trip), the log is a
+  ``MemoryLog`` whose appends take their round trips. The calibration's twins (adapter
+  ``as-measured``) run the loop of the engine of the records instead (``_kreassign``).
 * ``all-at-once``: what ``kafka-reassign-partitions.sh --execute --throttle``
   does: throttle every moving replica (leader side: its current replicas,
   follower side: the new ones) and alter every partition to its final target
@@ -27,8 +28,10 @@ sets are the core's (``engine.core.throttles``).
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Callable, Mapping
 
 from engine.core import events as ev
@@ -36,6 +39,8 @@ from engine.core.commands import (
     CatchUpObserved, ChangeLimits, ChangeThrottle, Observation, Submit, ThrottlesObserved, Tick,
 )
 from engine.core.decide import catch_up_due, copying, handle, near_done, timers_pending, watched
+from engine.log.envelope import EventEnvelope, new_id
+from engine.runtime.decider import Decider, MemoryLog, Retry
 from engine.runtime.executor import Executor
 from engine.core.partition import TopicPartition
 from engine.sim import controller
@@ -136,7 +141,8 @@ class _Clock:
 APPENDS = ("round", "input")
 """How the simulated engine appends its events: ``round`` as the engine does (every input of a round
 decided, then one append: ``Decider.process``), ``input`` one append per input, as the engine did
-before issue 26 (the calibration's records ran it)."""
+before issue 26 (the calibration's records ran it; only with the adapter ``as-measured``: today's engine is
+the decider, which appends once a round)."""
 
 
 def run(scenario: Scenario, strategy: str, max_time: float | None = None, appends: str = "round",
@@ -147,6 +153,12 @@ def run(scenario: Scenario, strategy: str, max_time: float | None = None, append
     if not scenario.targets:  # nothing to move: done before it starts
         return _Clock(scenario).result(strategy, True, 0)
     if strategy == "kreassign":
+        if adapter not in ADAPTERS:
+            raise ValueError(f"adapter: one of {', '.join(ADAPTERS)}, not {adapter!r}")
+        if adapter == "today":
+            if appends != "round":
+                raise ValueError("appends: today's decider appends once a round (adapter 'as-measured' for 'input')")
+            return _decider(scenario, limit)
         return _kreassign(scenario, limit, appends, adapter)
     return _RUNNERS[strategy](scenario, limit)
 
@@ -421,7 +433,91 @@ def next_tick(done: float, interval: float) -> float:
     return k * interval
 
 
+class _SimLog(MemoryLog):
+    """The simulated engine's events log: ``MemoryLog``, every append a transaction of its own that takes
+    ``APPEND_ROUND_TRIPS`` round trips on the simulated clock (``_Engine.append``), its events recorded at
+    the simulated time (what the decider's progress and rate windows read)."""
+
+    def __init__(self, engine: _Engine):
+        super().__init__()
+        self.engine = engine
+
+    def append(self, events):
+        self.engine.append()
+        at = datetime.fromtimestamp(round(self.engine.cluster.time, 3), timezone.utc)
+        envelopes = [EventEnvelope(new_id(), at, e) for e in events]
+        self.records.extend(envelopes)
+        return envelopes
+
+
+KEEPALIVE = 10.0
+"""Seconds between the worker's ticks while the decider has nothing due (``engine.runtime.worker``'s
+keep-alive, at most 10 s)."""
+
+
+def tick_at(done: float, interval: float, due: float | None) -> float:
+    """When the worker's timer hands the decider its next tick, the last one having ended at ``done``
+    and the decider then saying its next look is ``due`` seconds away (``Decider.due_in``; None: nothing
+    due): the timer fires every ``interval`` and sends a tick when ``due_in`` is within half an interval
+    (``Worker.tick_due``), the first such after ``next_tick``."""
+    at = next_tick(done, interval)
+    wanted = done + (due if due is not None else KEEPALIVE) - interval / 2
+    if wanted > at:
+        at = math.ceil(wanted / interval - 1e-9) * interval
+    return at
+
+
+def _decider(scenario: Scenario, limit: float) -> RunResult:
+    """Today's engine: the real decider (``engine.runtime.decider.Decider``) on the simulated cluster's clock,
+    the cluster reached through today's adapter (``_Today``: every call's requests charged, with their round
+    trips), its log a ``_SimLog``; ticks handed to it as the worker's timer hands them (``tick_at``). What a
+    tick looks at, measures and reads back is the decider's own (``decide.next_looks``, ``measure_due``,
+    ``watched``, ``starting``): the simulator decides none of it."""
+    clock = _Clock(scenario)
+    cluster = clock.cluster
+    engine = _Today(cluster, scenario.request_time)
+    d = Decider(_SimLog(engine), engine, clock=lambda: cluster.time, verify_interval=VERIFY_INTERVAL,
+                poll_interval=scenario.poll_interval, floor=scenario.fast_interval)
+    # (no ``recover``: the log is empty, and its ``gc.freeze`` is a long-lived process's, not a simulation's)
+    logger = logging.getLogger("kreassign.decider")
+    level = logger.level
+    logger.setLevel(logging.ERROR)  # the decider's warnings (a fault's failures) are the run's result, not lines
+    try:
+        if scenario.limits:  # the engine's limits, set before this request (no append during the run)
+            d.state, _set = handle(d.state, ChangeLimits(dict(scenario.limits)))
+        if scenario.throttle != DEFAULT_THROTTLE_RATE:
+            d.decide(ChangeThrottle(scenario.throttle))
+        try:
+            submitted = d.decide(Submit(REQUEST_ID, scenario.targets, steps=scenario.steps))
+        except Retry as e:
+            raise SimulationError(str(e)) from None
+        rejected = [e.payload for e in submitted if isinstance(e.payload, ev.CommandRejected)]
+        if rejected:
+            raise SimulationError("the core rejected the reassignment: " + "; ".join(rejected[0].reasons))
+        interval = min(scenario.poll_interval, scenario.fast_interval)  # the worker's timer (Settings.tick_interval)
+        finished = False
+        busy = False  # steps or elections in flight (the broker watch probes)
+        while True:
+            engine.probe(busy)
+            d.tick()
+            engine.probe(busy)
+            busy = bool(d.state.steps or d.state.elections)
+            if d.state.requests[REQUEST_ID].status == COMPLETED:
+                finished = True
+                break
+            if cluster.time >= limit:
+                break
+            clock.wait(max(0.0, tick_at(cluster.time, interval, d.due_in()) - cluster.time))
+    finally:
+        logger.setLevel(level)
+    records = [e.payload for e in d.log.records]
+    moves = sum(1 for e in records if isinstance(e, ev.StepPlanned))
+    return clock.result("kreassign", finished, moves, len(records), engine=engine)
+
+
 def _kreassign(scenario: Scenario, limit: float, appends: str = "round", adapter: str = "today") -> RunResult:
+    """The engine of the calibration's records (2026-11-26): its loop, at its cadence (every ``poll_interval``
+    a full look, every ``fast_interval`` the steps close to done); today's engine is ``_decider``."""
     if adapter not in ADAPTERS:
         raise ValueError(f"adapter: one of {', '.join(ADAPTERS)}, not {adapter!r}")
     clock = _Clock(scenario)
