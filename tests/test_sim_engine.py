@@ -67,7 +67,7 @@ def test_today_the_simulated_engine_looks_when_the_real_decider_looks(monkeypatc
     d.decide(Submit(W.REQUEST_ID, tuple(targets)))
     for k in range(1, 6000):
         due = d.due_in()
-        if due is not None and due <= 0.05:
+        if due is not None and due <= 0.05 + 1e-9:  # (a look due on the half-interval mark: tick_at's rounding)
             d.tick()
         if d.state.requests[W.REQUEST_ID].status == "completed":
             break
@@ -83,8 +83,10 @@ def test_today_the_simulated_engine_looks_when_the_real_decider_looks(monkeypatc
     r = run(sc, "kreassign")
     assert r.finished and r.makespan == pytest.approx(by_hand.cluster.time)
     looks = [t for t, name in by_hand.calls if name == "observe"]
-    assert 60 <= len(looks) <= 80  # (69 looks and 36 catch-up measures when this was written: the old
-    assert simulated == by_hand.calls  # simulated loop made 114 and 104)
+    # (69 looks and 36 catch-up measures when this was written: the old simulated loop made 114 and 104; 81
+    # and 42 once copies were measured halfway to their release without a look, decide.next_measures)
+    assert 60 <= len(looks) <= 90
+    assert simulated == by_hand.calls
 
 
 def engine(rtt=0.01, brokers=4):

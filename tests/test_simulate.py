@@ -176,15 +176,11 @@ def test_what_producers_feel_is_consistent(kind, seed, partitions, throttle, str
 # Copies of seconds or more at the throttle: the engine looks at a copy close to done every fast_interval
 # (100 ms) and releases it once what it misses is throttle_release_ms (500 ms) at its share, so a copy of a
 # few hundred ms can end throttled between two looks (generated rack-migration, seed 0, 3 partitions, 4 MB/s,
-# median 5 MB: an 828 kB copy joined at 0.3 s). Derandomized: the same 40 cases on every run.
-@pytest.mark.xfail(strict=True, reason=(
-    "today's decider (the simulator runs it since issue 26's cadence change) misses the release of a copy ahead "
-    "of its prediction: a copy never measured since its step started is measured only at its predicted release "
-    "point (decide.next_looks), the halfway measures decide.measure_due asks for are dropped by Decider.tick "
-    "(a partition neither looked at nor measured before); e.g. decommission, seed 3, 3 partitions, 50 MB/s, "
-    "median 100 MB: t-0's second copy (started 3.5 s, predicted release 5.2 s) joined at 4.9 s throttled. The "
-    "loop of the records' cadence (a look every fast interval near the end) let none join in these 40 cases; the "
-    "decider, 15 of them"))
+# median 5 MB: an 828 kB copy joined at 0.3 s). Derandomized: the same 40 cases on every run. With today's
+# decider (run by the simulator since issue 26) a copy ahead of its prediction joined throttled in 15 of them
+# while its next look was planned only at its predicted release point (decommission, seed 3, 3 partitions,
+# 50 MB/s, median 100 MB: started 3.5 s, release predicted at 5.2 s, joined at 4.9 s); next_looks now plans
+# it halfway there, where measure_due measures it.
 @settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(
     kind=st.sampled_from(["add-broker", "decommission", "rack-migration", "rebalance"]),

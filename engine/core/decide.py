@@ -1070,6 +1070,31 @@ def next_looks(s: State, now: float, measured: dict, floor: float, ceiling: floa
     return out
 
 
+def next_measures(s: State, now: float, measured: dict, floor: float, ceiling: float) -> dict[TopicPartition, float]:
+    """When each throttled copy's catch-up is next worth measuring before the look at its release point
+    (``next_looks``): halfway from its last measurement (or its start) to that point, no sooner than
+    ``floor`` from now, where ``measure_due`` asks for it. So a copy is measured at about half, three
+    quarters ... of its way, and one ahead of its prediction (Kafka's quota lets a window of the rate
+    through early) is released before it ends. A measure needs no look at the partition: the shell
+    sends only its catch-up requests. Copies whose next look (at their release point, or the full look
+    at the ceiling) comes first are left out. O(copies in flight)."""
+    out: dict[TopicPartition, float] = {}
+    shares = copy_rates(s)
+    for tp in copying(s):
+        if tp not in shares:
+            continue
+        left = copy_left(s, tp, shares[tp], now, measured)
+        f = s.steps[tp]
+        since = measured[tp][1] if tp in measured else f.started_at
+        if left is None or since is None:
+            continue
+        release = now + _release_in(s, tp, shares[tp], left, now)
+        at = max(now + floor, (since + release) / 2)
+        if at < min(release, now + ceiling) - 1e-9:
+            out[tp] = at
+    return out
+
+
 def measure_due(s: State, now: float, measured: dict, floor: float) -> list[TopicPartition]:
     """Throttled copies whose catch-up is worth measuring at a look at ``now``: those whose bytes are not
     known (``copy_left``), those predicted within ``floor`` of their release (``_release_in``), and those whose last

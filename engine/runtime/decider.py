@@ -57,7 +57,7 @@ from engine.views.attention import attention, rejection_history
 from engine.cluster import Cluster
 from engine.core.outcomes import Unavailable
 from engine.core.commands import CatchUpObserved, Input, ObservationFailed, Submit, ThrottlesObserved, Tick
-from engine.core.decide import handle, held_over_caps, measure_due, next_looks, starting, watched
+from engine.core.decide import handle, held_over_caps, measure_due, next_looks, next_measures, starting, watched
 from engine.log.envelope import EventEnvelope, new_id, now
 from engine.runtime.executor import Executor, actions, recovery_actions
 from engine.core.partition import TopicPartition
@@ -184,6 +184,7 @@ class Decider:
         self.idle_look = IDLE_LOOK  # seconds between looks at the brokers alone while nothing is watched
         self.asked_at: float | None = None  # when the cluster was last asked to be observed
         self.plan: dict[TopicPartition, float] = {}  # when each watched partition is next worth a look
+        self.measures: dict[TopicPartition, float] = {}  # when each copy's catch-up is next worth measuring alone
         self.next_at: float | None = None  # when the next tick has something to do (``due_in``)
         self.measured: dict[TopicPartition, tuple[int, float]] = {}  # catch-up of each copy: (bytes, when)
         self.state: State = EMPTY
@@ -321,11 +322,14 @@ class Decider:
             partitions = watched(self.state, now, ready=False)
         else:
             partitions = {tp for tp, at in self.plan.items() if at <= now + early}
+        # copies halfway to their predicted release: measured without a look (``decide.next_measures``)
+        measuring = set() if full else {tp for tp, at in self.measures.items() if at <= now + early}
         if full or changed:  # (unchanged since the last tick: looked at then)
             partitions |= self._starting(now)
         measure = measure_due(self.state, now, self.measured, self.floor) if (full or partitions) else []
         if not full:
             measure = [tp for tp in measure if tp in self.measured or tp in partitions]
+            measure += sorted(measuring - set(measure))
         verify = self._verify_due(now)
         # a retry falls due at a full look (every ceiling); with nothing watched only a throttle change can
         retry = full and not self.state.throttle_failed.is_empty()
@@ -351,7 +355,7 @@ class Decider:
                 log.warning("cannot observe the cluster: %s", obs)
                 out = self.process(ObservationFailed(str(obs), now))
                 # tried again at the next full look, a ceiling from now, not at every tick
-                self.full_at, self._after_tick, self.plan, self.next_at = now, self.state, {}, now + self.poll_interval
+                self.full_at, self._after_tick, self.plan, self.measures, self.next_at = now, self.state, {}, {}, now + self.poll_interval
                 return out
             self.blocked = None
             if full:
@@ -410,7 +414,8 @@ class Decider:
         self.measured = {tp: (n, at) for tp, (n, at) in self.measured.items()
                          if tp in s.steps and s.steps[tp].started_at is not None and at >= s.steps[tp].started_at}
         self.plan = next_looks(s, now, self.measured, self.floor, self.poll_interval)
-        times = list(self.plan.values())
+        self.measures = next_measures(s, now, self.measured, self.floor, self.poll_interval)
+        times = list(self.plan.values()) + list(self.measures.values())
         if s.steps or s.waiting or s.elections or s.ready.size or not s.throttle_failed.is_empty():
             times.append((self.full_at if self.full_at is not None else now) + self.poll_interval)
         if not s.throttles.is_empty() or s.steps:
