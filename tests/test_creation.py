@@ -29,8 +29,8 @@ def of_type(events, kind):
 def test_creation_caps_follow_the_seconds_per_replica_and_never_go_below_the_floor():
     lim = Limits()
     assert creation_caps(lim, None) == (2, 2)  # nothing seen yet: the fixed two of before
-    assert creation_caps(lim, 0.1) == (40, 20)  # 2 s of 0.1 s replicas a decision, twice that in flight
-    assert creation_caps(lim, 0.15) == (28, 14)  # 13.3 rounded up
+    assert creation_caps(lim, 0.1) == (30, 15)  # 1.5 s of 0.1 s replicas a decision, twice that in flight
+    assert creation_caps(lim, 0.14) == (22, 11)  # 10.7 rounded up
     assert creation_caps(lim, 8.0) == (2, 2)  # a big copy per replica: the floor
     assert creation_caps(lim.changed({"max_new_replicas_per_broker": 5}), 1.0) == (5, 5)
     assert creation_caps(lim.changed({"creation_window_ms": 1}), 0.1) == (2, 2)  # W tiny: the fixed cap
@@ -40,7 +40,7 @@ def test_creation_caps_never_run_past_twice_the_largest_batch_seen_complete():
     lim = Limits()
     assert creation_caps(lim, 0.1, 2) == (4, 4)  # a pair seen done: at most four, whatever the rate says
     assert creation_caps(lim, 0.001, 21) == (42, 42)  # a tiny estimate cannot ask for 4,000 logs at once
-    assert creation_caps(lim, 0.1, 100) == (40, 20)  # the rate binds once batches that large were seen
+    assert creation_caps(lim, 0.1, 100) == (30, 15)  # the rate binds once batches that large were seen
     assert creation_caps(lim, 0.1, 1) == (2, 2)  # never below the floor
 
 

@@ -81,7 +81,7 @@ SETTINGS: tuple[Setting, ...] = (
         "allows, and never fewer than this.",
     ),
     Setting(
-        "creation_window_ms", "W", 2000,
+        "creation_window_ms", "W", 1500,
         ("reassignment.creation.window.ms",),
         "Once the engine has seen how fast a broker completes new replicas (seconds per replica while steps "
         "adding one to it are in flight, from the alter's answer to the look that sees it complete: log "
@@ -128,7 +128,7 @@ class Limits:
     full_move_seconds: int = 2
     max_new_replicas_per_broker: int = 2
     throttle_release_ms: int = 500
-    creation_window_ms: int = 2000
+    creation_window_ms: int = 1500
 
     def changed(self, changes: Mapping[str, int]) -> "Limits":
         """A copy with ``changes`` applied; keys may be field names or KIP aliases.
