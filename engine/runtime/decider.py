@@ -57,6 +57,7 @@ from engine.views.attention import attention, rejection_history
 from engine.cluster import Cluster
 from engine.core.outcomes import Unavailable
 from engine.core.commands import CatchUpObserved, Input, ObservationFailed, Submit, ThrottlesObserved, Tick
+from engine.core.budget import ANY, WINDOW, busiest, look_at
 from engine.core.decide import handle, held_over_caps, measure_due, next_looks, starting, watched
 from engine.log.envelope import EventEnvelope, new_id, now
 from engine.runtime.executor import Executor, actions, recovery_actions
@@ -74,6 +75,20 @@ IDLE_LOOK = 30.0
 """Seconds between looks at the brokers of an idle engine (nothing in flight, waiting or due): one
 DescribeCluster, so ``status`` says whether the cluster answers and which brokers are alive even with
 nothing to do (docs/engine.md, *What the engine's looks cost*)."""
+
+
+EARLY = 1e-6
+"""Seconds a look may be sent before the rule's answer (the times are ages on another clock: rounding)."""
+PACED_SHOWN = 5.0
+"""Seconds ``status`` says the looks are paced by the request budget after the last look it deferred."""
+LOOK_COSTS = 8
+"""What a tick's reads will cost its busiest broker is estimated, for each kind of read (a look, a catch-up
+measurement, a throttle read-back), as the most of the last this many of that kind."""
+READS = ("look", "catch_up", "verify")
+FIRST_COST = 2
+"""A read's cost before one of its kind was counted: a look is ListPartitionReassignments (the controller) and
+DescribeTopicPartitions (a broker the client library chooses); a catch-up, DescribeLogDirs of the leader and
+the new replicas' brokers; a read-back, DescribeConfigs of the topics and of each throttled broker."""
 
 
 class Retry(RuntimeError):
@@ -170,7 +185,7 @@ CLOCK_STEP_REPORTED = 1.0
 class Decider:
     def __init__(self, log: EventLog, cluster: Cluster, *, clock: Callable[[], float] | None = None,
                  adaptive: AdaptiveThrottle | None = None, verify_interval: float = 10.0,
-                 poll_interval: float = 0.0, floor: float = 0.0):
+                 poll_interval: float = 0.0, floor: float = 0.0, budget: float | None = None):
         self.log = log
         self.cluster = cluster
         self.clock = clock if clock is not None else STEADY  # (a simulation passes its own)
@@ -186,6 +201,13 @@ class Decider:
         self.plan: dict[TopicPartition, float] = {}  # when each watched partition is next worth a look
         self.next_at: float | None = None  # when the next tick has something to do (``due_in``)
         self.measured: dict[TopicPartition, tuple[int, float]] = {}  # catch-up of each copy: (bytes, when)
+        self.budget = budget  # requests per second per broker the looks keep within (None: none; ``_pace``)
+        # requests each recent read of a kind cost its busiest broker; those the current tick's reads sent
+        self.look_costs: dict[str, deque[int]] = {kind: deque(maxlen=LOOK_COSTS) for kind in READS}
+        self._look_delta: dict[str, dict] = {}
+        self.deferred = 0  # looks deferred by the budget since this decider started
+        self.held_until: float | None = None  # a look deferred until then (``due_in``)
+        self.paced: dict | None = None  # the last deferral: broker, requests in its last second, budget, at
         self.state: State = EMPTY
         self.progress = Progress()
         self.recent: deque[EventEnvelope] = deque(maxlen=RECENT)  # for the status page
@@ -339,13 +361,26 @@ class Decider:
                 self.full_at = now
             self._schedule(now)
             return []
+        looks = self._cost("look") if partitions or idle else 0
+        looks += self._cost("catch_up") if measure else 0
+        if looks or verify:
+            # a read-back may wait for the next tick when the look alone fits (at most ``WINDOW`` overdue:
+            # it never waits for ever behind looks), else the tick waits for the window to free up
+            overdue = verify and self.verified_at is not None and now - self.verified_at - self.verify_interval
+            if looks and verify and overdue < WINDOW and not self._fits(now, looks + self._cost("verify")) \
+                    and self._fits(now, looks):
+                verify = False
+            if self._pace(now, looks + (self._cost("verify") if verify else 0)):
+                return []
+        self.held_until = None
+        self._look_delta = {}
         self.counts["_ticks"] += 1
         out: list[EventEnvelope] = []
         if partitions or full:
             obs = None
             if partitions or idle:
                 self.asked_at = now
-                obs = self.cluster.observe(sorted(partitions))
+                obs = self._read("look", self.cluster.observe, sorted(partitions))
             if isinstance(obs, Unavailable):
                 self.blocked = f"cannot observe the cluster: {obs}"
                 log.warning("cannot observe the cluster: %s", obs)
@@ -364,7 +399,7 @@ class Decider:
             # leader as it is now, never as its queued plan remembers: docs/algorithm.md, section 2).
             more = self._starting(now) - partitions if self.state is not before else set()
             if more:
-                again = self.cluster.observe(sorted(more))
+                again = self._read("look", self.cluster.observe, sorted(more))
                 if not isinstance(again, Unavailable):
                     out += self.process(dataclasses.replace(again, now=now))
                     partitions |= more
@@ -376,9 +411,94 @@ class Decider:
         out += self.process(Tick(now, frozenset(partitions)))
         if verify:
             out += self.verify_throttles(now)
+        self._costed()
         self._after_tick = self.state
         self._schedule(now)
         return out
+
+    # --- the request budget (engine.core.budget; docs/engine.md, *The request budget*) -------------
+
+    def requests_sent(self):
+        """What the cluster adapter counted (``RequestsSent``), or None where it counts nothing."""
+        found = getattr(self.cluster, "requests_sent", None)
+        return found() if found is not None else None
+
+    def _recent(self, now: float) -> dict | None:
+        """The requests of the last second by broker, as times on this decider's clock (None: not counted)."""
+        sent = self.requests_sent()
+        if sent is None:
+            return None
+        return {b: [now - age for age in ages] for b, ages in sent.ages.items()}
+
+    def _cost(self, kind: str) -> int:
+        """What a read of ``kind`` is estimated to cost the busiest broker: the most of the last
+        ``LOOK_COSTS`` of that kind; before the first, ``FIRST_COST``."""
+        return max(self.look_costs[kind], default=FIRST_COST)
+
+    def _fits(self, now: float, cost: int) -> bool:
+        recent = None if self.budget is None else self._recent(now)
+        return recent is None or look_at(recent, self.budget, now, cost) <= now + EARLY
+
+    def _pace(self, now: float, cost: int) -> bool:
+        """Whether the reads this tick would send (``cost`` requests at the busiest broker, estimated) wait
+        for the request budget: with the busiest broker's requests of the last second they would pass it.
+        Then the tick is deferred to when the window lets them go (``look_at``: within ``WINDOW``), said in
+        the log, ``status`` and ``/metrics``. Actions are never deferred: ticks' reads are not actions, and a
+        tick deferred decides nothing (its retries and starts come with its look)."""
+        if self.budget is None:
+            return False
+        recent = self._recent(now)
+        if recent is None:
+            return False
+        at = look_at(recent, self.budget, now, cost)
+        if at <= now + EARLY:
+            return False
+        broker, used = busiest(recent, now)
+        self.deferred += 1
+        self.held_until = self.next_at = at
+        where = "every broker (requests whose broker the client library chooses)" if broker is ANY else f"broker {broker}"
+        self.paced = {"broker": broker, "requests_last_second": used, "budget": self.budget, "read_cost": cost,
+                      "at": now, "look_in_seconds": round(at - now, 3),
+                      "line": f"looks paced by the request budget: {where} at {self.budget:g}/s"}
+        log.warning("looks paced by the request budget: %s at %g/s (%d requests in the last second, the look "
+                    "costs %d): the next look in %.2f s", where, self.budget, used, cost, at - now)
+        return True
+
+    def _read(self, kind: str, call, *args):
+        """``call(*args)``, one of a tick's reads of ``kind`` (a look, a catch-up measurement, a throttle
+        read-back): the requests it sent are added to the tick's cost of that kind (``_costed``)."""
+        sent = self.requests_sent()
+        if sent is None:
+            return call(*args)
+        before = sent.totals
+        try:
+            return call(*args)
+        finally:
+            after = self.requests_sent().totals
+            delta = self._look_delta.setdefault(kind, {})
+            for b, n in after.items():
+                if n != before.get(b, 0):
+                    delta[b] = delta.get(b, 0) + n - before.get(b, 0)
+
+    def _costed(self) -> None:
+        """What each kind of read of the tick charged its busiest broker, kept for the next ticks' estimate."""
+        deltas, self._look_delta = self._look_delta, {}
+        for kind, delta in deltas.items():
+            if delta:
+                anywhere = delta.get(ANY, 0)
+                self.look_costs[kind].append(max([n + anywhere for b, n in delta.items() if b is not ANY] or [anywhere]))
+
+    def budget_status(self, now: float) -> dict:
+        """The request budget for ``status``: the budget, whether the cluster counts requests, the busiest
+        broker's requests of the last second, the looks deferred, and, while they are paced (a look deferred
+        within ``PACED_SHOWN`` s), by which broker."""
+        recent = self._recent(now)
+        broker, used = busiest(recent, now) if recent else (None, 0)
+        paced = self.paced if self.paced is not None and 0 <= now - self.paced["at"] < PACED_SHOWN else None
+        return {"budget": self.budget, "counted": recent is not None, "busiest_broker": broker,
+                "requests_last_second": used, "deferred_looks": self.deferred,
+                "read_costs": {kind: self._cost(kind) for kind in READS},
+                "paced": None if paced is None else {k: v for k, v in paced.items() if k != "at"}}
 
     def _clock_stepped(self) -> None:
         """Say once when the host's clock was stepped: the engine keeps time by the monotonic clock, so the
@@ -422,8 +542,9 @@ class Decider:
     def due_in(self) -> float | None:
         """Seconds until the next tick has something to do (0: now; None: nothing until an input comes).
         Read by the worker's timer from another thread: it reads values the decider replaces, never changes."""
-        if self.state is not self._after_tick:
-            return 0.0  # a command (or a recovery) changed the state: the next tick decides on it
+        if self.state is not self._after_tick:  # a command (or a recovery) changed the state: the next tick
+            held = self.held_until               # decides on it, once the budget lets its look go
+            return 0.0 if held is None else max(0.0, held - self.clock())
         at = self.next_at
         return None if at is None else at - self.clock()
 
@@ -441,7 +562,7 @@ class Decider:
         if not tps:
             return []
         steps = {tp: (s.observed[tp].leader if tp in s.observed else None, s.steps[tp].step.nr) for tp in tps}
-        remaining = self.cluster.catch_up(steps)
+        remaining = self._read("catch_up", self.cluster.catch_up, steps)
         if isinstance(remaining, Unavailable):
             log.warning("cannot measure the catch-up of the copies in flight: %s", remaining)
             return []
@@ -460,7 +581,7 @@ class Decider:
         self.verified_at = now
         if not topics and not brokers:
             return []
-        read = self.cluster.throttles(sorted(topics), sorted(brokers))
+        read = self._read("verify", self.cluster.throttles, sorted(topics), sorted(brokers))
         if isinstance(read, Unavailable):
             log.warning("cannot read the throttle configuration back: %s", read)
             return []
@@ -612,6 +733,7 @@ class Decider:
         doc["partitions_remaining"] = self.remaining()
         doc["bytes_remaining"] = bytes_remaining(s, self.sizes) if self.sizes else None
         doc["blocked"] = self.blocked
+        doc["request_budget"] = self.budget_status(t)
         doc["adaptive_throttle"] = (
             None if self.adaptive is None else {"min": self.adaptive.low, "max": self.adaptive.high}
         )
