@@ -82,7 +82,7 @@ EARLY = 1e-6
 PACED_SHOWN = 5.0
 """Seconds ``status`` says the looks are paced by the request budget after the last look it deferred."""
 LOOK_COSTS = 8
-"""What a tick's reads will cost its busiest broker is estimated, for each kind of read (a look, a catch-up
+"""What a read will cost its busiest broker is estimated, for each kind of read (a look, a catch-up
 measurement, a throttle read-back), as the most of the last this many of that kind."""
 READS = ("look", "catch_up", "verify")
 FIRST_COST = 2
@@ -204,7 +204,8 @@ class Decider:
         self.budget = budget  # requests per second per broker the looks keep within (None: none; ``_pace``)
         # requests each recent read of a kind cost its busiest broker; those the current tick's reads sent
         self.look_costs: dict[str, deque[int]] = {kind: deque(maxlen=LOOK_COSTS) for kind in READS}
-        self._look_delta: dict[str, dict] = {}
+        self.held_measure: list[TopicPartition] = []  # a catch-up the budget held over to the next tick
+        self.held_more = False  # a look at what a completion freed, held over likewise
         self.deferred = 0  # looks deferred by the budget since this decider started
         self.held_until: float | None = None  # a look deferred until then (``due_in``)
         self.paced: dict | None = None  # the last deferral: broker, requests in its last second, budget, at
@@ -343,7 +344,7 @@ class Decider:
             partitions = watched(self.state, now, ready=False)
         else:
             partitions = {tp for tp, at in self.plan.items() if at <= now + early}
-        if full or changed:  # (unchanged since the last tick: looked at then)
+        if full or changed or self.held_more:  # (unchanged since the last tick: looked at then)
             partitions |= self._starting(now)
         measure = measure_due(self.state, now, self.measured, self.floor) if (full or partitions) else []
         if not full:
@@ -356,26 +357,35 @@ class Decider:
         # full look (every ceiling) until it does.
         idle = full and not partitions and (self.asked_at is None or self.blocked is not None
                                             or not 0 <= now - self.asked_at < self.idle_look - early)
-        if not partitions and not measure and not verify and not changed and not retry and not idle:
+        held = [tp for tp in self.held_measure if tp in self.state.steps]  # a catch-up held over by the budget
+        if not partitions and not measure and not verify and not changed and not retry and not idle and not held:
             if full:
                 self.full_at = now
             self._schedule(now)
             return []
-        looks = self._cost("look") if partitions or idle else 0
-        looks += self._cost("catch_up") if measure else 0
-        if looks or verify:
-            # a read-back may wait for the next tick when the look alone fits (at most ``WINDOW`` overdue:
-            # it never waits for ever behind looks), else the tick waits for the window to free up
-            overdue = verify and self.verified_at is not None and now - self.verified_at - self.verify_interval
-            if looks and verify and overdue < WINDOW and not self._fits(now, looks + self._cost("verify")) \
-                    and self._fits(now, looks):
-                verify = False
-            if self._pace(now, looks + (self._cost("verify") if verify else 0)):
-                return []
+        # The request budget (``_pace``): each of the tick's reads goes only when it fits the budget. Its first
+        # read (a catch-up or a read-back held over by an earlier tick, else the look) waits with the whole
+        # tick; a later one that does not fit is held over to the next tick, which sends it first (so none
+        # waits for ever behind looks); the look waits behind a read held over.
+        overdue = verify and self.verified_at is not None and now - self.verified_at - self.verify_interval >= WINDOW
+        prior = "catch_up" if held else "verify" if overdue else None
+        first = prior or ("look" if partitions or idle else "catch_up" if measure else "verify" if verify else None)
+        if first is not None and self._pace(now, self._cost(first)):
+            return []
         self.held_until = None
-        self._look_delta = {}
+        self.held_measure, self.held_more = [], False
         self.counts["_ticks"] += 1
         out: list[EventEnvelope] = []
+        if prior is not None:
+            if prior == "catch_up":
+                out += self.measure_catch_up(now, held)
+                measure = [tp for tp in measure if tp not in held]
+            else:
+                out += self.verify_throttles(now)
+                verify = False
+            if (partitions or idle) and self._pace(self.clock(), self._cost("look")):
+                self.held_measure = list(measure)
+                return out
         if partitions or full:
             obs = None
             if partitions or idle:
@@ -398,20 +408,23 @@ class Decider:
             # before the tick, which starts only what was looked at (a step is charged to its partition's
             # leader as it is now, never as its queued plan remembers: docs/algorithm.md, section 2).
             more = self._starting(now) - partitions if self.state is not before else set()
+            if more and not self._fits(self.clock(), self._cost("look")):
+                self.held_more, more = True, set()  # looked at by the next tick, once the budget lets it
             if more:
                 again = self._read("look", self.cluster.observe, sorted(more))
                 if not isinstance(again, Unavailable):
                     out += self.process(dataclasses.replace(again, now=now))
                     partitions |= more
+        if measure and not self._fits(self.clock(), self._cost("catch_up")):
+            self.held_measure, measure = list(measure), []
         out += self.measure_catch_up(now, measure)
         if self.adaptive is not None:
             self.adaptive, change = self.adaptive.propose(self.state.throttle_rate)
             if change is not None:
                 out += self.process(change)
         out += self.process(Tick(now, frozenset(partitions)))
-        if verify:
+        if verify and self._fits(self.clock(), self._cost("verify")):  # else due still: first at a later tick
             out += self.verify_throttles(now)
-        self._costed()
         self._after_tick = self.state
         self._schedule(now)
         return out
@@ -466,7 +479,7 @@ class Decider:
 
     def _read(self, kind: str, call, *args):
         """``call(*args)``, one of a tick's reads of ``kind`` (a look, a catch-up measurement, a throttle
-        read-back): the requests it sent are added to the tick's cost of that kind (``_costed``)."""
+        read-back): the requests it sent are kept as the cost of a read of that kind (``_cost``)."""
         sent = self.requests_sent()
         if sent is None:
             return call(*args)
@@ -475,16 +488,8 @@ class Decider:
             return call(*args)
         finally:
             after = self.requests_sent().totals
-            delta = self._look_delta.setdefault(kind, {})
-            for b, n in after.items():
-                if n != before.get(b, 0):
-                    delta[b] = delta.get(b, 0) + n - before.get(b, 0)
-
-    def _costed(self) -> None:
-        """What each kind of read of the tick charged its busiest broker, kept for the next ticks' estimate."""
-        deltas, self._look_delta = self._look_delta, {}
-        for kind, delta in deltas.items():
-            if delta:
+            delta = {b: n - before.get(b, 0) for b, n in after.items() if n != before.get(b, 0)}
+            if delta:  # what it charged its busiest broker (the broker watch's probes meanwhile too: erring high)
                 anywhere = delta.get(ANY, 0)
                 self.look_costs[kind].append(max([n + anywhere for b, n in delta.items() if b is not ANY] or [anywhere]))
 
@@ -537,6 +542,10 @@ class Decider:
             times.append((self.verified_at if self.verified_at is not None else now) + self.verify_interval)
         asked = self.asked_at if self.asked_at is not None else now
         times.append(asked + (self.poll_interval if self.blocked is not None else self.idle_look))
+        if self.held_measure or self.held_more:  # a read held over by the budget: when it fits
+            recent = self._recent(now) if self.budget is not None else None
+            cost = self._cost("catch_up" if self.held_measure else "look")
+            times.append(now if recent is None else look_at(recent, self.budget, now, cost))
         self.next_at = min(times)
 
     def due_in(self) -> float | None:
