@@ -110,3 +110,53 @@ def _text(url: str) -> str:
 
 def _per_broker(counted: dict) -> dict[int, int]:
     return {int(b): sum(a["requests"] for a in apis.values()) for b, apis in counted["brokers"].items()}
+
+
+def test_the_kafka_adapter_counts_every_request_it_sends_where_the_front_sees_it():
+    """Each call of the Kafka adapter against the Kafka front, once its clients are connected: the requests
+    the front saw at each broker are those the adapter counted there, the ones it counted for any broker
+    landing on one of them (a client library's own first requests on a new connection, ApiVersions and
+    Metadata, are not counted: the first call of each kind connects and is left out)."""
+    from engine.cluster.kafka import KafkaCluster
+    from engine.core.partition import TopicPartition
+    from engine.core.throttles import ThrottleSet
+    from engine.kafka.client_config import ClientConfig
+    from engine.sim import scenario as S
+    from engine.sim.kafka_front import KafkaFront
+    from engine.sim.server import SimServer
+
+    doc = {**DOC, "brokers": [{"id": b} for b in (1, 2, 3, 4)]}
+    sim = SimServer(S.from_document(doc), speed=1)
+    sim.start()
+    front = KafkaFront(sim)
+    front.start()
+    cluster = KafkaCluster(ClientConfig({"bootstrap.servers": front.bootstrap}))
+    tps = [TopicPartition("t", p) for p in range(7)]
+    rates = ThrottleSet(frozenset(), frozenset(), frozenset({1, 2}), frozenset({4}), 1_000_000)
+    calls = {
+        "observe": lambda: cluster.observe(tps),
+        "observe some": lambda: cluster.observe(tps[:2]),
+        "catch-up": lambda: cluster.catch_up({tps[0]: (1, (4,))}),
+        "sizes": lambda: cluster.sizes(tps),
+        "alter": lambda: cluster.alter_reassignments({tps[0]: (1, 2, 4)}),
+        "cancel": lambda: cluster.cancel_reassignments([tps[0]]),
+        "throttle rates": lambda: cluster.apply_throttles(rates),
+        "read-back": lambda: cluster.throttles(["t"], [1, 2, 4]),
+        "election": lambda: cluster.elect_preferred_leaders(tps[:1]),
+    }
+    try:
+        for name, call in calls.items():
+            call()  # connects where it must
+            front.counts(reset=True)
+            before = cluster.requests_sent().totals
+            call()
+            seen = {int(b): sum(v["requests"] for v in apis.values()) for b, apis in front.counts()["brokers"].items()}
+            after = cluster.requests_sent().totals
+            counted = {b: n - before.get(b, 0) for b, n in after.items() if n != before.get(b, 0)}
+            anywhere = counted.pop(None, 0)
+            assert sum(seen.values()) == sum(counted.values()) + anywhere, (name, seen, counted, anywhere)
+            assert all(seen.get(b, 0) >= n for b, n in counted.items()), (name, seen, counted)
+    finally:
+        cluster.close()
+        front.shutdown()
+        sim.shutdown()
