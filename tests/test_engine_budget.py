@@ -16,7 +16,7 @@ from engine.core import events as ev
 from engine.core.commands import PartitionTarget
 from engine.kafka.broker_profile import profile
 from engine.log.eventlog import Publisher
-from tests.engine_harness import EventTail, SimCluster, Worker, get_json, wait_for
+from tests.engine_harness import EventTail, SimCluster, Worker, wait_for
 
 EMBEDDED = profile("embedded")
 BUDGET = 3
