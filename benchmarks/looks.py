@@ -3,7 +3,7 @@ counted where they arrive (the simulated cluster's Kafka front, ``KafkaFront.cou
 engine and the embedded broker use while the engine idles.
 
     python -m benchmarks.looks [--partitions 24] [--moving 18] [--size "16 MB"] [--throttle 4000000]
-                               [--idle 30] [--profile kafka|embedded] [--engine-root DIR]
+                               [--idle 30] [--profile kafka|embedded] [--engine-root DIR] [--request-budget N]
     python -m benchmarks.looks log [--idle 60] [--profile kafka|embedded] [--engine-root DIR]
     python -m benchmarks.looks inprocess [--fast-interval 0.1]
     python -m benchmarks.looks logdirs [--partitions 4000]
@@ -17,7 +17,11 @@ engine and the embedded broker use while the engine idles.
   requests/s per broker and API, response bytes/s, and in the idle phases the CPU (share of one
   core, from /proc) of the engine process and of the embedded broker. ``--engine-root`` runs the
   engine from another checkout (the code before a change: ``git archive <commit> | tar -x -C DIR``);
-  the sim-cluster is always this one (it counts).
+  the sim-cluster is always this one (it counts). ``--request-budget N`` is passed to the engine (its
+  ``--request-budget``; not given: the engine's default). During the move the front's counts are read
+  (and reset) every ``SAMPLE`` seconds (``Windows``): the ``windows`` line gives, per broker, the most
+  requests in any window of consecutive reads spanning at most 1 s, with and without the actions
+  (``ACTIONS``), and how many windows held more than the budget.
 * ``log``: what an idle engine (active, nothing submitted) asks of the cluster holding its event log,
   here the embedded broker behind a recording proxy (``tests/kafka_recorder.py``): requests per second
   by API and client over ``--idle`` seconds, and the CPU of the engine and of the embedded broker.
@@ -108,6 +112,76 @@ def rates(counts: dict, seconds: float) -> dict:
             "brokers": per_broker}
 
 
+SAMPLE = 0.25
+"""Seconds between two reads of the front's counts while moving (``Windows``)."""
+ACTIONS = frozenset({"AlterPartitionReassignments", "IncrementalAlterConfigs", "ElectLeaders"})
+"""The front's API names of the engine's actions (never deferred by the request budget)."""
+
+
+class Windows:
+    """The front's counts read and reset every ``SAMPLE`` seconds in a thread of its own, each read kept
+    with the monotonic time it came back: ``worst()`` sums consecutive reads into windows of at most 1 s.
+    Requests between two reads fall in the later one; a window's span is measured, not assumed."""
+
+    def __init__(self, url: str):
+        import threading
+
+        self.url = url
+        self.samples: list[tuple[float, dict]] = []  # (when the read came back, broker -> api -> requests)
+        self.stop_ = threading.Event()
+        get_json(url + "/v1/requests?reset=1")
+        self.started = time.monotonic()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        k = 1
+        while not self.stop_.is_set():
+            time.sleep(max(0.0, self.started + k * SAMPLE - time.monotonic()))
+            counts = get_json(self.url + "/v1/requests?reset=1")
+            at = time.monotonic()
+            self.samples.append((at, {int(b): {api: v["requests"] for api, v in apis.items()}
+                                      for b, apis in counts["brokers"].items()}))
+            k = max(k + 1, int((at - self.started) / SAMPLE) + 1)
+
+    def stop(self) -> dict:
+        """The counts since the start, in the shape of ``KafkaFront.counts`` (requests only)."""
+        self.stop_.set()
+        self.thread.join()
+        brokers: dict = {}
+        for _at, per in self.samples:
+            for b, apis in per.items():
+                for api, n in apis.items():
+                    entry = brokers.setdefault(str(b), {}).setdefault(api, {"requests": 0, "response_bytes": 0})
+                    entry["requests"] += n
+        total = sum(v["requests"] for apis in brokers.values() for v in apis.values())
+        return {"brokers": brokers, "total": {"requests": total, "response_bytes": 0}}
+
+    def worst(self, budget: float | None = None, actions: bool = True) -> dict:
+        """Per broker, the most requests in a window of consecutive reads spanning at most 1 s (from the
+        read before its first), and how many such windows (at each read, the longest run of reads ending
+        there within 1 s) held more than ``budget`` at some broker."""
+        times = [self.started] + [at for at, _ in self.samples]
+        most: dict[int, int] = {}
+        over = 0
+        for end in range(1, len(times)):
+            start = end
+            while start - 1 >= 0 and times[end] - times[start - 1] <= 1.0:
+                start -= 1
+            if start == end:
+                continue
+            counts: dict[int, int] = {}
+            for _at, per in self.samples[start:end]:
+                for b, apis in per.items():
+                    counts[b] = counts.get(b, 0) + sum(n for api, n in apis.items() if actions or api not in ACTIONS)
+            for b, n in counts.items():
+                most[b] = max(most.get(b, 0), n)
+            if budget is not None and max(counts.values(), default=0) > budget:
+                over += 1
+        return {"most_in_a_window": dict(sorted(most.items())), "windows_over_budget": over,
+                "windows": len(times) - 1}
+
+
 def run(args) -> None:
     root = Path(args.engine_root).resolve() if args.engine_root else ROOT
     python = [sys.executable, "-m", "engine.cli"]
@@ -132,9 +206,10 @@ def run(args) -> None:
 
             url, bootstrap = wait_for(addresses, 30, "the sim-cluster")
             port = free_port()
+            budget_args = [] if args.request_budget is None else ["--request-budget", f"{args.request_budget:g}"]
             engine = Spawned(python + ["engine", "--bootstrap-server", broker.bootstrap, "--broker-profile",
                                        args.profile, "--prefix", prefix, "--cluster", f"kafka://{bootstrap}",
-                                       "--web-port", str(port), *args.engine_args], "engine", root)
+                                       "--web-port", str(port), *budget_args, *args.engine_args], "engine", root)
             procs.append(engine)
             web = f"http://127.0.0.1:{port}"
 
@@ -166,17 +241,23 @@ def run(args) -> None:
             tail = EventTail(broker, Topics.named(prefix).events)
             with Publisher(broker.bootstrap, prefix=prefix, profile=broker_profile("embedded")) as p:
                 p.change_throttle(args.throttle)
-                get_json(url + "/v1/requests?reset=1")
+                sampler = Windows(url)
                 e0, t0 = cpu_seconds(engine.p.pid), time.monotonic()
                 p.submit(targets, request_id="looks")
                 wait_for(lambda: active() and any(isinstance(e, ev.RequestCompleted) for e in tail.payloads()),
                          args.timeout, "the move to complete", interval=0.2)
                 t1 = time.monotonic()
-                counts = get_json(url + "/v1/requests")
+                counts = sampler.stop()
                 done = [e for e in tail.payloads() if isinstance(e, ev.PartitionCompleted)]
                 print(json.dumps({"phase": "move", **rates(counts, t1 - t0), "partitions_completed": len(done),
                                   "engine_cpu_percent": round(100 * (cpu_seconds(engine.p.pid) - e0) / (t1 - t0), 1),
                                   "load": os.getloadavg()}), flush=True)
+                budget = ((get_json(web + "/status") or {}).get("request_budget") or {})
+                print(json.dumps({"phase": "windows", "request_budget": budget.get("budget", args.request_budget),
+                                  "deferred_looks": budget.get("deferred_looks"),
+                                  "all": sampler.worst(budget.get("budget", args.request_budget)),
+                                  "without_actions": sampler.worst(budget.get("budget", args.request_budget), False)}),
+                      flush=True)
             tail.close()
             time.sleep(2)  # the last throttle removal and read-back
             idle("idle-after")
@@ -356,6 +437,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--profile", default="kafka", choices=("kafka", "embedded"))
     parser.add_argument("--engine-root", default=None)
+    parser.add_argument("--request-budget", type=float, default=None)
     parser.add_argument("--engine-args", nargs=argparse.REMAINDER, default=[])
     args = parser.parse_args()
     {"move": run, "log": log_cluster, "inprocess": inprocess, "logdirs": logdirs}[args.what](args)

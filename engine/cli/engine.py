@@ -8,9 +8,11 @@ over. The first line on standard output names the worker and its web address
 
 from __future__ import annotations
 
+import argparse
 import time
 
 from engine.cli import CliError
+from engine.core.budget import DEFAULT_BUDGET as DEFAULT_REQUEST_BUDGET
 from engine.cli.connection import (
     add_arguments, add_cluster_arguments, broker_profile, client_config, int_at_least, positive_seconds, registry,
 )
@@ -33,6 +35,12 @@ def add_parser(sub) -> None:
                    help="the least seconds between two looks (the floor): steps whose end is near and pending "
                         "elections are looked at this often until seen done; the timer checks what is due this often, "
                         "without a request when nothing is (default 0.1)")
+    g.add_argument("--request-budget", type=_budget, default=DEFAULT_REQUEST_BUDGET, metavar="N",
+                   help="the most requests a second the engine's looks send one broker of the reassigned cluster, "
+                        "counted over the last second with the actions (never deferred) and the broker watch's "
+                        "probes; a request whose broker the client library chooses counts at every broker. A look "
+                        "that would pass it waits (at most 1 s): status, the log and /metrics say so "
+                        "(docs/engine.md, The request budget; default %(default)g; 0: none)")
     g.add_argument("--verify-interval", type=positive_seconds, default=10.0, metavar="S",
                    help="seconds between read-backs of the throttle configuration from the cluster: what is "
                         "missing is set again (default 10)")
@@ -106,7 +114,7 @@ def run(args) -> int:
     engine = Engine(Settings(
         config=config, cluster=cluster, prefix=args.prefix, profile=broker_profile(args), registry=registry(args),
         web_port=args.web_port, web_bind=args.web_bind, poll_interval=args.poll_interval,
-        fast_interval=args.fast_interval, signing_keys=keys,
+        fast_interval=args.fast_interval, request_budget=args.request_budget or None, signing_keys=keys,
         adaptive=adaptive, timeout=args.timeout, time_scale=time_scale, verify_interval=args.verify_interval,
         snapshot_every=args.snapshot_every,
         lease=args.lease, call_deadline=args.call_deadline, broker_deadline=args.broker_deadline,
@@ -114,6 +122,17 @@ def run(args) -> int:
     ))
     run_worker(engine, args.log_level)
     return 0
+
+
+def _budget(text: str) -> float:
+    """An argparse type: requests per second, 0 (no budget) or at least 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of requests a second: {text!r}") from None
+    if value != 0 and not value >= 1:
+        raise argparse.ArgumentTypeError(f"must be 0 (no budget) or at least 1 request a second, got {text}")
+    return value
 
 
 def start_up_check(args, config) -> str | None:

@@ -30,7 +30,8 @@ The package holds the interface and its adapters: ``kafka`` (Apache Kafka),
 ``remote`` (a ``kreassign sim-cluster`` process), ``connect`` (opens one by the
 name the command line gives), and ``watch`` (which brokers answer: the Kafka
 adapter's probe of every live broker; an adapter that has one also offers
-``watch_brokers(deadline)`` and ``unresponsive()``). The actions and outcomes they speak are the core's
+``watch_brokers(deadline)`` and ``unresponsive()``), and ``requests`` (``RequestCounter``: the requests an
+adapter sends, by broker, for the request budget). The actions and outcomes they speak are the core's
 (``engine.core.actions``, ``engine.core.outcomes``). May import: ``engine.core``,
 ``engine.kafka``, ``engine.sim`` and itself; never the running engine.
 """
@@ -44,6 +45,7 @@ from engine.core.cluster_snapshot import ClusterSnapshot
 from engine.core.commands import Observation
 from engine.core.partition import Replicas, TopicPartition
 from engine.core.throttles import ThrottleSet
+from engine.core.budget import RequestsSent
 
 __all__ = [
     "Cluster", "ClusterSnapshot", "OK", "Ok", "Refused", "Result", "Unavailable", "first_failure",
@@ -80,6 +82,17 @@ class Cluster(Protocol):
 
     def throttles(self, topics: Collection[str], brokers: Collection[int]) -> ThrottleSet | Unavailable:
         """KIP-73 configuration in force on those topics and brokers (``verify`` checks it is gone)."""
+        ...
+
+    def requests_sent(self) -> RequestsSent | None:
+        """Every request this cluster was sent, by broker (``engine.core.budget.RequestsSent``: totals, and
+        the ages of those of the last second), for the request budget the decider holds (docs/engine.md,
+        *The request budget*). A request whose broker the client library chooses is counted under ``ANY``
+        (None), charged to every broker. None: this implementation counts no requests, and the decider holds
+        no budget on it. The Kafka adapter counts every request it sends and the broker watch's probes;
+        ``RemoteCluster`` (a ``kreassign sim-cluster`` over HTTP) and the in-process simulated cluster
+        count nothing (no Kafka request is sent: the Kafka front of a sim-cluster counts what arrives there).
+        An implementation without this method is taken as counting nothing."""
         ...
 
     def close(self) -> None: ...

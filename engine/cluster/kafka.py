@@ -63,6 +63,8 @@ from engine.core.cluster_snapshot import ClusterSnapshot
 from engine.core.commands import Observation
 from engine.core.partition import Broker, PartitionState, Replicas, TopicInfo, TopicPartition
 from engine.core.throttles import ThrottleSet, parse_config_entries
+from engine.cluster.requests import ANY, RequestCounter
+from engine.core.budget import RequestsSent
 
 log = logging.getLogger("kreassign.cluster.kafka")
 
@@ -238,6 +240,21 @@ class KafkaCluster:
         self._retired: list[tuple[float, Any]] = []  # (when, client) replaced while calls may still use them
         self._targeted: dict[int, dict[int, str]] = {}  # broker -> {call id: what} sent to that broker and unanswered
         self._calls = 0
+        self._requests = RequestCounter()  # every request sent, by broker (the request budget)
+
+    def requests_sent(self) -> RequestsSent:
+        """Every request this adapter sent (the broker watch's probes included), by broker where it knows the
+        broker, ``ANY`` where the client library chooses it (``engine.cluster.requests``; the module doc)."""
+        return self._requests.sent()
+
+    def _count_controller(self, kp: Any) -> None:
+        """A request kafka-python sends to its controller: to the id it cached, or, none cached yet, a Metadata
+        request to a broker it chooses for the id and then the request (both charged to ``ANY``)."""
+        controller = getattr(kp, "_controller_id", None)
+        if isinstance(controller, int) and controller >= 0:
+            self._requests.count(controller)
+        else:
+            self._requests.count(ANY, 2)
 
     def _new_admin(self, bootstrap: str | None) -> Any:
         from confluent_kafka import KafkaException
@@ -262,7 +279,7 @@ class KafkaCluster:
             return
         protocol = str(self._config.kafka_python().get("security_protocol", "PLAINTEXT")).upper()
         self._brokers_watch = BrokerWatch(self._live_addresses, deadline, interval, on_change=self._silence,
-                                          connect=self._probe_connection, demand=demand,
+                                          connect=self._probe_connection, demand=demand, counted=self._requests.count,
                                           reuse=not protocol.startswith("SASL"))  # Kafka: one ApiVersions before SASL
         self._brokers_watch.start()
 
@@ -423,11 +440,13 @@ class KafkaCluster:
         import kafka.errors as KE
 
         try:
+            self._count_controller(kp)
             return call()
         except (KE.UnknownBrokerIdError, KE.NodeNotReadyError, KE.KafkaConnectionError) as e:
             if not hasattr(kp, "_controller_id"):
                 raise
             gone, kp._controller_id = kp._controller_id, None
+            self._count_controller(kp)
             log.warning("%s: kafka-python's controller, broker %s, cannot be reached (%s: %s): asking a live broker "
                         "for the controller and sending it again", api, gone, type(e).__name__, e)
             return call()
@@ -460,6 +479,7 @@ class KafkaCluster:
             return dict(self._last_brokers)
         asked = self._clock()
         try:
+            self._requests.count(ANY)
             future = self._admin.describe_cluster(request_timeout=self.timeout)
         except Exception as e:  # noqa: BLE001
             return self._confluent(e)
@@ -476,6 +496,7 @@ class KafkaCluster:
 
     def _all_topics(self) -> list[str] | Result:
         try:
+            self._requests.count(ANY)
             md = self._admin.list_topics(timeout=self.timeout)
         except Exception as e:  # noqa: BLE001
             return self._confluent(e)
@@ -527,6 +548,7 @@ class KafkaCluster:
         futures = {}
         if whole:
             try:
+                self._requests.count(ANY)  # one Metadata request for them all
                 futures = self._admin.describe_topics(TopicCollection(whole), request_timeout=self.timeout)
             except Exception as e:  # noqa: BLE001
                 return self._confluent(e)
@@ -613,6 +635,7 @@ class KafkaCluster:
             answered: dict[str, int] = {}
             while True:
                 try:
+                    self._requests.count(ANY)  # kafka-python's least loaded node
                     answer = kp.describe_topic_partitions(names, response_partition_limit=max(1, min(limit, PAGE)),
                                                           cursor=cursor)
                 except Exception as e:  # noqa: BLE001
@@ -786,7 +809,8 @@ class KafkaCluster:
                 continue  # it does not answer: its sizes stay unknown (status names it)
             try:
                 with self._sent_to(b, "DescribeLogDirs (partition sizes)"):
-                    answers = self._to_broker(kp, b, lambda: kp.describe_log_dirs(topic_partitions=topics, brokers=[b]))
+                    answers = self._to_broker(kp, b, lambda: self._requests.count(b) or kp.describe_log_dirs(
+                        topic_partitions=topics, brokers=[b]))
             except Exception as e:  # noqa: BLE001 - that broker's sizes stay unknown
                 log.warning("no partition sizes from broker %s (DescribeLogDirs): %s", b, self._kafka_python_error(
                     e, Need(("Describe",), THE_CLUSTER, "DescribeLogDirs")))
@@ -826,6 +850,7 @@ class KafkaCluster:
                 raise
             log.info("broker %s is not in kafka-python's cluster metadata (it registered after the client last "
                      "refreshed it): refreshing it", broker)
+            self._requests.count(ANY)
             manager.run(metadata.refresh_metadata)
             try:
                 return call()
@@ -875,6 +900,7 @@ class KafkaCluster:
         try:
             # No timeout keywords: confluent-kafka 2.16's binding raises TypeError for request_timeout /
             # operation_timeout although its docstring lists them; _wait bounds the wait instead.
+            self._requests.count(ANY)  # librdkafka sends it to the controller it chose
             future = self._admin.elect_leaders(
                 ElectionType.PREFERRED, [ConfluentTopicPartition(tp.topic, tp.partition) for tp in tps])
         except Exception as e:  # noqa: BLE001
@@ -987,6 +1013,7 @@ class KafkaCluster:
         # A broker's config goes to that broker: if it just died, librdkafka waits for it until the
         # timeout. A live broker answers in milliseconds, so waiting long only holds the engine up.
         timeout = self.timeout if resources[0].restype == ResourceType.TOPIC else min(self.timeout, BROKER_TIMEOUT)
+        self._count_configs(resources)
         try:
             return timeout, self._admin.incremental_alter_configs(resources, request_timeout=timeout)
         except Exception as e:  # noqa: BLE001
@@ -1002,6 +1029,14 @@ class KafkaCluster:
             with self._sent_to_resource(resource, "IncrementalAlterConfigs (its throttle rate)"):
                 out[resource] = self._wait(future, timeout, _config_need(resource, "AlterConfigs"))[1] or OK
         return out
+
+    def _count_configs(self, resources: list) -> None:
+        """One config request (Describe or IncrementalAlter): a broker's goes to that broker, topics' to one
+        librdkafka chooses."""
+        from confluent_kafka.admin import ResourceType
+
+        first = resources[0]
+        self._requests.count(int(first.name) if first.restype == ResourceType.BROKER and first.name.isdigit() else ANY)
 
     def _sent_to_resource(self, resource: Any, what: str):
         """``_sent_to`` for a BROKER config resource (librdkafka sends it to that broker); nothing for a topic."""
@@ -1020,6 +1055,7 @@ class KafkaCluster:
         out: dict[Any, tuple[Any, Result | None]] = {}
         for call in calls:
             try:
+                self._count_configs(call)
                 futures = self._admin.describe_configs(call, request_timeout=self.timeout)
             except Exception as e:  # noqa: BLE001
                 out.update({r: (None, self._confluent(e, _config_need(r, "DescribeConfigs"))) for r in call})

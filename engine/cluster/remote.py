@@ -119,5 +119,11 @@ class RemoteCluster:
         return ThrottleSet(entries(t["leader"]), entries(t["follower"]), leader_b, follower_b,
                            max(rates) if rates else None)
 
+    def requests_sent(self) -> None:
+        """None: counted nothing. Its calls are HTTP to the sim-cluster, not Kafka requests (the
+        sim-cluster's Kafka front, ``--kafka-port``, counts the requests that arrive there), so the decider
+        holds no request budget on it."""
+        return None
+
     def close(self) -> None:
         pass

@@ -58,14 +58,17 @@ class BrokerWatch:
                  on_change: Callable[[frozenset], None] | None = None,
                  connect: Callable[[str, float], socket.socket] | None = None,
                  clock: Callable[[], float] = time.monotonic, demand: Callable[[], str] | None = None,
-                 busy_interval: float | None = None, reuse: bool = True):
+                 busy_interval: float | None = None, reuse: bool = True,
+                 counted: Callable[[int], None] | None = None):
         """``addresses()``: host:port of each live broker to probe; ``deadline``: the seconds a broker may
         leave its probes unanswered before it is unresponsive; ``interval`` between rounds (default half
-        the deadline); ``reuse``: keep a probe's connection for the next one (not on a SASL listener)."""
+        the deadline); ``reuse``: keep a probe's connection for the next one (not on a SASL listener);
+        ``counted(broker)``: called for every probe sent (the request budget counts them)."""
         self.deadline = deadline
         self.interval = interval if interval is not None else deadline / 2
         self.busy_interval = busy_interval if busy_interval is not None else 2 * deadline
         self._demand = demand
+        self._counted = counted
         self._sent: dict[int, float] = {}  # broker -> when its last probe was sent
         self.probes = 0  # probes sent since the start (benchmarks, tests)
         self._addresses = addresses
@@ -146,6 +149,8 @@ class BrokerWatch:
             self._unanswered.setdefault(b, now)
             self._sent[b] = now
             self.probes += 1
+            if self._counted is not None:
+                self._counted(b)
             self._pending[b] = self._pool.submit(self._probe, b, address)
         if changed and self._on_change is not None:
             self._on_change(frozenset(self._since))

@@ -57,6 +57,7 @@ from engine.views.attention import attention, rejection_history
 from engine.cluster import Cluster
 from engine.core.outcomes import Unavailable
 from engine.core.commands import CatchUpObserved, Input, ObservationFailed, Submit, ThrottlesObserved, Tick
+from engine.core.budget import ANY, WINDOW, busiest, look_at
 from engine.core.decide import handle, held_over_caps, measure_due, next_looks, next_measures, starting, watched
 from engine.log.envelope import EventEnvelope, new_id, now
 from engine.runtime.executor import Executor, actions, recovery_actions
@@ -74,6 +75,20 @@ IDLE_LOOK = 30.0
 """Seconds between looks at the brokers of an idle engine (nothing in flight, waiting or due): one
 DescribeCluster, so ``status`` says whether the cluster answers and which brokers are alive even with
 nothing to do (docs/engine.md, *What the engine's looks cost*)."""
+
+
+EARLY = 1e-6
+"""Seconds a look may be sent before the rule's answer (the times are ages on another clock: rounding)."""
+PACED_SHOWN = 5.0
+"""Seconds ``status`` says the looks are paced by the request budget after the last look it deferred."""
+LOOK_COSTS = 8
+"""What a read will cost its busiest broker is estimated, for each kind of read (a look, a catch-up
+measurement, a throttle read-back), as the most of the last this many of that kind."""
+READS = ("look", "catch_up", "verify")
+FIRST_COST = 2
+"""A read's cost before one of its kind was counted: a look is ListPartitionReassignments (the controller) and
+DescribeTopicPartitions (a broker the client library chooses); a catch-up, DescribeLogDirs of the leader and
+the new replicas' brokers; a read-back, DescribeConfigs of the topics and of each throttled broker."""
 
 
 class Retry(RuntimeError):
@@ -170,7 +185,7 @@ CLOCK_STEP_REPORTED = 1.0
 class Decider:
     def __init__(self, log: EventLog, cluster: Cluster, *, clock: Callable[[], float] | None = None,
                  adaptive: AdaptiveThrottle | None = None, verify_interval: float = 10.0,
-                 poll_interval: float = 0.0, floor: float = 0.0):
+                 poll_interval: float = 0.0, floor: float = 0.0, budget: float | None = None):
         self.log = log
         self.cluster = cluster
         self.clock = clock if clock is not None else STEADY  # (a simulation passes its own)
@@ -187,6 +202,14 @@ class Decider:
         self.measures: dict[TopicPartition, float] = {}  # when each copy's catch-up is next worth measuring alone
         self.next_at: float | None = None  # when the next tick has something to do (``due_in``)
         self.measured: dict[TopicPartition, tuple[int, float]] = {}  # catch-up of each copy: (bytes, when)
+        self.budget = budget  # requests per second per broker the looks keep within (None: none; ``_pace``)
+        # requests each recent read of a kind cost its busiest broker; those the current tick's reads sent
+        self.look_costs: dict[str, deque[int]] = {kind: deque(maxlen=LOOK_COSTS) for kind in READS}
+        self.held_measure: list[TopicPartition] = []  # a catch-up the budget held over to the next tick
+        self.held_more = False  # a look at what a completion freed, held over likewise
+        self.deferred = 0  # looks deferred by the budget since this decider started
+        self.held_until: float | None = None  # a look deferred until then (``due_in``)
+        self.paced: dict | None = None  # the last deferral: broker, requests in its last second, budget, at
         self.state: State = EMPTY
         self.progress = Progress()
         self.recent: deque[EventEnvelope] = deque(maxlen=RECENT)  # for the status page
@@ -324,7 +347,7 @@ class Decider:
             partitions = {tp for tp, at in self.plan.items() if at <= now + early}
         # copies halfway to their predicted release: measured without a look (``decide.next_measures``)
         measuring = set() if full else {tp for tp, at in self.measures.items() if at <= now + early}
-        if full or changed:  # (unchanged since the last tick: looked at then)
+        if full or changed or self.held_more:  # (unchanged since the last tick: looked at then)
             partitions |= self._starting(now)
         measure = measure_due(self.state, now, self.measured, self.floor) if (full or partitions) else []
         if not full:
@@ -338,18 +361,40 @@ class Decider:
         # full look (every ceiling) until it does.
         idle = full and not partitions and (self.asked_at is None or self.blocked is not None
                                             or not 0 <= now - self.asked_at < self.idle_look - early)
-        if not partitions and not measure and not verify and not changed and not retry and not idle:
+        held = [tp for tp in self.held_measure if tp in self.state.steps]  # a catch-up held over by the budget
+        if not partitions and not measure and not verify and not changed and not retry and not idle and not held:
             if full:
                 self.full_at = now
             self._schedule(now)
             return []
+        # The request budget (``_pace``): each of the tick's reads goes only when it fits the budget. Its first
+        # read (a catch-up or a read-back held over by an earlier tick, else the look) waits with the whole
+        # tick; a later one that does not fit is held over to the next tick, which sends it first (so none
+        # waits for ever behind looks); the look waits behind a read held over.
+        overdue = verify and self.verified_at is not None and now - self.verified_at - self.verify_interval >= WINDOW
+        prior = "catch_up" if held else "verify" if overdue else None
+        first = prior or ("look" if partitions or idle else "catch_up" if measure else "verify" if verify else None)
+        if first is not None and self._pace(now, self._cost(first)):
+            return []
+        self.held_until = None
+        self.held_measure, self.held_more = [], False
         self.counts["_ticks"] += 1
         out: list[EventEnvelope] = []
+        if prior is not None:
+            if prior == "catch_up":
+                out += self.measure_catch_up(now, held)
+                measure = [tp for tp in measure if tp not in held]
+            else:
+                out += self.verify_throttles(now)
+                verify = False
+            if (partitions or idle) and self._pace(self.clock(), self._cost("look")):
+                self.held_measure = list(measure)
+                return out
         if partitions or full:
             obs = None
             if partitions or idle:
                 self.asked_at = now
-                obs = self.cluster.observe(sorted(partitions))
+                obs = self._read("look", self.cluster.observe, sorted(partitions))
             if isinstance(obs, Unavailable):
                 self.blocked = f"cannot observe the cluster: {obs}"
                 log.warning("cannot observe the cluster: %s", obs)
@@ -367,22 +412,102 @@ class Decider:
             # before the tick, which starts only what was looked at (a step is charged to its partition's
             # leader as it is now, never as its queued plan remembers: docs/algorithm.md, section 2).
             more = self._starting(now) - partitions if self.state is not before else set()
+            if more and not self._fits(self.clock(), self._cost("look")):
+                self.held_more, more = True, set()  # looked at by the next tick, once the budget lets it
             if more:
-                again = self.cluster.observe(sorted(more))
+                again = self._read("look", self.cluster.observe, sorted(more))
                 if not isinstance(again, Unavailable):
                     out += self.process(dataclasses.replace(again, now=now))
                     partitions |= more
+        if measure and not self._fits(self.clock(), self._cost("catch_up")):
+            self.held_measure, measure = list(measure), []
         out += self.measure_catch_up(now, measure)
         if self.adaptive is not None:
             self.adaptive, change = self.adaptive.propose(self.state.throttle_rate)
             if change is not None:
                 out += self.process(change)
         out += self.process(Tick(now, frozenset(partitions)))
-        if verify:
+        if verify and self._fits(self.clock(), self._cost("verify")):  # else due still: first at a later tick
             out += self.verify_throttles(now)
         self._after_tick = self.state
         self._schedule(now)
         return out
+
+    # --- the request budget (engine.core.budget; docs/engine.md, *The request budget*) -------------
+
+    def requests_sent(self):
+        """What the cluster adapter counted (``RequestsSent``), or None where it counts nothing."""
+        found = getattr(self.cluster, "requests_sent", None)
+        return found() if found is not None else None
+
+    def _recent(self, now: float) -> dict | None:
+        """The requests of the last second by broker, as times on this decider's clock (None: not counted)."""
+        sent = self.requests_sent()
+        if sent is None:
+            return None
+        return {b: [now - age for age in ages] for b, ages in sent.ages.items()}
+
+    def _cost(self, kind: str) -> int:
+        """What a read of ``kind`` is estimated to cost the busiest broker: the most of the last
+        ``LOOK_COSTS`` of that kind; before the first, ``FIRST_COST``."""
+        return max(self.look_costs[kind], default=FIRST_COST)
+
+    def _fits(self, now: float, cost: int) -> bool:
+        recent = None if self.budget is None else self._recent(now)
+        return recent is None or look_at(recent, self.budget, now, cost) <= now + EARLY
+
+    def _pace(self, now: float, cost: int) -> bool:
+        """Whether the reads this tick would send (``cost`` requests at the busiest broker, estimated) wait
+        for the request budget: with the busiest broker's requests of the last second they would pass it.
+        Then the tick is deferred to when the window lets them go (``look_at``: within ``WINDOW``), said in
+        the log, ``status`` and ``/metrics``. Actions are never deferred: ticks' reads are not actions, and a
+        tick deferred decides nothing (its retries and starts come with its look)."""
+        if self.budget is None:
+            return False
+        recent = self._recent(now)
+        if recent is None:
+            return False
+        at = look_at(recent, self.budget, now, cost)
+        if at <= now + EARLY:
+            return False
+        broker, used = busiest(recent, now)
+        self.deferred += 1
+        self.held_until = self.next_at = at
+        where = "every broker (requests whose broker the client library chooses)" if broker is ANY else f"broker {broker}"
+        self.paced = {"broker": broker, "requests_last_second": used, "budget": self.budget, "read_cost": cost,
+                      "at": now, "look_in_seconds": round(at - now, 3),
+                      "line": f"looks paced by the request budget: {where} at {self.budget:g}/s"}
+        log.warning("looks paced by the request budget: %s at %g/s (%d requests in the last second, the look "
+                    "costs %d): the next look in %.2f s", where, self.budget, used, cost, at - now)
+        return True
+
+    def _read(self, kind: str, call, *args):
+        """``call(*args)``, one of a tick's reads of ``kind`` (a look, a catch-up measurement, a throttle
+        read-back): the requests it sent are kept as the cost of a read of that kind (``_cost``)."""
+        sent = self.requests_sent()
+        if sent is None:
+            return call(*args)
+        before = sent.totals
+        try:
+            return call(*args)
+        finally:
+            after = self.requests_sent().totals
+            delta = {b: n - before.get(b, 0) for b, n in after.items() if n != before.get(b, 0)}
+            if delta:  # what it charged its busiest broker (the broker watch's probes meanwhile too: erring high)
+                anywhere = delta.get(ANY, 0)
+                self.look_costs[kind].append(max([n + anywhere for b, n in delta.items() if b is not ANY] or [anywhere]))
+
+    def budget_status(self, now: float) -> dict:
+        """The request budget for ``status``: the budget, whether the cluster counts requests, the busiest
+        broker's requests of the last second, the looks deferred, and, while they are paced (a look deferred
+        within ``PACED_SHOWN`` s), by which broker."""
+        recent = self._recent(now)
+        broker, used = busiest(recent, now) if recent else (None, 0)
+        paced = self.paced if self.paced is not None and 0 <= now - self.paced["at"] < PACED_SHOWN else None
+        return {"budget": self.budget, "counted": recent is not None, "busiest_broker": broker,
+                "requests_last_second": used, "deferred_looks": self.deferred,
+                "read_costs": {kind: self._cost(kind) for kind in READS},
+                "paced": None if paced is None else {k: v for k, v in paced.items() if k != "at"}}
 
     def _clock_stepped(self) -> None:
         """Say once when the host's clock was stepped: the engine keeps time by the monotonic clock, so the
@@ -422,13 +547,18 @@ class Decider:
             times.append((self.verified_at if self.verified_at is not None else now) + self.verify_interval)
         asked = self.asked_at if self.asked_at is not None else now
         times.append(asked + (self.poll_interval if self.blocked is not None else self.idle_look))
+        if self.held_measure or self.held_more:  # a read held over by the budget: when it fits
+            recent = self._recent(now) if self.budget is not None else None
+            cost = self._cost("catch_up" if self.held_measure else "look")
+            times.append(now if recent is None else look_at(recent, self.budget, now, cost))
         self.next_at = min(times)
 
     def due_in(self) -> float | None:
         """Seconds until the next tick has something to do (0: now; None: nothing until an input comes).
         Read by the worker's timer from another thread: it reads values the decider replaces, never changes."""
-        if self.state is not self._after_tick:
-            return 0.0  # a command (or a recovery) changed the state: the next tick decides on it
+        if self.state is not self._after_tick:  # a command (or a recovery) changed the state: the next tick
+            held = self.held_until               # decides on it, once the budget lets its look go
+            return 0.0 if held is None else max(0.0, held - self.clock())
         at = self.next_at
         return None if at is None else at - self.clock()
 
@@ -446,7 +576,7 @@ class Decider:
         if not tps:
             return []
         steps = {tp: (s.observed[tp].leader if tp in s.observed else None, s.steps[tp].step.nr) for tp in tps}
-        remaining = self.cluster.catch_up(steps)
+        remaining = self._read("catch_up", self.cluster.catch_up, steps)
         if isinstance(remaining, Unavailable):
             log.warning("cannot measure the catch-up of the copies in flight: %s", remaining)
             return []
@@ -465,7 +595,7 @@ class Decider:
         self.verified_at = now
         if not topics and not brokers:
             return []
-        read = self.cluster.throttles(sorted(topics), sorted(brokers))
+        read = self._read("verify", self.cluster.throttles, sorted(topics), sorted(brokers))
         if isinstance(read, Unavailable):
             log.warning("cannot read the throttle configuration back: %s", read)
             return []
@@ -617,6 +747,7 @@ class Decider:
         doc["partitions_remaining"] = self.remaining()
         doc["bytes_remaining"] = bytes_remaining(s, self.sizes) if self.sizes else None
         doc["blocked"] = self.blocked
+        doc["request_budget"] = self.budget_status(t)
         doc["adaptive_throttle"] = (
             None if self.adaptive is None else {"min": self.adaptive.low, "max": self.adaptive.high}
         )

@@ -56,9 +56,25 @@ class _Collector:
             yield g
             yield _gauge("kreassign_cluster_calls_waiting", "Cluster calls the decider stopped waiting for (past "
                          "--call-deadline) that have not returned yet", len(getattr(cluster, "waiting", list)()))
+            sent = getattr(cluster, "requests_sent", lambda: None)()
+            if sent is not None:
+                m = CounterMetricFamily("kreassign_requests_sent", "Requests this worker sent the reassigned "
+                                        "cluster, by broker; 'any': those whose broker the client library chooses "
+                                        "(the request budget charges them to every broker)", labels=["broker"])
+                for b, n in sorted(sent.totals.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
+                    m.add_metric(["any" if b is None else str(b)], n)
+                yield m
+        budget = getattr(e.s, "request_budget", None)
+        if budget is not None:
+            yield _gauge("kreassign_request_budget", "Requests a second per broker the decider's looks keep within "
+                         "(--request-budget)", budget)
         if not active:
             return
         d = e.decider
+        deferred = CounterMetricFamily("kreassign_looks_deferred", "Looks the decider deferred because the busiest "
+                                       "broker's requests of the last second had used the request budget")
+        deferred.add_metric([], d.deferred)
+        yield deferred
         s = d.state
         failed = CounterMetricFamily("kreassign_action_failures", "Actions the cluster refused or could not be "
                                      "asked, by action and Kafka's error code", labels=["action", "code"])

@@ -47,6 +47,7 @@ import faust
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
 from engine.core.adaptive import AdaptiveThrottle
+from engine.core.budget import DEFAULT_BUDGET as DEFAULT_REQUEST_BUDGET
 from engine.kafka.broker_profile import BrokerProfile
 from engine.kafka.client_config import ClientConfig
 from engine.cluster import Cluster
@@ -83,6 +84,7 @@ class Settings:
     web_bind: str = "127.0.0.1"
     poll_interval: float = 1.0  # seconds between full observations of what the core watches (the ceiling)
     fast_interval: float = 0.1  # the least seconds between two looks (the floor); the timer's period
+    request_budget: float | None = DEFAULT_REQUEST_BUDGET  # requests/s per broker the looks keep within (None: none)
 
     @property
     def tick_interval(self) -> float:
@@ -691,7 +693,7 @@ class Engine:
         executed = self.executor_table.get(EXECUTED)
         decider = Decider(elog, self.cluster, adaptive=self.s.adaptive,
                           verify_interval=self.s.verify_interval, poll_interval=self.s.poll_interval,
-                          floor=self.s.fast_interval)
+                          floor=self.s.fast_interval, budget=self.s.request_budget)
         try:
             recovered = await loop.run_in_executor(self.pool, decider.recover, executed)
         except Deposed as e:

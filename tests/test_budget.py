@@ -1,0 +1,194 @@
+"""Issue 26, item 1: the request budget. The pure rule (``engine.core.budget.look_at``: given when the requests
+went to each broker, the budget and the clock, when may the next look go), its properties, and the decider
+holding it in process on the simulated cluster (virtual clock), every read and action counted by a wrapper
+that charges each call to the brokers it would reach."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.core import events as ev
+from engine.core.budget import ANY, WINDOW, RequestsSent, busiest, charged, look_at
+from engine.core.commands import ChangeThrottle, PartitionTarget, Submit
+from engine.runtime.decider import Decider, MemoryLog
+from engine.sim import scenario as S
+from engine.sim.cluster import SimulatedCluster
+
+FLOOR, CEILING = 0.1, 1.0
+
+
+# --- the rule ------------------------------------------------------------------------------------
+
+
+def test_a_look_goes_at_once_while_the_window_has_room():
+    assert look_at({1: [9.5], 2: []}, 3, 10.0, cost=2) == 10.0
+    assert look_at({}, 3, 10.0) == 10.0
+    assert look_at({1: [9.9] * 50}, None, 10.0) == 10.0  # no budget
+
+
+def test_a_look_waits_until_enough_of_the_oldest_requests_have_left_the_window():
+    # broker 1: 9.2, 9.5, 9.7 and one for any broker at 9.4: 4 in (9, 10]; budget 4, a look of 2: two must go
+    sent = {1: [9.2, 9.5, 9.7], 2: [9.6], ANY: [9.4]}
+    assert charged(sent, 10.0) == {1: 4, 2: 2}
+    assert busiest(sent, 10.0) == (1, 4)
+    assert look_at(sent, 4, 10.0, cost=2) == 9.4 + WINDOW
+    # a request that left the window (at or before now - WINDOW) counts no more
+    assert look_at({1: [9.0, 9.0, 9.0]}, 1, 10.0) == 10.0
+
+
+def test_requests_for_any_broker_count_at_every_broker():
+    assert look_at({1: [], 2: [], ANY: [9.5, 9.6]}, 2, 10.0) == 10.5
+    assert charged({ANY: [9.5]}, 10.0) == {ANY: 1}  # no broker known: the requests for any broker alone
+
+
+def test_a_look_dearer_than_the_budget_waits_for_an_empty_window_not_for_ever():
+    assert look_at({1: [9.3, 9.8]}, 2, 10.0, cost=5) == 9.8 + WINDOW
+    assert look_at({1: []}, 2, 10.0, cost=5) == 10.0
+
+
+times = st.lists(st.floats(min_value=-0.2, max_value=0.0, allow_nan=False).map(lambda x: 10.0 + x * 5), max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.one_of(st.none(), st.integers(1, 4)), times, max_size=4),
+       st.integers(1, 12), st.integers(0, 6))
+def test_the_answer_is_the_first_moment_the_look_fits_and_never_later_than_the_window(sent, budget, cost):
+    now = 10.0
+    at = look_at(sent, budget, now, cost)
+    assert now <= at <= now + WINDOW  # nothing waits longer than the window takes to free up
+
+    def fits(t):
+        counts = charged(sent, t)
+        most = max(counts.values(), default=0)
+        return most + cost <= budget or most == 0
+
+    assert fits(at)
+    if at > now:  # and not a moment sooner: just before it, one request more was still in the window
+        assert not fits(math.nextafter(at, -math.inf))
+    more = {**sent, 1: list(sent.get(1, [])) + [now]}  # one request more never lets the look go sooner
+    assert look_at(more, budget, now, cost) >= at
+
+
+# --- the decider in process ----------------------------------------------------------------------
+
+
+class Charged:
+    """The simulated cluster, charging every call to the brokers a Kafka adapter's requests would reach:
+    a look (ListPartitionReassignments to the controller, broker 1; DescribeTopicPartitions to any), a
+    catch-up (DescribeLogDirs to the leader and each new replica's broker), a throttle read-back
+    (DescribeConfigs of the topics to any, one per broker), an alter (the controller), a throttle change
+    (the topics to any, one per broker), an election (any). ``log``: (virtual time, broker, is a read)."""
+
+    def __init__(self, cluster: SimulatedCluster):
+        self.cluster = cluster
+        self.log: list[tuple[float, int | None, bool]] = []
+
+    def _charge(self, brokers, read: bool) -> None:
+        self.log.extend((self.cluster.time, b, read) for b in brokers)
+
+    def requests_sent(self) -> RequestsSent:
+        now = self.cluster.time
+        totals = Counter(b for _t, b, _r in self.log)
+        ages: dict = {}
+        for t, b, _r in self.log:
+            if t > now - WINDOW:
+                ages.setdefault(b, []).append(now - t)
+        return RequestsSent(dict(totals), ages)
+
+    def observe(self, partitions=None):
+        self._charge([1, ANY] if partitions else [ANY], True)
+        return self.cluster.observe(partitions)
+
+    def catch_up(self, steps):
+        self._charge(sorted({b for leader, nr in steps.values() for b in ((leader,) if leader else ()) + tuple(nr)}),
+                     True)
+        return self.cluster.catch_up(steps)
+
+    def throttles(self, topics, brokers):
+        self._charge([ANY] + sorted(brokers), True)
+        return self.cluster.throttles(topics, brokers)
+
+    def alter_reassignments(self, targets):
+        self._charge([1], False)
+        return self.cluster.alter_reassignments(targets)
+
+    def cancel_reassignments(self, partitions):
+        self._charge([1], False)
+        return self.cluster.cancel_reassignments(partitions)
+
+    def apply_throttles(self, throttles):
+        self._charge([ANY] + sorted(throttles.leader_brokers | throttles.follower_brokers), False)
+        return self.cluster.apply_throttles(throttles)
+
+    def remove_throttles(self, throttles):
+        self._charge([ANY] + sorted(throttles.leader_brokers | throttles.follower_brokers), False)
+        return self.cluster.remove_throttles(throttles)
+
+    def elect_preferred_leaders(self, partitions):
+        self._charge([ANY], False)
+        return self.cluster.elect_preferred_leaders(partitions)
+
+    def __getattr__(self, name):
+        return getattr(self.cluster, name)
+
+
+def moving(budget):
+    """Six small copies into broker 4 at 4 MB/s, the decider driven as the worker drives it (its timer every
+    FLOOR, a tick when one is due), until the request completes."""
+    sc = S.from_document({
+        "seed": 3,
+        "brokers": [{"id": b, "network_in": "100 MB/s", "network_out": "100 MB/s"} for b in (1, 2, 3, 4)],
+        "topics": [{"name": "t", "min_insync_replicas": 2,
+                    "assignment": [{"replicas": [1, 2, 3], "size": "8 MB"} for _ in range(6)]}],
+    })
+    cluster = Charged(SimulatedCluster.from_scenario(sc))
+    d = Decider(MemoryLog(), cluster, clock=lambda: cluster.cluster.time, poll_interval=CEILING, floor=FLOOR,
+                budget=budget)
+    d.recover(None)
+    d.decide(ChangeThrottle(4_000_000))
+    d.decide(Submit("r", tuple(PartitionTarget("t", p, (1, 2, 4)) for p in range(6))))
+    paced = []
+    while cluster.cluster.time < 120:
+        due = d.due_in()
+        if due is not None and due <= FLOOR / 2:
+            d.tick()
+            st_ = d.budget_status(cluster.cluster.time)
+            if st_["paced"]:
+                paced.append(st_["paced"])
+        if any(isinstance(e.payload, ev.RequestCompleted) for e in d.log.records[-5:]):
+            break
+        cluster.cluster.advance(FLOOR / 2)
+    return d, cluster, paced
+
+
+def windows(log, end, reads_only):
+    """The most requests charged to one broker in any window (t - WINDOW, t], t at every request (a request
+    WINDOW before t within the float error of the virtual clock's sums has left it)."""
+    worst = 0
+    for t, _b, _r in log:
+        inside = [(b, r) for u, b, r in log if t - WINDOW + 1e-6 < u <= t and (r or not reads_only)]
+        anywhere = sum(1 for b, _r in inside if b is ANY)
+        per = Counter(b for b, _r in inside if b is not ANY)
+        worst = max(worst, max(per.values(), default=0) + anywhere)
+    return worst
+
+
+def test_the_decider_holds_its_reads_within_the_budget_and_the_move_completes():
+    d, cluster, paced = moving(budget=4)
+    logged = [type(e.payload).__name__ for e in d.log.records]
+    assert "RequestCompleted" in logged, logged
+    reads = windows(cluster.log, cluster.cluster.time, reads_only=True)
+    print(f"budget 4: {d.deferred} looks deferred, the busiest window held {reads} reads, "
+          f"{windows(cluster.log, cluster.cluster.time, False)} requests with the actions; "
+          f"done at {cluster.cluster.time:.1f} s; read costs {dict(d.look_costs)}")
+    assert d.deferred > 0 and paced
+    assert reads <= 4
+    assert paced[0]["line"] == "looks paced by the request budget: broker 1 at 4/s"
+    # unpaced, the same move sends broker 1 more than that in some second
+    free, free_cluster, none = moving(budget=None)
+    assert free.deferred == 0 and not none
+    assert windows(free_cluster.log, free_cluster.cluster.time, reads_only=True) > 4
