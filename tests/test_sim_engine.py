@@ -79,7 +79,9 @@ def test_today_the_simulated_engine_looks_when_the_real_decider_looks(monkeypatc
             simulated.append((round(self.cluster.time, 6), _name))
             return _base(self, *a, **kw)
         monkeypatch.setattr(W._Today, name, counted)
-    sc = dataclasses.replace(S.from_document(doc), targets=tuple(targets), throttle=4_000_000, request_time=0.0)
+    # (no request budget: the cluster driven by hand counts no requests, so none is held there)
+    sc = dataclasses.replace(S.from_document(doc), targets=tuple(targets), throttle=4_000_000, request_time=0.0,
+                             request_budget=None)
     r = run(sc, "kreassign")
     assert r.finished and r.makespan == pytest.approx(by_hand.cluster.time)
     looks = [t for t, name in by_hand.calls if name == "observe"]

@@ -1095,6 +1095,21 @@ def next_measures(s: State, now: float, measured: dict, floor: float, ceiling: f
     return out
 
 
+def releasing(s: State, now: float, measured: dict, within: float) -> set[TopicPartition]:
+    """Throttled copies predicted to reach their release point within ``within`` seconds of ``now``: a
+    measure of one of them that waits that long (the request budget holds reads up to a second) could
+    see it end throttled, and its ISR join stall acks=all writes."""
+    shares = copy_rates(s)
+    out = set()
+    for tp in copying(s):
+        if tp not in shares:
+            continue
+        left = copy_left(s, tp, shares[tp], now, measured)
+        if left is not None and _release_in(s, tp, shares[tp], left, now) <= within:
+            out.add(tp)
+    return out
+
+
 def measure_due(s: State, now: float, measured: dict, floor: float) -> list[TopicPartition]:
     """Throttled copies whose catch-up is worth measuring at a look at ``now``: those whose bytes are not
     known (``copy_left``), those predicted within ``floor`` of their release (``_release_in``), and those whose last

@@ -58,7 +58,8 @@ from engine.cluster import Cluster
 from engine.core.outcomes import Unavailable
 from engine.core.commands import CatchUpObserved, Input, ObservationFailed, Submit, ThrottlesObserved, Tick
 from engine.core.budget import ANY, WINDOW, busiest, look_at
-from engine.core.decide import handle, held_over_caps, measure_due, next_looks, next_measures, starting, watched
+from engine.core.decide import (handle, held_over_caps, measure_due, next_looks, next_measures, releasing, starting,
+                                watched)
 from engine.log.envelope import EventEnvelope, new_id, now
 from engine.runtime.executor import Executor, actions, recovery_actions
 from engine.core.partition import TopicPartition
@@ -208,6 +209,7 @@ class Decider:
         self.held_measure: list[TopicPartition] = []  # a catch-up the budget held over to the next tick
         self.held_more = False  # a look at what a completion freed, held over likewise
         self.deferred = 0  # looks deferred by the budget since this decider started
+        self.urgent = 0  # catch-ups of copies near their release sent although the budget was used (``releasing``)
         self.held_until: float | None = None  # a look deferred until then (``due_in``)
         self.paced: dict | None = None  # the last deferral: broker, requests in its last second, budget, at
         self.state: State = EMPTY
@@ -374,7 +376,15 @@ class Decider:
         overdue = verify and self.verified_at is not None and now - self.verified_at - self.verify_interval >= WINDOW
         prior = "catch_up" if held else "verify" if overdue else None
         first = prior or ("look" if partitions or idle else "catch_up" if measure else "verify" if verify else None)
+        # a catch-up of a copy near its release is never held: held up to a second, it could end throttled
+        # (its ISR join stalls acks=all writes), the harm the budget is there to spare producers
+        urgent = sorted(set(measure + held) & releasing(self.state, now, self.measured, WINDOW + self.floor)
+                        ) if self.budget is not None and (measure or held) else []
         if first is not None and self._pace(now, self._cost(first)):
+            if urgent:
+                self.held_measure = [tp for tp in self.held_measure if tp not in urgent]
+                self.urgent += 1
+                return self.measure_catch_up(now, urgent)
             return []
         self.held_until = None
         self.held_measure, self.held_more = [], False
@@ -388,8 +398,10 @@ class Decider:
                 out += self.verify_throttles(now)
                 verify = False
             if (partitions or idle) and self._pace(self.clock(), self._cost("look")):
-                self.held_measure = list(measure)
-                return out
+                self.held_measure = [tp for tp in measure if tp not in urgent]
+                soon = [tp for tp in measure if tp in urgent]
+                self.urgent += 1 if soon else 0
+                return out + (self.measure_catch_up(now, soon) if soon else [])
         if partitions or full:
             obs = None
             if partitions or idle:
@@ -420,7 +432,9 @@ class Decider:
                     out += self.process(dataclasses.replace(again, now=now))
                     partitions |= more
         if measure and not self._fits(self.clock(), self._cost("catch_up")):
-            self.held_measure, measure = list(measure), []
+            self.held_measure = [tp for tp in measure if tp not in urgent]
+            measure = [tp for tp in measure if tp in urgent]
+            self.urgent += 1 if measure else 0
         out += self.measure_catch_up(now, measure)
         if self.adaptive is not None:
             self.adaptive, change = self.adaptive.propose(self.state.throttle_rate)
@@ -505,7 +519,7 @@ class Decider:
         broker, used = busiest(recent, now) if recent else (None, 0)
         paced = self.paced if self.paced is not None and 0 <= now - self.paced["at"] < PACED_SHOWN else None
         return {"budget": self.budget, "counted": recent is not None, "busiest_broker": broker,
-                "requests_last_second": used, "deferred_looks": self.deferred,
+                "requests_last_second": used, "deferred_looks": self.deferred, "urgent_catch_ups": self.urgent,
                 "read_costs": {kind: self._cost(kind) for kind in READS},
                 "paced": None if paced is None else {k: v for k, v in paced.items() if k != "at"}}
 

@@ -75,6 +75,11 @@ class _Collector:
                                        "broker's requests of the last second had used the request budget")
         deferred.add_metric([], d.deferred)
         yield deferred
+        urgent = CounterMetricFamily("kreassign_urgent_catch_ups", "Catch-up measures of copies near their release "
+                                     "the decider sent although the request budget was used (held, they could end "
+                                     "throttled and stall acks=all writes)")
+        urgent.add_metric([], d.urgent)
+        yield urgent
         s = d.state
         failed = CounterMetricFamily("kreassign_action_failures", "Actions the cluster refused or could not be "
                                      "asked, by action and Kafka's error code", labels=["action", "code"])

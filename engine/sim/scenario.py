@@ -29,6 +29,7 @@ it too; in short::
     request_time: 30 ms              # one round trip of the engine's requests to the cluster (default: fitted)
     broker_request_capacity: 11      # engine requests/s a broker absorbs beside its load (default: none: free)
     launch_delay: 3s                 # from the launch to the strategy's first request (default 0)
+    request_budget: 12               # kreassign's --request-budget (requests/s per broker; default the engine's; 0: none)
     steps: incremental               # how kreassign's request steps: incremental, kip-435 or whole (engine.core.step)
     probe_rate: 200                  # messages/s of the acks=all probe producer (0: no probe)
     faults: [{at: 10m, broker: 3, action: down}, {at: 15m, broker: 3, action: up}]
@@ -75,6 +76,7 @@ from typing import Any, Callable, Mapping
 
 import yaml
 
+from engine.core.budget import DEFAULT_BUDGET
 from engine.core import reassignment_json
 from engine.core.balancer import BalanceError, propose
 from engine.core.cluster_snapshot import ClusterSnapshot
@@ -155,6 +157,7 @@ class Scenario:
     request_time: float = DEFAULT_REQUEST_TIME
     broker_request_capacity: float | None = None
     launch_delay: float = 0.0  # seconds from the launch to the strategy's first request
+    request_budget: float | None = DEFAULT_BUDGET  # kreassign's --request-budget (None: none)
     steps: str = DEFAULT_STEP_MODE  # how kreassign's request steps (the Submit's steps: engine.core.step)
 
     def current(self) -> dict[TopicPartition, Replicas]:
@@ -213,7 +216,7 @@ _TOP_KEYS = {
     "name", "description", "seed", "network", "brokers", "topics", "reassignment", "throttle",
     "limits", "per_broker_cap", "poll_interval", "fast_interval", "faults", "security", "replica_creation_time",
     "probe_rate", "request_time", "broker_request_capacity", "launch_delay", "replica_fetch_backoff",
-    "follower_quota_loss", "steps",
+    "follower_quota_loss", "steps", "request_budget",
 }
 
 
@@ -287,6 +290,10 @@ def from_document(doc: object, base_dir: str = ".") -> Scenario:
     loss = d.get("follower_quota_loss", DEFAULT_FOLLOWER_QUOTA_LOSS)
     if isinstance(loss, bool) or not isinstance(loss, (int, float)) or not 0 <= loss < 1:
         raise ScenarioError(f"follower_quota_loss: expected a fraction (0 to below 1), got {loss!r}")
+    budget = d.get("request_budget", DEFAULT_BUDGET)
+    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float))
+                               or not (budget == 0 or budget >= 1)):
+        raise ScenarioError(f"request_budget: expected requests per second (0: none, or at least 1), got {budget!r}")
     steps = d.get("steps", DEFAULT_STEP_MODE)
     if steps not in STEP_MODES:
         raise ScenarioError(f"steps: expected one of {', '.join(STEP_MODES)}, got {steps!r}")
@@ -298,6 +305,7 @@ def from_document(doc: object, base_dir: str = ".") -> Scenario:
         security=security, request_time=request_time,
         broker_request_capacity=None if capacity is None else float(capacity), launch_delay=launch,
         replica_fetch_backoff=backoff, follower_quota_loss=float(loss), steps=steps,
+        request_budget=float(budget) if budget else None,
     )
 
 

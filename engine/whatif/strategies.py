@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Callable, Mapping
 
+from engine.core.budget import WINDOW as BUDGET_WINDOW, RequestsSent
 from engine.core import events as ev
 from engine.core.commands import (
     CatchUpObserved, ChangeLimits, ChangeThrottle, Observation, Submit, ThrottlesObserved, Tick,
@@ -191,6 +192,12 @@ idle. (Its urgent rounds, all brokers every half deadline while a call has waite
 not happen here: a round trip is ``request_time``.)"""
 
 
+class _Chosen(int):
+    """A broker the client library chose (librdkafka's admin broker, kafka-python's least loaded node): the
+    request is charged to it, and today's adapter counts it for the request budget as ``ANY`` (it may land
+    on any broker: ``engine.core.budget``)."""
+
+
 class _Engine:
     """The simulated cluster as the engine's Kafka adapter reaches it: the adapter of the calibration's
     records (2026-11-26, ``ADAPTERS`` ``as-measured``); ``_Today`` is today's.
@@ -333,11 +340,34 @@ class _Today(_Engine):
         self.min_isr_at: dict[str, float] = {}  # topic -> when its DescribeConfigs was sent
         self.turn = 0  # the least loaded broker's turn
         self.probed_at: float | None = None  # the broker watch's last round
+        self.counted_for_budget: list[tuple[float, int | None]] = []  # (time, broker or ANY), as the adapter counts
 
     def least_loaded(self) -> int:
         live = self.live() or sorted(self.cluster.state.brokers)
         self.turn += 1
-        return live[(self.turn - 1) % len(live)]
+        return _Chosen(live[(self.turn - 1) % len(live)])
+
+    def any_broker(self) -> int:
+        return _Chosen(self.admin())
+
+    def send(self, *requests: tuple[int, str], together: bool = False) -> None:
+        at = self.cluster.time
+        for k, (b, _api) in enumerate(requests):  # one after the other: each sent a round trip after the last
+            self.counted_for_budget.append((at if together else at + k * self.rtt,
+                                            None if isinstance(b, _Chosen) else int(b)))
+        super().send(*((int(b), api) for b, api in requests), together=together)
+
+    def requests_sent(self) -> RequestsSent:
+        """What ``engine.cluster.requests.RequestCounter`` would give the decider's request budget: the totals
+        and the ages of the last ``WINDOW`` seconds, by broker and ``ANY``."""
+        now = self.cluster.time
+        totals: dict[int | None, int] = {}
+        ages: dict[int | None, list[float]] = {}
+        for at, key in self.counted_for_budget:
+            totals[key] = totals.get(key, 0) + 1
+            if at > now - BUDGET_WINDOW:
+                ages.setdefault(key, []).append(now - at)
+        return RequestsSent(totals, {k: tuple(v) for k, v in ages.items()})
 
     def brokers(self, fresh: bool = False) -> None:
         now = self.cluster.time
@@ -406,6 +436,7 @@ class _Today(_Engine):
         at = now if self.probed_at is None else self.probed_at + PROBE_INTERVAL
         while at <= now + 1e-9:
             self.requests.extend((at, b, "ApiVersions") for b in self.live())
+            self.counted_for_budget.extend((at, b) for b in self.live())
             self.probed_at = at
             at += PROBE_INTERVAL
 
@@ -477,7 +508,7 @@ def _decider(scenario: Scenario, limit: float) -> RunResult:
     cluster = clock.cluster
     engine = _Today(cluster, scenario.request_time)
     d = Decider(_SimLog(engine), engine, clock=lambda: cluster.time, verify_interval=VERIFY_INTERVAL,
-                poll_interval=scenario.poll_interval, floor=scenario.fast_interval)
+                poll_interval=scenario.poll_interval, floor=scenario.fast_interval, budget=scenario.request_budget)
     # (no ``recover``: the log is empty, and its ``gc.freeze`` is a long-lived process's, not a simulation's)
     logger = logging.getLogger("kreassign.decider")
     level = logger.level
