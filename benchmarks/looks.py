@@ -157,10 +157,10 @@ class Windows:
         total = sum(v["requests"] for apis in brokers.values() for v in apis.values())
         return {"brokers": brokers, "total": {"requests": total, "response_bytes": 0}}
 
-    def worst(self, budget: float | None = None, actions: bool = True) -> dict:
+    def worst(self, budget: float | None = None, actions: bool = True, leave_out: tuple[str, ...] = ()) -> dict:
         """Per broker, the most requests in a window of consecutive reads spanning at most 1 s (from the
         read before its first), and how many such windows (at each read, the longest run of reads ending
-        there within 1 s) held more than ``budget`` at some broker."""
+        there within 1 s) held more than ``budget`` at some broker; ``leave_out``: APIs not counted."""
         times = [self.started] + [at for at, _ in self.samples]
         most: dict[int, int] = {}
         over = 0
@@ -173,7 +173,8 @@ class Windows:
             counts: dict[int, int] = {}
             for _at, per in self.samples[start:end]:
                 for b, apis in per.items():
-                    counts[b] = counts.get(b, 0) + sum(n for api, n in apis.items() if actions or api not in ACTIONS)
+                    counts[b] = counts.get(b, 0) + sum(n for api, n in apis.items()
+                                                       if (actions or api not in ACTIONS) and api not in leave_out)
             for b, n in counts.items():
                 most[b] = max(most.get(b, 0), n)
             if budget is not None and max(counts.values(), default=0) > budget:

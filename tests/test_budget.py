@@ -138,23 +138,38 @@ class Charged:
         return getattr(self.cluster, name)
 
 
-def moving(budget):
+class Probed(Charged):
+    """``Charged``, and the broker watch probing every broker every ``every`` seconds: requests the budget
+    counts and never holds."""
+
+    def __init__(self, cluster: SimulatedCluster, every: float):
+        super().__init__(cluster)
+        self.every, self.probed = every, 0.0
+
+    def requests_sent(self) -> RequestsSent:
+        while self.probed + self.every <= self.cluster.time:
+            self.probed += self.every
+            self.log.extend((self.probed, b, False) for b in (1, 2, 3, 4))
+        return super().requests_sent()
+
+
+def moving(budget, partitions=6, size="8 MB", cluster_of=Charged, decider=Decider, limit=120.0):
     """Six small copies into broker 4 at 4 MB/s, the decider driven as the worker drives it (its timer every
     FLOOR, a tick when one is due), until the request completes."""
     sc = S.from_document({
         "seed": 3,
         "brokers": [{"id": b, "network_in": "100 MB/s", "network_out": "100 MB/s"} for b in (1, 2, 3, 4)],
         "topics": [{"name": "t", "min_insync_replicas": 2,
-                    "assignment": [{"replicas": [1, 2, 3], "size": "8 MB"} for _ in range(6)]}],
+                    "assignment": [{"replicas": [1, 2, 3], "size": size} for _ in range(partitions)]}],
     })
-    cluster = Charged(SimulatedCluster.from_scenario(sc))
-    d = Decider(MemoryLog(), cluster, clock=lambda: cluster.cluster.time, poll_interval=CEILING, floor=FLOOR,
+    cluster = cluster_of(SimulatedCluster.from_scenario(sc))
+    d = decider(MemoryLog(), cluster, clock=lambda: cluster.cluster.time, poll_interval=CEILING, floor=FLOOR,
                 budget=budget)
     d.recover(None)
     d.decide(ChangeThrottle(4_000_000))
-    d.decide(Submit("r", tuple(PartitionTarget("t", p, (1, 2, 4)) for p in range(6))))
+    d.decide(Submit("r", tuple(PartitionTarget("t", p, (1, 2, 4)) for p in range(partitions))))
     paced = []
-    while cluster.cluster.time < 120:
+    while cluster.cluster.time < limit:
         due = d.due_in()
         if due is not None and due <= FLOOR / 2:
             d.tick()
@@ -221,3 +236,66 @@ def test_a_catch_up_near_its_release_is_not_held_by_the_budget(kind, seed, parti
     r = run(sc, "kreassign")
     assert r.finished and r.at_target
     assert r.stats.throttled_joins == 0
+
+
+def test_no_read_waits_longer_than_the_window_when_requests_never_held_keep_it_full():
+    """The broker watch probing every broker four times a second fills a budget of 3 on its own: a read
+    deferred until the window has room would wait for ever (the review's finding: each new probe pushed
+    it back). A read that has waited the window goes over the budget, said (``reads_over_budget``)."""
+    d, cluster, paced = moving(3, cluster_of=lambda c: Probed(c, 0.25), limit=300.0)
+    assert any(isinstance(e.payload, ev.RequestCompleted) for e in d.log.records), cluster.cluster.time
+    assert d.overshoots > 0 and d.budget_status(cluster.cluster.time)["reads_over_budget"] == d.overshoots
+    reads = sorted(t for t, _b, r in cluster.log if r)
+    gaps = [b - a for a, b in zip(reads, reads[1:])]
+    assert max(gaps) <= CEILING + WINDOW + FLOOR, max(gaps)  # a full look every ceiling, held a window at most
+
+
+def test_a_look_at_what_a_completion_freed_stays_held_when_a_held_catch_up_goes_first():
+    """A tick that saw a completion and could not afford the look at what it freed holds that look over
+    (``held_more``); if the next tick sends a held catch-up first and then must wait for the look, the
+    look is still held: it goes when the window has room, not at the next full look (the review's finding:
+    the freed partitions waited up to --poll-interval)."""
+    from engine.core.decide import starting
+
+    captured = {}
+
+    class Stopping(Decider):
+        def tick(self):
+            out = super().tick()
+            if self.held_more and self.state.steps and "d" not in captured:
+                captured["d"] = self
+                raise StopIteration
+            return out
+
+    with pytest.raises(StopIteration):
+        moving(3, partitions=40, size="1 MB", decider=Stopping)
+    d = captured["d"]
+    cluster, now = d.cluster, d.clock()
+    freed = set(starting(d.state, now)) - set(d.state.steps)
+    assert freed
+    # one request 0.9 s ago: the held catch-up (1 request at broker 1) fits, the look after it (2) does not
+    cluster.log[:] = [(now - 0.9, 1, True)]
+    d.look_costs["catch_up"].clear()
+    d.look_costs["catch_up"].append(1)
+    d.look_costs["look"].clear()
+    d.look_costs["look"].append(2)
+    d.held_measure = [sorted(d.state.steps)[0]]
+    # the held catch-up: one request, at broker 1, and nothing learnt (a catch-up that changes nothing)
+    d.measure_catch_up = lambda now, tps: cluster._charge([1], "catch_up") or []
+    looked = []
+    observe = cluster.observe
+
+    def watching(partitions=None):
+        looked.append((cluster.cluster.time, bool(set(partitions or ()) & freed)))
+        return observe(partitions)
+
+    cluster.observe = watching
+    d.tick()
+    assert d.held_more, "the look at what the completion freed was dropped"
+    full = d.full_at + CEILING
+    while cluster.cluster.time < full - FLOOR:
+        cluster.cluster.advance(FLOOR / 2)
+        due = d.due_in()
+        if due is not None and due <= FLOOR / 2:
+            d.tick()
+    assert any(freed_too for t, freed_too in looked if t < full - FLOOR), (looked, full)

@@ -74,14 +74,22 @@ def test_the_engine_holds_its_looks_within_the_request_budget_at_every_broker(br
             seconds = time.monotonic() - started
         front = sampler.stop()
         looks, everything = sampler.worst(BUDGET, actions=False), sampler.worst(BUDGET)
+        # a catch-up of a copy near its release is never held (held, it could end throttled and stall acks=all
+        # writes), nor a read that waited a whole window: the looks keep within the budget, and the catch-ups
+        # with them unless the engine says it sent such reads
+        budget_said = (worker.status() or {}).get("request_budget") or {}
+        urgent = budget_said.get("urgent_catch_ups", 0) + budget_said.get("reads_over_budget", 0)
+        no_catch_ups = sampler.worst(BUDGET, actions=False, leave_out=("DescribeLogDirs",))
         sampler = None
         metrics = _text(worker.web + "/metrics")
         sent = {b: n - before.get(b, 0) for b, n in metric(metrics, "kreassign_requests_sent_total").items()}
-        print(f"moved in {seconds:.1f} s; reads (no actions) per window: {looks}; with the actions: {everything}; "
+        print(f"moved in {seconds:.1f} s; reads (no actions) per window: {looks}; without the catch-ups: {no_catch_ups}; "
+              f"with the actions: {everything}; the engine's reads not held: {urgent}; "
               f"the front counted {front['total']['requests']} requests, {_per_broker(front)}; the engine "
               f"counted {sent}; paced: {sorted(paced)}")
         assert {e.tp for e in tail.payloads() if isinstance(e, ev.PartitionCompleted)} == {t.tp for t in TARGETS + WARM}
-        assert max(looks["most_in_a_window"].values()) <= BUDGET + SLACK, looks
+        assert max(no_catch_ups["most_in_a_window"].values()) <= BUDGET + SLACK, no_catch_ups
+        assert max(looks["most_in_a_window"].values()) <= BUDGET + SLACK or urgent > 0, (looks, budget_said)
         assert metric(metrics, "kreassign_request_budget") == {"": float(BUDGET)}
         assert metric(metrics, "kreassign_looks_deferred_total")[""] > 0
         # counted by the engine at every broker and for any broker (what it misses: a client library's own first

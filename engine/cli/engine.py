@@ -132,6 +132,8 @@ def _budget(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number of requests a second: {text!r}") from None
     if value != 0 and not value >= 1:
         raise argparse.ArgumentTypeError(f"must be 0 (no budget) or at least 1 request a second, got {text}")
+    if not value.is_integer():  # the rule counts whole requests in a window: 1.5 would act as 1
+        raise argparse.ArgumentTypeError(f"must be a whole number of requests a second, got {text}")
     return value
 
 

@@ -279,7 +279,8 @@ class KafkaCluster:
             return
         protocol = str(self._config.kafka_python().get("security_protocol", "PLAINTEXT")).upper()
         self._brokers_watch = BrokerWatch(self._live_addresses, deadline, interval, on_change=self._silence,
-                                          connect=self._probe_connection, demand=demand, counted=self._requests.count,
+                                          connect=self._probe_connection, demand=demand,
+                                          counted=lambda b: self._requests.count(b, probe=True),
                                           reuse=not protocol.startswith("SASL"))  # Kafka: one ApiVersions before SASL
         self._brokers_watch.start()
 

@@ -25,16 +25,20 @@ class RequestCounter:
         self._keep = keep
         self._lock = threading.Lock()
         self._totals: dict[int | None, int] = {}
+        self._probes: dict[int | None, int] = {}
         self._times: dict[int | None, deque] = {}
 
-    def count(self, broker: int | None, n: int = 1) -> None:
-        """``n`` requests sent now to ``broker`` (``ANY``: the client library chooses)."""
+    def count(self, broker: int | None, n: int = 1, probe: bool = False) -> None:
+        """``n`` requests sent now to ``broker`` (``ANY``: the client library chooses); ``probe``: the broker
+        watch's (counted against the budget, kept apart as no read's cost)."""
         if n <= 0:
             return
         key = broker if broker is None else int(broker)
         now = self._clock()
         with self._lock:
             self._totals[key] = self._totals.get(key, 0) + n
+            if probe:
+                self._probes[key] = self._probes.get(key, 0) + n
             times = self._times.setdefault(key, deque())
             times.extend([now] * n)
             while times and times[0] <= now - self._keep:
@@ -45,8 +49,9 @@ class RequestCounter:
         now = self._clock()
         with self._lock:
             totals = dict(self._totals)
+            probes = dict(self._probes)
             ages = {b: tuple(now - t for t in times if t > now - self._keep) for b, times in self._times.items()}
-        return RequestsSent(totals, ages)
+        return RequestsSent(totals, ages, probes)
 
 
 __all__ = ["ANY", "RequestCounter"]

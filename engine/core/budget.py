@@ -12,8 +12,10 @@ or later. A look sent at ``t`` adds ``cost`` requests to every window containing
 them, of the requests already sent, is the one ending at ``t``. So the look may go at the first
 ``t >= now`` where, at every broker, the requests in ``(t - WINDOW, t]`` plus ``cost`` are at most the
 budget. A look that costs more than the budget waits for an empty window (it then overshoots, once,
-by its own requests: it is never held for ever). Every request counted was sent before ``now``, so
-the answer is never later than ``now + WINDOW``: no look waits longer than the window takes to free up.
+by its own requests). Every request counted was sent before ``now``, so one answer is never later
+than ``now + WINDOW``; requests that are never held (actions, the broker watch's probes) may keep
+the window full, so the caller sends a read that has waited ``WINDOW`` whatever the window holds
+(``engine.runtime.decider``): no read waits longer than that.
 
 docs/engine.md, *The request budget*.
 """
@@ -37,11 +39,13 @@ DEFAULT_BUDGET = 12.0
 
 class RequestsSent(NamedTuple):
     """What a cluster adapter counted: ``totals`` (requests since it started, by broker, ``ANY`` for
-    those whose broker the client library chooses) and ``ages`` (seconds since each request of the
-    last ``WINDOW`` was sent, by the same keys)."""
+    those whose broker the client library chooses), ``ages`` (seconds since each request of the
+    last ``WINDOW`` was sent, by the same keys) and ``probes`` (of the totals, the broker watch's
+    probes by broker: sent from a thread of their own, they are no read's cost)."""
 
     totals: Mapping[int | None, int]
     ages: Mapping[int | None, Sequence[float]]
+    probes: Mapping[int | None, int] = {}
 
 
 def charged(sent: Mapping[int | None, Sequence[float]], now: float, window: float = WINDOW) -> dict[int | None, int]:

@@ -209,6 +209,8 @@ class Decider:
         self.held_measure: list[TopicPartition] = []  # a catch-up the budget held over to the next tick
         self.held_more = False  # a look at what a completion freed, held over likewise
         self.deferred = 0  # looks deferred by the budget since this decider started
+        self.first_deferred: float | None = None  # when the read now held was first deferred (at most WINDOW)
+        self.overshoots = 0  # reads sent after waiting WINDOW, the window still full (requests never held)
         self.urgent = 0  # catch-ups of copies near their release sent although the budget was used (``releasing``)
         self.held_until: float | None = None  # a look deferred until then (``due_in``)
         self.paced: dict | None = None  # the last deferral: broker, requests in its last second, budget, at
@@ -387,6 +389,7 @@ class Decider:
                 return self.measure_catch_up(now, urgent)
             return []
         self.held_until = None
+        more_held = self.held_more  # (held again if the look after a held read waits)
         self.held_measure, self.held_more = [], False
         self.counts["_ticks"] += 1
         out: list[EventEnvelope] = []
@@ -398,6 +401,7 @@ class Decider:
                 out += self.verify_throttles(now)
                 verify = False
             if (partitions or idle) and self._pace(self.clock(), self._cost("look")):
+                self.held_more = more_held  # what a completion freed is still to be looked at, first
                 self.held_measure = [tp for tp in measure if tp not in urgent]
                 soon = [tp for tp in measure if tp in urgent]
                 self.urgent += 1 if soon else 0
@@ -483,8 +487,19 @@ class Decider:
             return False
         at = look_at(recent, self.budget, now, cost)
         if at <= now + EARLY:
+            self.first_deferred = None
             return False
         broker, used = busiest(recent, now)
+        if self.first_deferred is not None and now - self.first_deferred >= WINDOW - EARLY:
+            # requests never held (actions, probes, urgent catch-ups) kept the window full for a whole window:
+            # the read goes now, over the budget, rather than wait for ever
+            self.first_deferred = None
+            self.overshoots += 1
+            log.warning("a read waited %g s for the request budget (%g/s) and goes over it: %d requests in the last "
+                        "second at the busiest broker, from requests that are never held", WINDOW, self.budget, used)
+            return False
+        if self.first_deferred is None:
+            self.first_deferred = now
         self.deferred += 1
         self.held_until = self.next_at = at
         where = "every broker (requests whose broker the client library chooses)" if broker is ANY else f"broker {broker}"
@@ -502,12 +517,14 @@ class Decider:
         if sent is None:
             return call(*args)
         before = sent.totals
+        probed = sent.probes
         try:
             return call(*args)
         finally:
-            after = self.requests_sent().totals
+            later = self.requests_sent()
+            after = {b: n - (later.probes.get(b, 0) - probed.get(b, 0)) for b, n in later.totals.items()}
             delta = {b: n - before.get(b, 0) for b, n in after.items() if n != before.get(b, 0)}
-            if delta:  # what it charged its busiest broker (the broker watch's probes meanwhile too: erring high)
+            if delta:  # what it charged its busiest broker (not the broker watch's probes meanwhile)
                 anywhere = delta.get(ANY, 0)
                 self.look_costs[kind].append(max([n + anywhere for b, n in delta.items() if b is not ANY] or [anywhere]))
 
@@ -520,6 +537,7 @@ class Decider:
         paced = self.paced if self.paced is not None and 0 <= now - self.paced["at"] < PACED_SHOWN else None
         return {"budget": self.budget, "counted": recent is not None, "busiest_broker": broker,
                 "requests_last_second": used, "deferred_looks": self.deferred, "urgent_catch_ups": self.urgent,
+                "reads_over_budget": self.overshoots,
                 "read_costs": {kind: self._cost(kind) for kind in READS},
                 "paced": None if paced is None else {k: v for k, v in paced.items() if k != "at"}}
 

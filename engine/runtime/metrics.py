@@ -80,6 +80,10 @@ class _Collector:
                                      "throttled and stall acks=all writes)")
         urgent.add_metric([], d.urgent)
         yield urgent
+        over = CounterMetricFamily("kreassign_reads_over_budget", "Reads the decider sent over the request budget "
+                                   "after waiting a whole window (requests never held kept it full)")
+        over.add_metric([], d.overshoots)
+        yield over
         s = d.state
         failed = CounterMetricFamily("kreassign_action_failures", "Actions the cluster refused or could not be "
                                      "asked, by action and Kafka's error code", labels=["action", "code"])

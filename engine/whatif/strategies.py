@@ -341,6 +341,7 @@ class _Today(_Engine):
         self.turn = 0  # the least loaded broker's turn
         self.probed_at: float | None = None  # the broker watch's last round
         self.counted_for_budget: list[tuple[float, int | None]] = []  # (time, broker or ANY), as the adapter counts
+        self.probes_for_budget: dict[int, int] = {}  # of them, the broker watch's probes by broker
 
     def least_loaded(self) -> int:
         live = self.live() or sorted(self.cluster.state.brokers)
@@ -367,7 +368,7 @@ class _Today(_Engine):
             totals[key] = totals.get(key, 0) + 1
             if at > now - BUDGET_WINDOW:
                 ages.setdefault(key, []).append(now - at)
-        return RequestsSent(totals, {k: tuple(v) for k, v in ages.items()})
+        return RequestsSent(totals, {k: tuple(v) for k, v in ages.items()}, dict(self.probes_for_budget))
 
     def brokers(self, fresh: bool = False) -> None:
         now = self.cluster.time
@@ -437,6 +438,8 @@ class _Today(_Engine):
         while at <= now + 1e-9:
             self.requests.extend((at, b, "ApiVersions") for b in self.live())
             self.counted_for_budget.extend((at, b) for b in self.live())
+            for b in self.live():
+                self.probes_for_budget[b] = self.probes_for_budget.get(b, 0) + 1
             self.probed_at = at
             at += PROBE_INTERVAL
 
