@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import pytest
 
 from engine.core import events as ev
-from engine.core.budget import ANY, DEFAULT_BUDGET, WINDOW, RequestsSent, busiest, charged, look_at
+from engine.core.budget import ANY, WINDOW, RequestsSent, busiest, charged, look_at
 from engine.core.commands import ChangeThrottle, PartitionTarget, Submit
 from engine.runtime.decider import Decider, MemoryLog
 from engine.sim import scenario as S
@@ -223,7 +223,7 @@ def test_the_decider_holds_its_reads_within_the_budget_and_the_move_completes():
 ])
 def test_a_catch_up_near_its_release_is_not_held_by_the_budget(kind, seed, partitions, throttle, median):
     """Moves drawn as tests/test_simulate.py draws them, the engine answering at once (a tick's reads in one
-    instant) at the default budget: each had a copy join the ISR still throttled (an acks=all stall) while
+    instant) at a budget of 12: each had a copy join the ISR still throttled (an acks=all stall) while
     the budget held its last catch-up measure, 1 to 3 of them; a copy predicted to reach its release within
     the window is measured whatever the budget (``decide.releasing``)."""
     import dataclasses
@@ -232,7 +232,7 @@ def test_a_catch_up_near_its_release_is_not_held_by_the_budget(kind, seed, parti
     from tests.test_simulate import generated
 
     sc = dataclasses.replace(generated(kind, seed=seed, partitions=partitions, throttle=throttle, median=median,
-                                       request_time=0), request_budget=DEFAULT_BUDGET)
+                                       request_time=0), request_budget=12.0)
     r = run(sc, "kreassign")
     assert r.finished and r.at_target
     assert r.stats.throttled_joins == 0

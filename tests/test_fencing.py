@@ -304,7 +304,7 @@ def run_a_worker(monkeypatch, at_recovery=None, first_tick=None, warm_future=Non
     monkeypatch.setattr(W, "KafkaEventLog", Claim)
     monkeypatch.setattr(W, "Decider", Recovering)
     w = SimpleNamespace(
-        s=SimpleNamespace(cluster=None, adaptive=None, verify_interval=10.0, poll_interval=1.0, fast_interval=0.1,
+        s=SimpleNamespace(cluster=None, adaptive=None, verify_interval=10.0, poll_interval=1.0, fast_interval=0.1, request_budget=None,
                           worker_id="w", snapshot_every=0, time_scale=1.0),
         cluster=None, role=None, generation=0, claim=True, claimed_in=-1, event_log=None, active=True, owns=True, deposed=None,
         needs_recovery=True, decider=None, pool=ThreadPoolExecutor(max_workers=1), executor_table={},

@@ -32,7 +32,7 @@ ANY = None
 """The key of the requests whose broker the client library chooses (charged to every broker)."""
 
 
-DEFAULT_BUDGET = 12.0
+DEFAULT_BUDGET = 20.0
 """Requests a second per broker of the reassigned cluster the engine's looks keep within by default
 (``kreassign engine --request-budget``; docs/engine.md, *The request budget*, says why this much)."""
 

@@ -29,7 +29,7 @@ it too; in short::
     request_time: 30 ms              # one round trip of the engine's requests to the cluster (default: fitted)
     broker_request_capacity: 11      # engine requests/s a broker absorbs beside its load (default: none: free)
     launch_delay: 3s                 # from the launch to the strategy's first request (default 0)
-    request_budget: 12               # kreassign's --request-budget (requests/s per broker; default the engine's; 0: none)
+    request_budget: 20               # kreassign's --request-budget (requests/s per broker; default the engine's; 0: none)
     steps: incremental               # how kreassign's request steps: incremental, kip-435 or whole (engine.core.step)
     probe_rate: 200                  # messages/s of the acks=all probe producer (0: no probe)
     faults: [{at: 10m, broker: 3, action: down}, {at: 15m, broker: 3, action: up}]
