@@ -61,7 +61,7 @@ from engine.kafka.client_config import ClientConfig, logged
 from engine.core.outcomes import OK, Ok, Refused, Result, Unavailable, first_failure
 from engine.core.cluster_snapshot import ClusterSnapshot
 from engine.core.commands import Observation
-from engine.core.partition import Broker, PartitionState, Replicas, TopicInfo, TopicPartition
+from engine.core.partition import Broker, PartitionState, Replicas, TopicInfo, TopicPartition, runs
 from engine.core.throttles import ThrottleSet, parse_config_entries
 from engine.cluster.requests import ANY, RequestCounter
 from engine.core.budget import RequestsSent
@@ -626,7 +626,7 @@ class KafkaCluster:
             calls.append((batch, sum(counts[x] for x in batch), None, None))
         for t in sorted(wanted):
             if counts[t] > SMALL_TOPIC and wanted[t]:
-                for lo, hi in _runs(wanted[t], SLICES):
+                for lo, hi in runs(wanted[t], SLICES):
                     calls.append(([t], hi + 1 - lo, {"topic_name": t, "partition_index": lo}, (t, hi)))
         infos: dict[str, TopicInfo | None] = {}
         parts: dict[TopicPartition, tuple] = {}
@@ -1178,19 +1178,6 @@ def _about(resource: Any, result: Result) -> Result:
 
 def _unavailable(r: Result) -> Unavailable:
     return r if isinstance(r, Unavailable) else Unavailable(str(r))
-
-
-def _runs(partitions: list[int], most: int) -> list[tuple[int, int]]:
-    """``partitions`` (sorted) as at most ``most`` ranges (lo, hi) covering them, split at the widest gaps."""
-    if not partitions:
-        return []
-    gaps = sorted(range(1, len(partitions)), key=lambda i: partitions[i] - partitions[i - 1], reverse=True)
-    cuts = sorted(i for i in gaps[:most - 1] if partitions[i] - partitions[i - 1] > 1)
-    out, start = [], 0
-    for i in cuts + [len(partitions)]:
-        out.append((partitions[start], partitions[i - 1]))
-        start = i
-    return out
 
 
 def _kafka_python_error_class(code: int):

@@ -78,3 +78,17 @@ def preferred_leader(replicas: Replicas) -> int | None:
 def in_sync(replicas: Replicas) -> PartitionState:
     """A healthy partition: every replica in sync, the first one leading."""
     return PartitionState(tuple(replicas), frozenset(replicas), replicas[0] if replicas else None)
+
+
+def runs(partitions: list[int], most: int) -> list[tuple[int, int]]:
+    """``partitions`` (sorted) as at most ``most`` ranges (lo, hi) covering them, split at the widest gaps
+    (the Kafka adapter's DescribeTopicPartitions slices, and the simulator's count of them)."""
+    if not partitions:
+        return []
+    gaps = sorted(range(1, len(partitions)), key=lambda i: partitions[i] - partitions[i - 1], reverse=True)
+    cuts = sorted(i for i in gaps[:most - 1] if partitions[i] - partitions[i - 1] > 1)
+    out, start = [], 0
+    for i in cuts + [len(partitions)]:
+        out.append((partitions[start], partitions[i - 1]))
+        start = i
+    return out

@@ -43,7 +43,7 @@ from engine.core.decide import catch_up_due, copying, handle, near_done, timers_
 from engine.log.envelope import EventEnvelope, new_id
 from engine.runtime.decider import Decider, MemoryLog, Retry
 from engine.runtime.executor import Executor
-from engine.core.partition import TopicPartition
+from engine.core.partition import TopicPartition, runs
 from engine.sim import controller
 from engine.sim.cluster import SimulatedCluster
 from engine.sim.load import RequestRates, delay, merge, rates, windows
@@ -394,7 +394,7 @@ class _Today(_Engine):
         requests += 1 if batch else 0
         for t in sorted(wanted):
             if counts[t] > SMALL_TOPIC:
-                for lo, hi in _runs(sorted(set(wanted[t])), SLICES):
+                for lo, hi in runs(sorted(set(wanted[t])), SLICES):
                     requests += math.ceil((hi + 1 - lo) / PAGE)
         return requests
 
@@ -442,20 +442,6 @@ class _Today(_Engine):
                 self.probes_for_budget[b] = self.probes_for_budget.get(b, 0) + 1
             self.probed_at = at
             at += PROBE_INTERVAL
-
-
-def _runs(partitions: list[int], most: int) -> list[tuple[int, int]]:
-    """``engine.cluster.kafka._runs``: ``partitions`` (sorted) as at most ``most`` ranges (lo, hi) covering
-    them, split at the widest gaps."""
-    if not partitions:
-        return []
-    gaps = sorted(range(1, len(partitions)), key=lambda i: partitions[i] - partitions[i - 1], reverse=True)
-    cuts = sorted(i for i in gaps[:most - 1] if partitions[i] - partitions[i - 1] > 1)
-    out, start = [], 0
-    for i in cuts + [len(partitions)]:
-        out.append((partitions[start], partitions[i - 1]))
-        start = i
-    return out
 
 
 def next_tick(done: float, interval: float) -> float:
