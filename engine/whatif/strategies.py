@@ -28,6 +28,7 @@ sets are the core's (``engine.core.throttles``).
 from __future__ import annotations
 
 import dataclasses
+from collections import deque
 import logging
 import math
 from dataclasses import dataclass
@@ -340,7 +341,9 @@ class _Today(_Engine):
         self.min_isr_at: dict[str, float] = {}  # topic -> when its DescribeConfigs was sent
         self.turn = 0  # the least loaded broker's turn
         self.probed_at: float | None = None  # the broker watch's last round
-        self.counted_for_budget: list[tuple[float, int | None]] = []  # (time, broker or ANY), as the adapter counts
+        self.counted_for_budget: deque[tuple[float, int | None]] = deque()  # (time, broker or ANY) of the last
+        # WINDOW and later (a request's round trips ahead), as the adapter counts them
+        self.totals_for_budget: dict[int | None, int] = {}  # every request counted, by the same keys
         self.probes_for_budget: dict[int, int] = {}  # of them, the broker watch's probes by broker
 
     def least_loaded(self) -> int:
@@ -354,21 +357,27 @@ class _Today(_Engine):
     def send(self, *requests: tuple[int, str], together: bool = False) -> None:
         at = self.cluster.time
         for k, (b, _api) in enumerate(requests):  # one after the other: each sent a round trip after the last
-            self.counted_for_budget.append((at if together else at + k * self.rtt,
-                                            None if isinstance(b, _Chosen) else int(b)))
+            self._count(at if together else at + k * self.rtt, None if isinstance(b, _Chosen) else int(b))
         super().send(*((int(b), api) for b, api in requests), together=together)
+
+    def _count(self, at: float, key: int | None) -> None:
+        self.counted_for_budget.append((at, key))
+        self.totals_for_budget[key] = self.totals_for_budget.get(key, 0) + 1
 
     def requests_sent(self) -> RequestsSent:
         """What ``engine.cluster.requests.RequestCounter`` would give the decider's request budget: the totals
-        and the ages of the last ``WINDOW`` seconds, by broker and ``ANY``."""
+        and the ages of the last ``WINDOW`` seconds, by broker and ``ANY`` (older ones are forgotten: a long
+        simulation asks this at every tick)."""
         now = self.cluster.time
-        totals: dict[int | None, int] = {}
+        recent = self.counted_for_budget
+        while recent and recent[0][0] <= now - BUDGET_WINDOW:
+            recent.popleft()
         ages: dict[int | None, list[float]] = {}
-        for at, key in self.counted_for_budget:
-            totals[key] = totals.get(key, 0) + 1
+        for at, key in recent:
             if at > now - BUDGET_WINDOW:
                 ages.setdefault(key, []).append(now - at)
-        return RequestsSent(totals, {k: tuple(v) for k, v in ages.items()}, dict(self.probes_for_budget))
+        return RequestsSent(dict(self.totals_for_budget), {k: tuple(v) for k, v in ages.items()},
+                            dict(self.probes_for_budget))
 
     def brokers(self, fresh: bool = False) -> None:
         now = self.cluster.time
@@ -437,8 +446,8 @@ class _Today(_Engine):
         at = now if self.probed_at is None else self.probed_at + PROBE_INTERVAL
         while at <= now + 1e-9:
             self.requests.extend((at, b, "ApiVersions") for b in self.live())
-            self.counted_for_budget.extend((at, b) for b in self.live())
             for b in self.live():
+                self._count(at, b)
                 self.probes_for_budget[b] = self.probes_for_budget.get(b, 0) + 1
             self.probed_at = at
             at += PROBE_INTERVAL
