@@ -383,11 +383,7 @@ class Decider:
         urgent = sorted(set(measure + held) & releasing(self.state, now, self.measured, WINDOW + self.floor)
                         ) if self.budget is not None and (measure or held) else []
         if first is not None and self._pace(now, self._cost(first)):
-            if urgent:
-                self.held_measure = [tp for tp in self.held_measure if tp not in urgent]
-                self.urgent += 1
-                return self.measure_catch_up(now, urgent)
-            return []
+            return self._hold(now, list(dict.fromkeys(self.held_measure + urgent)), urgent)
         self.held_until = None
         more_held = self.held_more  # (held again if the look after a held read waits)
         self.held_measure, self.held_more = [], False
@@ -402,10 +398,7 @@ class Decider:
                 verify = False
             if (partitions or idle) and self._pace(self.clock(), self._cost("look")):
                 self.held_more = more_held  # what a completion freed is still to be looked at, first
-                self.held_measure = [tp for tp in measure if tp not in urgent]
-                soon = [tp for tp in measure if tp in urgent]
-                self.urgent += 1 if soon else 0
-                return out + (self.measure_catch_up(now, soon) if soon else [])
+                return out + self._hold(now, measure, urgent)
         if partitions or full:
             obs = None
             if partitions or idle:
@@ -436,10 +429,9 @@ class Decider:
                     out += self.process(dataclasses.replace(again, now=now))
                     partitions |= more
         if measure and not self._fits(self.clock(), self._cost("catch_up")):
-            self.held_measure = [tp for tp in measure if tp not in urgent]
-            measure = [tp for tp in measure if tp in urgent]
-            self.urgent += 1 if measure else 0
-        out += self.measure_catch_up(now, measure)
+            out += self._hold(now, measure, urgent)
+        else:
+            out += self.measure_catch_up(now, measure)
         if self.adaptive is not None:
             self.adaptive, change = self.adaptive.propose(self.state.throttle_rate)
             if change is not None:
@@ -452,6 +444,16 @@ class Decider:
         return out
 
     # --- the request budget (engine.core.budget; docs/engine.md, *The request budget*) -------------
+
+    def _hold(self, now: float, measure: list, urgent: list) -> list[EventEnvelope]:
+        """The budget holds ``measure`` over to the next tick, but for the ``urgent`` copies (near their
+        release): those are measured now."""
+        self.held_measure = [tp for tp in measure if tp not in urgent]
+        soon = [tp for tp in measure if tp in urgent]
+        if not soon:
+            return []
+        self.urgent += 1
+        return self.measure_catch_up(now, soon)
 
     def requests_sent(self):
         """What the cluster adapter counted (``RequestsSent``), or None where it counts nothing."""
