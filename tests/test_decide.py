@@ -13,7 +13,7 @@ from engine.core.commands import (
 from engine.core.decide import decide, handle
 from engine.core.limits import Limits
 from engine.core.partition import PartitionState, TopicPartition
-from engine.core.state import CANCELLED, COMPLETED, EMPTY, REVERTED, WAITING, fold
+from engine.core.state import CANCELLED, COMPLETED, EMPTY, REVERTED, TERMINAL, WAITING, fold
 from engine.core.throttles import needed
 from tests.fake_cluster import Driver, FakeCluster
 
@@ -41,7 +41,18 @@ def check_invariants(d: Driver):
     s = d.state
     assert fold(d.events) == s, "state is the fold of the events"
     want = needed(((t, f.step) for t, f in s.steps.items()), s.throttle_rate)
-    assert s.throttles == want, "throttles in force are exactly what steps in flight need"
+    force = s.throttles
+    assert (force.leader, force.follower) == (want.leader, want.follower), \
+        "throttle entries in force are exactly what steps in flight need"
+    # a broker keeps its rate between steps while a partition still to do names it, and only then
+    to_do = set()
+    if not s.paused:
+        for t, entry in s.partitions.items():
+            if entry.status not in TERMINAL:
+                to_do.update(entry.target, entry.original or (), d.cluster.assignment().get(t, ()))
+    assert want.leader_brokers <= force.leader_brokers <= want.leader_brokers | to_do
+    assert want.follower_brokers <= force.follower_brokers <= want.follower_brokers | to_do
+    assert force.rate == (s.throttle_rate if force.leader_brokers | force.follower_brokers else None)
     assert d.cluster.throttles["leader"] == set(want.leader)
     assert d.cluster.throttles["follower"] == set(want.follower)
 
@@ -120,6 +131,69 @@ def test_throttles_are_set_before_the_step_and_removed_when_it_completes():
     kinds = [type(e) for e in events]
     assert kinds.index(ev.StepCompleted) < kinds.index(ev.ThrottlesRemoved)
     assert d.state.throttles.is_empty()
+
+
+def test_a_broker_keeps_its_rate_between_steps_and_loses_it_with_the_last_move_naming_it():
+    # one partition at a time through the same brokers: each broker's rate is set once and deleted once
+    # (before, two IncrementalAlterConfigs per broker around every step); the entries follow each step
+    c = cluster(n_partitions=4)
+    d = Driver(c)
+    d.feed(ChangeLimits({"max_partitions_in_flight": 1}))
+    targets = {tp(i): (5, 1, 2) if i < 3 else (6, 0, 2) for i in range(4)}
+    d.feed(submit("r", targets))
+    for _ in range(50):
+        d.tick()
+        check_invariants(d)  # a rate only while a step in flight or a partition still to do names its broker
+        if d.quiet():
+            break
+        for t in c.in_progress():
+            c.finish(t)
+    assert c.assignment() == targets
+    set_, gone = [], []
+    for e in d.events:
+        if isinstance(e, (ev.ThrottlesApplied, ev.ThrottlesRemoved)):
+            t = e.throttles
+            (set_ if isinstance(e, ev.ThrottlesApplied) else gone).extend(
+                [("leader", b) for b in t.leader_brokers] + [("follower", b) for b in t.follower_brokers])
+    assert sorted(set_) == sorted(set(set_)) and sorted(gone) == sorted(set_)
+    assert {b for side, b in set_ if side == "follower"} == {1, 2, 5, 6}  # every new replica's broker
+    copying = [e for e in of_type(d.events, ev.StepPlanned) if e.step.nr]
+    assert len(of_type(d.events, ev.ThrottlesApplied)) == len(copying)  # each copying step's entries, once
+    assert d.state.throttles.is_empty() and not any(c.throttles.values())
+
+
+def test_paused_engine_lets_the_kept_rates_go_once_its_steps_in_flight_end():
+    c = cluster(n_partitions=4)
+    d = Driver(c)
+    d.feed(ChangeLimits({"max_partitions_in_flight": 1}))
+    d.feed(submit("r", {tp(i): (5, 6, 7) for i in range(4)}))
+    d.tick()
+    d.feed(Pause())
+    assert d.state.throttles.follower_brokers == {5}  # its step in flight (the first, into 5) still needs it
+    for t in c.in_progress():
+        c.finish(t)
+    d.observe()
+    d.tick()
+    assert not d.state.steps and d.state.throttles.is_empty() and not any(c.throttles.values())
+    d.feed(Resume())
+    d.run()
+    assert all(r == (5, 6, 7) for r in c.assignment().values())
+
+
+def test_a_rate_change_reaches_the_brokers_whose_rates_are_kept_between_steps():
+    c = cluster(n_partitions=2)
+    d = Driver(c)
+    d.feed(ChangeLimits({"max_partitions_in_flight": 1}))
+    d.feed(submit("r", {tp(0): (5, 1, 2), tp(1): (6, 2, 3)}, throttle_rate=10_000_000))
+    d.tick()
+    first = next(iter(d.state.steps))
+    c.finish(first)
+    d.observe()  # the first step is done; its brokers' rates stay for the partition still to do
+    kept = d.state.throttles.leader_brokers | d.state.throttles.follower_brokers
+    events = d.feed(ChangeThrottle(20_000_000))
+    applied = of_type(events, ev.ThrottlesApplied)[0].throttles
+    assert applied.rate == 20_000_000 and kept <= applied.leader_brokers | applied.follower_brokers
+    check_invariants(d)
 
 
 def test_requests_queue_and_share_capacity():
@@ -244,7 +318,9 @@ def test_refused_step_waits_with_the_reason_and_is_retried():
     refused = Refused("INVALID_REPLICA_ASSIGNMENT", "broker 5")
     state, events = handle(state, ActionOutcome(StartStep("r", tp(0), planned.number, planned.step.tr), refused))
     assert state.partitions[tp(0)].status == WAITING and "INVALID_REPLICA_ASSIGNMENT" in state.waiting[tp(0)]
-    assert state.throttles.is_empty()
+    # its entries are gone; the rates of its live brokers stay while it is still to do (it is retried)
+    assert not state.throttles.leader and not state.throttles.follower
+    assert state.throttles.leader_brokers == {0, 1, 2} and state.throttles.follower_brokers == {5}
     state, events = handle(state, Observation(partitions={tp(0): c.parts[tp(0)]}))
     assert of_type(events, ev.PartitionReady)
 

@@ -14,7 +14,8 @@ Checked here, after every step of the run:
   checks it on the fold of the log, at the very event that retires the request);
 * ``throttle_leak``: once the engine has looked and decided (``LEAK_TICKS`` ticks in a row), no
   throttle is set on the cluster that no step in flight needs (as the engine sees its steps),
-  except what the engine knows failed and retries, and a rate on a broker that is down (it is
+  except what the engine knows failed and retries, a rate on a broker that a partition not yet done
+  names while the engine is not paused (kept between steps), and a rate on a broker that is down (it is
   changed on the broker), or that came back less than ``BACK_SEEN`` ago while the engine still
   counts it down (an idle engine looks at its brokers every ``IDLE_LOOK``);
 * ``idle_source``: work-conserving scheduling: a source broker that serves no copy, with a ready
@@ -73,6 +74,10 @@ def throttle_leak(world: World, state: State) -> str | None:
         return None  # a change failed: the next tick due retries it
     on = world.sim.state.throttles.as_set()
     allowed = union(needed(throttled(state), state.throttle_rate), state.throttle_failed)
+    if not state.paused and state.throttle_rate is not None:
+        named = _named_by_moves_left(state)
+        allowed = allowed._replace(leader_brokers=allowed.leader_brokers | named,
+                                   follower_brokers=allowed.follower_brokers | named)
     live = state.live_brokers()
     dead = {b for b, x in world.sim.state.brokers.items()
             if not x.alive or (live is not None and b not in live and world.now - world.back_at.get(b, 0.0) < BACK_SEEN)}
@@ -85,6 +90,18 @@ def throttle_leak(world: World, state: State) -> str | None:
     return (f"throttles no step in flight needs: {len(extra.leader)} leader and {len(extra.follower)} follower entries "
             f"({', '.join(map(str, tps[:6]))}), rates on brokers "
             f"{sorted(extra.leader_brokers | extra.follower_brokers)}")
+
+
+def _named_by_moves_left(state: State) -> frozenset[int]:
+    """Every broker a partition not in a final status names: its replicas on the cluster as the engine
+    last saw them, its target and its original replicas."""
+    out: set[int] = set()
+    for tp, entry in state.partitions.items():
+        if entry.status in TERMINAL:
+            continue
+        seen = state.observed.get(tp)
+        out.update(entry.target, entry.original or (), seen.replicas if seen is not None else ())
+    return frozenset(out)
 
 
 def idle_sources(state: State) -> dict[int, list[tuple]]:
