@@ -15,7 +15,9 @@ from typing import Mapping
 
 from engine.core import events as ev
 from engine.core.partition import TopicPartition
+from engine.core.decide import throttled
 from engine.core.state import STATUSES, TERMINAL, State
+from engine.core.throttles import needed
 from engine.core.units import format_rate
 from engine.views.progress import counts_of, outcome, request_line
 
@@ -43,6 +45,8 @@ def summarize(state: State) -> dict:
             "rate": throttles.rate,
             "leader_brokers": sorted(throttles.leader_brokers),
             "follower_brokers": sorted(throttles.follower_brokers),
+            # rates no step in flight needs, kept while a partition not ended names their broker
+            "kept_brokers": sorted(_kept(state)),
             "topics": {
                 topic: {"leader": leader, "follower": follower}
                 for topic, (leader, follower) in sorted(throttles.by_topic().items())
@@ -55,6 +59,12 @@ def summarize(state: State) -> dict:
         "rejections": [rejection_row(e) for e in state.rejections],
         "problems": problems(state),
     }
+
+
+def _kept(state: State) -> set[int]:
+    force = state.throttles
+    want = needed(throttled(state), state.throttle_rate)
+    return (force.leader_brokers - want.leader_brokers) | (force.follower_brokers - want.follower_brokers)
 
 
 def rejection_row(e) -> dict:
@@ -194,6 +204,9 @@ def to_text(summary: dict) -> str:
     if t["topics"] or t["leader_brokers"] or t["follower_brokers"]:
         lines.append(f"throttles in force: rate {_rate(t['rate'])}, leader brokers {t['leader_brokers']}, "
                      f"follower brokers {t['follower_brokers']}")
+        if t.get("kept_brokers"):
+            lines.append(f"  kept between steps on brokers {t['kept_brokers']}: no step in flight there, "
+                         "partitions not ended name them (keep_throttle_rates)")
         for topic, sides in t["topics"].items():
             lines.append(f"  {topic}: leader {','.join(sides['leader']) or '-'}; "
                          f"follower {','.join(sides['follower']) or '-'}")

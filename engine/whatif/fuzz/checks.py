@@ -93,14 +93,12 @@ def throttle_leak(world: World, state: State) -> str | None:
 
 
 def _named_by_moves_left(state: State) -> frozenset[int]:
-    """Every broker a partition not in a final status names: its replicas on the cluster as the engine
-    last saw them, its target and its original replicas."""
+    """Every broker a partition not in a final status names: its target and its original replicas (a
+    scan of every partition by status, not the fold's count)."""
     out: set[int] = set()
-    for tp, entry in state.partitions.items():
-        if entry.status in TERMINAL:
-            continue
-        seen = state.observed.get(tp)
-        out.update(entry.target, entry.original or (), seen.replicas if seen is not None else ())
+    for entry in state.partitions.values():
+        if entry.status not in TERMINAL:
+            out.update(entry.target, entry.original or ())
     return frozenset(out)
 
 
