@@ -280,8 +280,9 @@ class _Engine:
         return self.cluster.sizes(partitions)
 
     def throttles(self, topics, brokers):
+        # the topics' and every broker's DescribeConfigs leave together (``KafkaCluster._describe_configs``)
         self.send(*(([(self.any_broker(), "DescribeConfigs")] if topics else [])
-                    + [(b, "DescribeConfigs") for b in sorted(brokers)]))
+                    + [(b, "DescribeConfigs") for b in sorted(brokers)]), together=True)
         return self.cluster.throttles(topics, brokers)
 
     def alter_reassignments(self, targets):
