@@ -1054,16 +1054,13 @@ class KafkaCluster:
         topics = [r for r in resources if r.restype == ResourceType.TOPIC]
         calls = ([topics] if topics else []) + [[r] for r in resources if r.restype != ResourceType.TOPIC]
         out: dict[Any, tuple[Any, Result | None]] = {}
-        sent = []
         for call in calls:
             try:
                 self._count_configs(call)
-                sent.append(self._admin.describe_configs(call, request_timeout=self.timeout))
+                futures = self._admin.describe_configs(call, request_timeout=self.timeout)
             except Exception as e:  # noqa: BLE001
                 out.update({r: (None, self._confluent(e, _config_need(r, "DescribeConfigs"))) for r in call})
-        # every call is handed to librdkafka before any answer is awaited: each broker's goes to that
-        # broker, so a read-back of N brokers' rates takes one round trip, not N one after the other
-        for futures in sent:
+                continue
             for resource, future in futures.items():
                 with self._sent_to_resource(resource, "DescribeConfigs (its throttle rate read back)"):
                     out[resource] = self._wait(future, need=_config_need(resource, "DescribeConfigs"))

@@ -280,9 +280,8 @@ class _Engine:
         return self.cluster.sizes(partitions)
 
     def throttles(self, topics, brokers):
-        # the topics' and every broker's DescribeConfigs leave together (``KafkaCluster._describe_configs``)
         self.send(*(([(self.any_broker(), "DescribeConfigs")] if topics else [])
-                    + [(b, "DescribeConfigs") for b in sorted(brokers)]), together=True)
+                    + [(b, "DescribeConfigs") for b in sorted(brokers)]))
         return self.cluster.throttles(topics, brokers)
 
     def alter_reassignments(self, targets):
