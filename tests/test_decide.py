@@ -221,6 +221,38 @@ def test_status_says_which_rates_are_kept_between_steps():
     assert f"kept between steps on brokers {kept}" in to_text(summarize(d.state))
 
 
+def test_a_rate_whose_removal_failed_is_not_said_to_be_kept():
+    # (the review's finding: status said "kept between steps" of a rate nothing names, waiting for its
+    # removal's retry)
+    from engine.views.summary import summarize, to_text
+
+    c = cluster(n_partitions=1)
+    d = Driver(c)
+    d.now = 1000.0
+    d.feed(submit("r", {tp(0): (5, 1, 2)}))
+    d.tick()
+    c.refuse("remove", "POLICY_VIOLATION", times=3)
+    c.finish(tp(0))
+    d.tick()
+    d.tick()
+    assert not d.state.throttle_failed.is_empty() and not d.state.named
+    assert summarize(d.state)["throttles"]["kept_brokers"] == []
+    assert "kept between steps" not in to_text(summarize(d.state))
+
+
+def test_setting_keep_throttle_rates_to_0_lets_the_kept_rates_go_with_the_change():
+    c = cluster(n_partitions=2)
+    d = Driver(c)
+    d.feed(ChangeLimits({"max_partitions_in_flight": 1}))
+    d.feed(submit("r", {tp(0): (5, 1, 2), tp(1): (6, 2, 3)}))
+    d.tick()
+    c.finish(next(iter(d.state.steps)))
+    d.observe()
+    assert not d.state.steps and d.state.throttles.leader_brokers | d.state.throttles.follower_brokers
+    events = d.feed(ChangeLimits({"keep_throttle_rates": 0}))
+    assert of_type(events, ev.ThrottlesRemoved) and d.state.throttles.is_empty()
+
+
 def test_paused_engine_lets_the_kept_rates_go_once_its_steps_in_flight_end():
     c = cluster(n_partitions=4)
     d = Driver(c)

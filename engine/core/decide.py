@@ -114,7 +114,7 @@ class _Decision:
 _CHANGES_THROTTLE_NEEDS = frozenset({
     ev.StepPlanned, ev.StepCompleted, ev.StepAborted, ev.StepFailed, ev.ThrottleRateChanged, ev.ThrottleReleased,
     # a partition that ends, or a pause, may leave a broker rate nothing still to do names (``_keeping_rates``)
-    ev.PartitionCompleted, ev.PartitionCancelled, ev.PartitionReverted, ev.Paused,
+    ev.PartitionCompleted, ev.PartitionCancelled, ev.PartitionReverted, ev.Paused, ev.LimitsChanged,
 })
 
 
@@ -1361,9 +1361,19 @@ def _keeping_rates(s: State, want: ThrottleSet, restore: ThrottleSet = ThrottleS
                        want.follower_brokers | (force.follower_brokers & kept), s.throttle_rate)
 
 
+def kept_rates(s: State) -> frozenset[int]:
+    """Brokers whose rate is in force only because a partition not ended names them (no step in flight
+    needs it): what ``status`` says is kept between steps. A rate waiting for its removal's retry, or on a
+    dead broker, is not kept: it is on its way out."""
+    want = needed(throttled(s), s.throttle_rate)
+    kept = _keeping_rates(s, want)
+    return frozenset((kept.leader_brokers - want.leader_brokers) | (kept.follower_brokers - want.follower_brokers))
+
+
 def rates_kept(s: State, brokers: frozenset[int]) -> frozenset[int]:
     """Which of ``brokers`` a partition not ended names: its target, or the replicas it started from (a
-    step's sources and a cancel's way back are among them). Counted in the fold (``State.named``)."""
+    cancel's way back; a step in flight's own brokers are ``needed`` anyway). Counted in the fold
+    (``State.named``)."""
     return frozenset(b for b in brokers if s.named.get(b))
 
 

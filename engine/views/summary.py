@@ -15,9 +15,8 @@ from typing import Mapping
 
 from engine.core import events as ev
 from engine.core.partition import TopicPartition
-from engine.core.decide import throttled
+from engine.core.decide import kept_rates
 from engine.core.state import STATUSES, TERMINAL, State
-from engine.core.throttles import needed
 from engine.core.units import format_rate
 from engine.views.progress import counts_of, outcome, request_line
 
@@ -46,7 +45,7 @@ def summarize(state: State) -> dict:
             "leader_brokers": sorted(throttles.leader_brokers),
             "follower_brokers": sorted(throttles.follower_brokers),
             # rates no step in flight needs, kept while a partition not ended names their broker
-            "kept_brokers": sorted(_kept(state)),
+            "kept_brokers": sorted(kept_rates(state)),
             "topics": {
                 topic: {"leader": leader, "follower": follower}
                 for topic, (leader, follower) in sorted(throttles.by_topic().items())
@@ -59,12 +58,6 @@ def summarize(state: State) -> dict:
         "rejections": [rejection_row(e) for e in state.rejections],
         "problems": problems(state),
     }
-
-
-def _kept(state: State) -> set[int]:
-    force = state.throttles
-    want = needed(throttled(state), state.throttle_rate)
-    return (force.leader_brokers - want.leader_brokers) | (force.follower_brokers - want.follower_brokers)
 
 
 def rejection_row(e) -> dict:

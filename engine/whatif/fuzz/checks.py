@@ -74,7 +74,7 @@ def throttle_leak(world: World, state: State) -> str | None:
         return None  # a change failed: the next tick due retries it
     on = world.sim.state.throttles.as_set()
     allowed = union(needed(throttled(state), state.throttle_rate), state.throttle_failed)
-    if not state.paused and state.throttle_rate is not None:
+    if not state.paused and state.throttle_rate is not None and state.limits.keep_throttle_rates:
         named = _named_by_moves_left(state)
         allowed = allowed._replace(leader_brokers=allowed.leader_brokers | named,
                                    follower_brokers=allowed.follower_brokers | named)
