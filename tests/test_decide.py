@@ -216,9 +216,12 @@ def test_status_says_which_rates_are_kept_between_steps():
     c.finish(next(iter(d.state.steps)))
     d.observe()
     assert not d.state.steps  # the first step is done, the second not planned yet
-    kept = summarize(d.state)["throttles"]["kept_brokers"]
-    assert kept and set(kept) <= {1, 2, 3, 5, 6} | set(c.assignment()[tp(1)])
-    assert f"kept between steps on brokers {kept}" in to_text(summarize(d.state))
+    kept = summarize(d.state)["throttles"]["kept"]
+    force = d.state.throttles
+    assert kept == {"leader_brokers": sorted(force.leader_brokers), "follower_brokers": sorted(force.follower_brokers)}
+    assert kept["leader_brokers"] and set(kept["leader_brokers"]) | set(kept["follower_brokers"]) <= {1, 2, 3, 5, 6}
+    assert (f"leader rates on brokers {kept['leader_brokers']}, follower rates on brokers "
+            f"{kept['follower_brokers']}") in to_text(summarize(d.state))
 
 
 def test_a_rate_whose_removal_failed_is_not_said_to_be_kept():
@@ -236,7 +239,7 @@ def test_a_rate_whose_removal_failed_is_not_said_to_be_kept():
     d.tick()
     d.tick()
     assert not d.state.throttle_failed.is_empty() and not d.state.named
-    assert summarize(d.state)["throttles"]["kept_brokers"] == []
+    assert summarize(d.state)["throttles"]["kept"] == {"leader_brokers": [], "follower_brokers": []}
     assert "kept between steps" not in to_text(summarize(d.state))
 
 

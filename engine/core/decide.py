@@ -1361,13 +1361,13 @@ def _keeping_rates(s: State, want: ThrottleSet, restore: ThrottleSet = ThrottleS
                        want.follower_brokers | (force.follower_brokers & kept), s.throttle_rate)
 
 
-def kept_rates(s: State) -> frozenset[int]:
-    """Brokers whose rate is in force only because a partition not ended names them (no step in flight
-    needs it): what ``status`` says is kept between steps. A rate waiting for its removal's retry, or on a
-    dead broker, is not kept: it is on its way out."""
+def kept_rates(s: State) -> tuple[frozenset[int], frozenset[int]]:
+    """(leader side, follower side): the brokers whose rate on that side is in force only because a
+    partition not ended names them (no step in flight needs it): what ``status`` says is kept between
+    steps. A rate waiting for its removal's retry, or on a dead broker, is not kept: it is on its way out."""
     want = needed(throttled(s), s.throttle_rate)
     kept = _keeping_rates(s, want)
-    return frozenset((kept.leader_brokers - want.leader_brokers) | (kept.follower_brokers - want.follower_brokers))
+    return kept.leader_brokers - want.leader_brokers, kept.follower_brokers - want.follower_brokers
 
 
 def rates_kept(s: State, brokers: frozenset[int]) -> frozenset[int]:

@@ -45,7 +45,7 @@ def summarize(state: State) -> dict:
             "leader_brokers": sorted(throttles.leader_brokers),
             "follower_brokers": sorted(throttles.follower_brokers),
             # rates no step in flight needs, kept while a partition not ended names their broker
-            "kept_brokers": sorted(kept_rates(state)),
+            "kept": dict(zip(("leader_brokers", "follower_brokers"), map(sorted, kept_rates(state)))),
             "topics": {
                 topic: {"leader": leader, "follower": follower}
                 for topic, (leader, follower) in sorted(throttles.by_topic().items())
@@ -197,9 +197,11 @@ def to_text(summary: dict) -> str:
     if t["topics"] or t["leader_brokers"] or t["follower_brokers"]:
         lines.append(f"throttles in force: rate {_rate(t['rate'])}, leader brokers {t['leader_brokers']}, "
                      f"follower brokers {t['follower_brokers']}")
-        if t.get("kept_brokers"):
-            lines.append(f"  kept between steps on brokers {t['kept_brokers']}: no step in flight there, "
-                         "partitions not ended name them (keep_throttle_rates)")
+        kept = t.get("kept") or {}
+        if kept.get("leader_brokers") or kept.get("follower_brokers"):
+            lines.append(f"  kept between steps (no step in flight needs them; partitions not ended name their "
+                         f"brokers, keep_throttle_rates): leader rates on brokers {kept['leader_brokers']}, "
+                         f"follower rates on brokers {kept['follower_brokers']}")
         for topic, sides in t["topics"].items():
             lines.append(f"  {topic}: leader {','.join(sides['leader']) or '-'}; "
                          f"follower {','.join(sides['follower']) or '-'}")
