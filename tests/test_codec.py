@@ -235,3 +235,16 @@ def test_registry_framing_round_trip_with_confluents_mock_registry(good):
     assert codec.decode(good) == codec_for(EventEnvelope).decode(good)  # single-object still read
     with pytest.raises(DecodeError, match="Schema Registry"):
         codec.decode(b"\x00\x00\x00\x03\x09" + data[5:])  # an id the registry never issued
+
+
+def test_the_limits_schema_defaults_are_the_engines_defaults():
+    # a log written before a limit existed folds to the engine's default for it, not another value
+    # (creation_window_ms's schema default was 2000 after the engine's became 1500)
+    import dataclasses
+    import json
+
+    from engine.core.limits import DEFAULT_LIMITS
+
+    schema = json.loads((SCHEMA_DIR / "io.kreassign.Limits.avsc").read_text())
+    defaults = {f["name"]: f.get("default") for f in schema["fields"]}
+    assert defaults == {f.name: getattr(DEFAULT_LIMITS, f.name) for f in dataclasses.fields(DEFAULT_LIMITS)}

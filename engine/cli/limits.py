@@ -73,5 +73,7 @@ def list_limits(args) -> int:
     for s in SETTINGS:
         value = getattr(limits, s.name)
         default = "default" if value == s.default else f"default {s.default}"
-        print(f"{s.name} ({s.symbol}): {value} ({default}); aliases: {', '.join(s.aliases) or '-'}")
+        span = "" if (s.least, s.most) == (1, None) else (
+            f"; {s.least} or {s.most}" if s.most == s.least + 1 else f"; from {s.least}" + (f" to {s.most}" if s.most else ""))
+        print(f"{s.name} ({s.symbol}): {value} ({default}{span}); aliases: {', '.join(s.aliases) or '-'}")
     return 0

@@ -114,7 +114,7 @@ class _Decision:
 _CHANGES_THROTTLE_NEEDS = frozenset({
     ev.StepPlanned, ev.StepCompleted, ev.StepAborted, ev.StepFailed, ev.ThrottleRateChanged, ev.ThrottleReleased,
     # a partition that ends, or a pause, may leave a broker rate nothing still to do names (``_keeping_rates``)
-    ev.PartitionCompleted, ev.PartitionCancelled, ev.PartitionReverted, ev.Paused,
+    ev.PartitionCompleted, ev.PartitionCancelled, ev.PartitionReverted, ev.Paused, ev.LimitsChanged,
 })
 
 
@@ -1340,10 +1340,10 @@ def _reconcile_throttles(d: _Decision, restore: ThrottleSet = ThrottleSet()) -> 
 
 
 def _keeping_rates(s: State, want: ThrottleSet, restore: ThrottleSet = ThrottleSet()) -> ThrottleSet:
-    """``want`` with the rates in force that a move not yet done still names (``rates_kept``): a
+    """``want`` with the rates in force that a partition not ended still names (``rates_kept``): a
     broker keeps its rate between its steps and loses it once nothing left to do names it (or
-    throttling is off, or the engine is paused). A rate throttles only the replicas listed in the
-    topics' throttled-replicas configs, so one kept with nothing listed holds nothing back; setting it
+    throttling is off, or the engine is paused, or the ``keep_throttle_rates`` limit is 0). A rate
+    throttles only the replicas listed in the topics' throttled-replicas configs; setting it
     and deleting it around every step took two IncrementalAlterConfigs to the broker each time (on
     ``ops/scenarios/add-broker.yaml``, 2,279 moves over 12 brokers: two thirds of the engine's config
     requests, 3.9 a second). ``restore``: rates a read-back found missing are kept like those in force:
@@ -1351,7 +1351,7 @@ def _keeping_rates(s: State, want: ThrottleSet, restore: ThrottleSet = ThrottleS
     behind: the fault simulator's seed 1741)."""
     force = union(s.throttles, restore._replace(leader=frozenset(), follower=frozenset()))
     extra = (force.leader_brokers - want.leader_brokers) | (force.follower_brokers - want.follower_brokers)
-    if not extra or s.throttle_rate is None or s.paused:
+    if not extra or s.throttle_rate is None or s.paused or not s.limits.keep_throttle_rates:
         return want
     kept = rates_kept(s, extra)
     if not kept:
@@ -1361,32 +1361,20 @@ def _keeping_rates(s: State, want: ThrottleSet, restore: ThrottleSet = ThrottleS
                        want.follower_brokers | (force.follower_brokers & kept), s.throttle_rate)
 
 
+def kept_rates(s: State) -> tuple[frozenset[int], frozenset[int]]:
+    """(leader side, follower side): the brokers whose rate on that side is in force only because a
+    partition not ended names them (no step in flight needs it): what ``status`` says is kept between
+    steps. A rate waiting for its removal's retry, or on a dead broker, is not kept: it is on its way out."""
+    want = needed(throttled(s), s.throttle_rate)
+    kept = _keeping_rates(s, want)
+    return kept.leader_brokers - want.leader_brokers, kept.follower_brokers - want.follower_brokers
+
+
 def rates_kept(s: State, brokers: frozenset[int]) -> frozenset[int]:
-    """Which of ``brokers`` a partition not yet done names: its replicas as last seen, its target, or the
-    replicas a cancel would take it back to. Walks the partitions still to do (in flight, ready,
-    waiting, pending) only until each broker is found: during a move that is a few; once the last
-    moves naming a broker are done, those left to do."""
-    left = set(brokers)
-    found: set[int] = set()
-    for tp in _left_to_do(s):
-        entry = s.partitions.get(tp)
-        if entry is None:
-            continue
-        seen = s.observed.get(tp)
-        named = left.intersection((*entry.target, *(entry.original or ()), *(seen.replicas if seen is not None else ())))
-        if named:
-            found |= named
-            left -= named
-            if not left:
-                break
-    return frozenset(found)
-
-
-def _left_to_do(s: State):
-    yield from s.steps.keys()
-    yield from s.waiting.keys()
-    yield from s.pending.keys()
-    yield from s.ready
+    """Which of ``brokers`` a partition not ended names: its target, or the replicas it started from (a
+    cancel's way back; a step in flight's own brokers are ``needed`` anyway). Counted in the fold
+    (``State.named``)."""
+    return frozenset(b for b in brokers if s.named.get(b))
 
 
 def _reassert_rates(d: _Decision, back: frozenset) -> None:

@@ -239,6 +239,7 @@ class State(NamedTuple):
     retired: immutables.Map = immutables.Map()  # id -> Retired: finished requests beyond FINISHED_KEPT
     retired_partitions: immutables.Map = immutables.Map()  # status -> partitions that left with them
     creation: immutables.Map = immutables.Map()  # broker -> Creation: how fast it makes new replicas
+    named: immutables.Map = immutables.Map()  # broker -> partitions not ended whose target or original names it
     # topic -> the shell's clock of the first look that did not show it (``TopicMissing``), until a look
     # shows it again or one METADATA_SETTLE later confirms it gone
     missing: immutables.Map = immutables.Map()
@@ -288,6 +289,31 @@ def _on(event_type: type):
 # --- helpers -------------------------------------------------------------------------
 
 
+def _brokers_named(entry: PartitionReassignment | None) -> frozenset[int]:
+    if entry is None or entry.status in TERMINAL:
+        return frozenset()
+    return frozenset(entry.target) | frozenset(entry.original or ())
+
+
+def _named(named: immutables.Map, old: PartitionReassignment | None, new: PartitionReassignment) -> immutables.Map:
+    """``State.named`` after ``old`` became ``new``: the brokers a partition not ended names (its target
+    and original replicas), counted, so whether any does is known without a walk (``engine.core.decide``,
+    ``_keeping_rates``)."""
+    before, after = _brokers_named(old), _brokers_named(new)
+    if before == after:
+        return named
+    with named.mutate() as m:
+        for b in before - after:
+            left = m[b] - 1
+            if left:
+                m[b] = left
+            else:
+                del m[b]
+        for b in after - before:
+            m[b] = m.get(b, 0) + 1
+        return m.finish()
+
+
 def _put(s: State, tp: TopicPartition, new: PartitionReassignment, old: PartitionReassignment | None) -> State:
     """Store a partition entry and keep the per-status counts of its request(s) exact.
 
@@ -314,7 +340,7 @@ def _put(s: State, tp: TopicPartition, new: PartitionReassignment, old: Partitio
     if old is not None and old.slot is not None and new.slot != old.slot:
         ready = ready.remove(old.slot)
     s = s._replace(partitions=s.partitions.set(tp, new), requests=requests, pending=pending, waiting=waiting,
-                   ready=ready)
+                   ready=ready, named=_named(s.named, old, new))
     if old is None or old.request_id == new.request_id:
         return _touch(s, new.request_id) if old is None or old.status != new.status else s
     return _touch(s, old.request_id, new.request_id)

@@ -14,11 +14,11 @@ A partition has at most one step in flight, so its entries belong to that step
 alone: they are removed the moment the step completes or is aborted (measured
 on Kafka 4.0: a follower left in the throttled list after it joined the ISR can
 stall acks=all producers). A broker gets its rate with the first step that names
-it and keeps it between steps while a partition still to do names it (a rate
-throttles only listed replicas: one with nothing listed holds nothing back); it
-loses it once nothing left names it, when the engine is paused and its steps in
-flight have ended, or when throttling is disabled (``engine.core.decide``,
-``_keeping_rates``). With throttling disabled (rate ``None``) nothing is set at all.
+it and keeps it between steps while a partition not ended names it (a rate
+throttles only listed replicas); it loses it once nothing left names it, when
+the engine is paused and its steps in flight have ended, when throttling is
+disabled, or with its last step in flight if the ``keep_throttle_rates`` limit
+is 0 (``engine.core.decide``, ``_keeping_rates``; docs/algorithm.md, section 3). With throttling disabled (rate ``None``) nothing is set at all.
 """
 
 from __future__ import annotations

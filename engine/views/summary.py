@@ -15,6 +15,7 @@ from typing import Mapping
 
 from engine.core import events as ev
 from engine.core.partition import TopicPartition
+from engine.core.decide import kept_rates
 from engine.core.state import STATUSES, TERMINAL, State
 from engine.core.units import format_rate
 from engine.views.progress import counts_of, outcome, request_line
@@ -43,6 +44,8 @@ def summarize(state: State) -> dict:
             "rate": throttles.rate,
             "leader_brokers": sorted(throttles.leader_brokers),
             "follower_brokers": sorted(throttles.follower_brokers),
+            # rates no step in flight needs, kept while a partition not ended names their broker
+            "kept": dict(zip(("leader_brokers", "follower_brokers"), map(sorted, kept_rates(state)))),
             "topics": {
                 topic: {"leader": leader, "follower": follower}
                 for topic, (leader, follower) in sorted(throttles.by_topic().items())
@@ -194,6 +197,11 @@ def to_text(summary: dict) -> str:
     if t["topics"] or t["leader_brokers"] or t["follower_brokers"]:
         lines.append(f"throttles in force: rate {_rate(t['rate'])}, leader brokers {t['leader_brokers']}, "
                      f"follower brokers {t['follower_brokers']}")
+        kept = t.get("kept") or {}
+        if kept.get("leader_brokers") or kept.get("follower_brokers"):
+            lines.append(f"  kept between steps (no step in flight needs them; partitions not ended name their "
+                         f"brokers, keep_throttle_rates): leader rates on brokers {kept['leader_brokers']}, "
+                         f"follower rates on brokers {kept['follower_brokers']}")
         for topic, sides in t["topics"].items():
             lines.append(f"  {topic}: leader {','.join(sides['leader']) or '-'}; "
                          f"follower {','.join(sides['follower']) or '-'}")

@@ -74,7 +74,7 @@ def throttle_leak(world: World, state: State) -> str | None:
         return None  # a change failed: the next tick due retries it
     on = world.sim.state.throttles.as_set()
     allowed = union(needed(throttled(state), state.throttle_rate), state.throttle_failed)
-    if not state.paused and state.throttle_rate is not None:
+    if not state.paused and state.throttle_rate is not None and state.limits.keep_throttle_rates:
         named = _named_by_moves_left(state)
         allowed = allowed._replace(leader_brokers=allowed.leader_brokers | named,
                                    follower_brokers=allowed.follower_brokers | named)
@@ -93,14 +93,12 @@ def throttle_leak(world: World, state: State) -> str | None:
 
 
 def _named_by_moves_left(state: State) -> frozenset[int]:
-    """Every broker a partition not in a final status names: its replicas on the cluster as the engine
-    last saw them, its target and its original replicas."""
+    """Every broker a partition not in a final status names: its target and its original replicas (a
+    scan of every partition by status, not the fold's count)."""
     out: set[int] = set()
-    for tp, entry in state.partitions.items():
-        if entry.status in TERMINAL:
-            continue
-        seen = state.observed.get(tp)
-        out.update(entry.target, entry.original or (), seen.replicas if seen is not None else ())
+    for entry in state.partitions.values():
+        if entry.status not in TERMINAL:
+            out.update(entry.target, entry.original or ())
     return frozenset(out)
 
 

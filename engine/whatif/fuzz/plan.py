@@ -133,6 +133,8 @@ def draw(seed: int) -> Plan:
     scenario = Scenario(name=f"fuzz-{seed}", brokers=brokers, topics=topics, partitions=partitions, seed=seed)
     throttle = rng.choice((5 * MB, 10 * MB, 20 * MB, 50 * MB, 50 * MB, None))
     limits = {} if rng.random() < 0.4 else draw_limits(rng)
+    if random.Random(f"keep-rates-{seed}").random() < RATES_NOT_KEPT_SHARE:  # its own generator: plans stay
+        limits = {**limits, "keep_throttle_rates": 0}
     quiet_at = round(rng.uniform(120.0, 420.0), 1)
     items: list[Item] = []
     at = [0.0]
@@ -173,6 +175,10 @@ def draw(seed: int) -> Plan:
     items.sort(key=lambda i: i.at)  # stable: equal times keep their drawing order
     return Plan(seed, scenario, throttle, limits, quiet_at, tuple(items))
 
+
+RATES_NOT_KEPT_SHARE = 0.25
+"""The share of seeds whose engine deletes a broker's rate with its last step in flight
+(``keep_throttle_rates`` 0, the rule of the engine the records measured)."""
 
 BURST_SHARE = 0.06
 """The share of seeds that draw a burst of more than ``FINISHED_KEPT`` small requests."""
