@@ -205,17 +205,23 @@ def test_keep_throttle_rates_takes_0_or_1_and_the_other_limits_still_at_least_1(
         "limit 'creation_window_ms' must be an integer >= 1, got 0",)
 
 
-def test_status_says_which_rates_are_kept_between_steps():
-    from engine.views.summary import summarize, to_text
-
+def between_steps(**submit_kw) -> tuple[FakeCluster, Driver]:
+    """Two partitions one at a time: the first step done, the second not planned yet (rates kept)."""
     c = cluster(n_partitions=2)
     d = Driver(c)
     d.feed(ChangeLimits({"max_partitions_in_flight": 1}))
-    d.feed(submit("r", {tp(0): (5, 1, 2), tp(1): (6, 2, 3)}))
+    d.feed(submit("r", {tp(0): (5, 1, 2), tp(1): (6, 2, 3)}, **submit_kw))
     d.tick()
     c.finish(next(iter(d.state.steps)))
     d.observe()
-    assert not d.state.steps  # the first step is done, the second not planned yet
+    assert not d.state.steps
+    return c, d
+
+
+def test_status_says_which_rates_are_kept_between_steps():
+    from engine.views.summary import summarize, to_text
+
+    _c, d = between_steps()
     kept = summarize(d.state)["throttles"]["kept"]
     force = d.state.throttles
     assert kept == {"leader_brokers": sorted(force.leader_brokers), "follower_brokers": sorted(force.follower_brokers)}
@@ -244,13 +250,7 @@ def test_a_rate_whose_removal_failed_is_not_said_to_be_kept():
 
 
 def test_setting_keep_throttle_rates_to_0_lets_the_kept_rates_go_with_the_change():
-    c = cluster(n_partitions=2)
-    d = Driver(c)
-    d.feed(ChangeLimits({"max_partitions_in_flight": 1}))
-    d.feed(submit("r", {tp(0): (5, 1, 2), tp(1): (6, 2, 3)}))
-    d.tick()
-    c.finish(next(iter(d.state.steps)))
-    d.observe()
+    _c, d = between_steps()
     assert not d.state.steps and d.state.throttles.leader_brokers | d.state.throttles.follower_brokers
     events = d.feed(ChangeLimits({"keep_throttle_rates": 0}))
     assert of_type(events, ev.ThrottlesRemoved) and d.state.throttles.is_empty()
@@ -275,14 +275,7 @@ def test_paused_engine_lets_the_kept_rates_go_once_its_steps_in_flight_end():
 
 
 def test_a_rate_change_reaches_the_brokers_whose_rates_are_kept_between_steps():
-    c = cluster(n_partitions=2)
-    d = Driver(c)
-    d.feed(ChangeLimits({"max_partitions_in_flight": 1}))
-    d.feed(submit("r", {tp(0): (5, 1, 2), tp(1): (6, 2, 3)}, throttle_rate=10_000_000))
-    d.tick()
-    first = next(iter(d.state.steps))
-    c.finish(first)
-    d.observe()  # the first step is done; its brokers' rates stay for the partition still to do
+    _c, d = between_steps(throttle_rate=10_000_000)  # the first step's brokers' rates stay for the second
     kept = d.state.throttles.leader_brokers | d.state.throttles.follower_brokers
     events = d.feed(ChangeThrottle(20_000_000))
     applied = of_type(events, ev.ThrottlesApplied)[0].throttles
