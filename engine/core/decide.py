@@ -1340,7 +1340,8 @@ def _reconcile_throttles(d: _Decision, restore: ThrottleSet = ThrottleSet()) -> 
 
 
 def _keeping_rates(s: State, want: ThrottleSet, restore: ThrottleSet = ThrottleSet()) -> ThrottleSet:
-    """``want`` with the rates in force that a partition not ended still names (``rates_kept``): a
+    """``want`` with the rates in force that a partition not ended still names (its target, or the
+    replicas it started from: a cancel's way back; counted in the fold, ``State.named``): a
     broker keeps its rate between its steps and loses it once nothing left to do names it (or
     throttling is off, or the engine is paused, or the ``keep_throttle_rates`` limit is 0). A rate
     throttles only the replicas listed in the topics' throttled-replicas configs; setting it
@@ -1353,7 +1354,7 @@ def _keeping_rates(s: State, want: ThrottleSet, restore: ThrottleSet = ThrottleS
     extra = (force.leader_brokers - want.leader_brokers) | (force.follower_brokers - want.follower_brokers)
     if not extra or s.throttle_rate is None or s.paused or not s.limits.keep_throttle_rates:
         return want
-    kept = rates_kept(s, extra)
+    kept = frozenset(b for b in extra if s.named.get(b))
     if not kept:
         return want
     return ThrottleSet(want.leader, want.follower,
@@ -1364,17 +1365,11 @@ def _keeping_rates(s: State, want: ThrottleSet, restore: ThrottleSet = ThrottleS
 def kept_rates(s: State) -> tuple[frozenset[int], frozenset[int]]:
     """(leader side, follower side): the brokers whose rate on that side is in force only because a
     partition not ended names them (no step in flight needs it): what ``status`` says is kept between
-    steps. A rate waiting for its removal's retry, or on a dead broker, is not kept: it is on its way out."""
+    steps. A rate whose broker nothing names any more, waiting for its removal's retry, is not kept: it is
+    on its way out."""
     want = needed(throttled(s), s.throttle_rate)
     kept = _keeping_rates(s, want)
     return kept.leader_brokers - want.leader_brokers, kept.follower_brokers - want.follower_brokers
-
-
-def rates_kept(s: State, brokers: frozenset[int]) -> frozenset[int]:
-    """Which of ``brokers`` a partition not ended names: its target, or the replicas it started from (a
-    cancel's way back; a step in flight's own brokers are ``needed`` anyway). Counted in the fold
-    (``State.named``)."""
-    return frozenset(b for b in brokers if s.named.get(b))
 
 
 def _reassert_rates(d: _Decision, back: frozenset) -> None:

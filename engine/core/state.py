@@ -299,6 +299,9 @@ def _named(named: immutables.Map, old: PartitionReassignment | None, new: Partit
     """``State.named`` after ``old`` became ``new``: the brokers a partition not ended names (its target
     and original replicas), counted, so whether any does is known without a walk (``engine.core.decide``,
     ``_keeping_rates``)."""
+    if (old is not None and old.target is new.target and old.original is new.original
+            and (old.status in TERMINAL) == (new.status in TERMINAL)):
+        return named  # most changes: a status within the same side of ended (the fold's hot path)
     before, after = _brokers_named(old), _brokers_named(new)
     if before == after:
         return named

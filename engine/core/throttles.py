@@ -18,7 +18,8 @@ it and keeps it between steps while a partition not ended names it (a rate
 throttles only listed replicas); it loses it once nothing left names it, when
 the engine is paused and its steps in flight have ended, when throttling is
 disabled, or with its last step in flight if the ``keep_throttle_rates`` limit
-is 0 (``engine.core.decide``, ``_keeping_rates``; docs/algorithm.md, section 3). With throttling disabled (rate ``None``) nothing is set at all.
+is 0 (``engine.core.decide``, ``_keeping_rates``; docs/algorithm.md, section 3).
+With throttling disabled (rate ``None``) nothing is set at all.
 """
 
 from __future__ import annotations
