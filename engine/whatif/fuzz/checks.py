@@ -18,6 +18,8 @@ Checked here, after every step of the run:
   names while the engine is not paused (kept between steps), and a rate on a broker that is down (it is
   changed on the broker), or that came back less than ``BACK_SEEN`` ago while the engine still
   counts it down (an idle engine looks at its brokers every ``IDLE_LOOK``);
+* ``throttle_rate``: after as many looks in a row, every rate the engine counts as its own on a live
+  broker is the throttle plus the margin (``throttle_margin_pct``), unless a throttle change failed;
 * ``idle_source``: work-conserving scheduling: a source broker that serves no copy, with a ready
   step out of it that fits every limit on its own, does not stay idle for ``IDLE_LIMIT`` seconds.
 
@@ -31,7 +33,7 @@ its log planned (``unplanned_alter``).
 
 from __future__ import annotations
 
-from engine.core.decide import plan, throttled
+from engine.core.decide import plan, rate_in_kafka, throttled
 from engine.core.partition import TopicPartition
 from engine.core.scheduler import A, WEIGHT_UNITS, lacking, refusal, resources
 from engine.core.state import ACTIVE, FINISHED_KEPT, READY, TERMINAL, State, fold
@@ -73,7 +75,7 @@ def throttle_leak(world: World, state: State) -> str | None:
     if state.throttle_error is not None:
         return None  # a change failed: the next tick due retries it
     on = world.sim.state.throttles.as_set()
-    allowed = union(needed(throttled(state), state.throttle_rate), state.throttle_failed)
+    allowed = union(needed(throttled(state), rate_in_kafka(state)), state.throttle_failed)
     if not state.paused and state.throttle_rate is not None and state.limits.keep_throttle_rates:
         named = _named_by_moves_left(state)
         allowed = allowed._replace(leader_brokers=allowed.leader_brokers | named,
@@ -90,6 +92,24 @@ def throttle_leak(world: World, state: State) -> str | None:
     return (f"throttles no step in flight needs: {len(extra.leader)} leader and {len(extra.follower)} follower entries "
             f"({', '.join(map(str, tps[:6]))}), rates on brokers "
             f"{sorted(extra.leader_brokers | extra.follower_brokers)}")
+
+
+def throttle_rate(world: World, state: State) -> str | None:
+    """A rate on a live broker that is not the throttle plus the margin (``throttle_margin_pct``, in
+    percent, rounded down) after a tick (``None``: every rate as promised). Only rates the engine
+    counts as its own, and not while a throttle change failed (its retry settles it)."""
+    if state.throttle_error is not None or state.throttle_rate is None:
+        return None
+    want = state.throttle_rate * (100 + state.limits.throttle_margin_pct) // 100
+    on = world.sim.state.throttles
+    ours = state.throttles
+    wrong = sorted({(side, b, r) for side, rates, brokers in (("leader", on.leader_rate, ours.leader_brokers),
+                                                               ("follower", on.follower_rate, ours.follower_brokers))
+                    for b, r in rates.items() if b in brokers and r != want and world.sim.state.alive(b)})
+    if not wrong:
+        return None
+    return (f"rates other than the throttle {state.throttle_rate} + {state.limits.throttle_margin_pct} % "
+            f"({want}): " + ", ".join(f"{side} rate {r} on broker {b}" for side, b, r in wrong[:6]))
 
 
 def _named_by_moves_left(state: State) -> frozenset[int]:
