@@ -649,6 +649,64 @@ def test_a_step_whose_late_alter_landed_over_another_tools_reassignment_runs_and
     check_invariants(d)
 
 
+def _late_alter_over(other, target, steps="incremental"):
+    """A step's alter goes unanswered, another tool alters the partition to ``other``, the step's late alter
+    lands over that reassignment in progress; then past ``ALTER_MAY_LAND``, with a cap of one partition
+    in flight. Returns the driver, the cluster and the step's partition."""
+    c = FakeCluster({tp(0): (0, 1), tp(1): (0, 1)}, range(5))
+    d = Driver(c)
+    d.now = 100.0
+    d.feed(ChangeLimits({"max_partitions_in_flight": 1}))
+    c.unavailable("alter")
+    d.feed(submit("r", {tp(0): target, tp(1): target}, steps=steps))
+    d.tick()
+    (f,) = d.state.steps.values()
+    first = next(iter(d.state.steps))
+    assert not f.started
+    c._alter(first, other)
+    c._alter(first, f.step.tr)
+    p = c.parts[first]
+    assert p.adding and set(p.replicas) - set(p.removing) == set(f.step.tr)  # Kafka moves it to the step's TR
+    d.observe()
+    return d, c, first
+
+
+def test_a_late_alter_over_another_tools_reassignment_adding_more_than_its_nr_runs():
+    """As seed 4374, with the other tool adding the step's NR (2) and 3: the step's alter adds nothing
+    KRaft is not adding already, so KRaft keeps the AR in progress (PartitionChangeBuilder starts from the
+    partition's AR and RR and replaces only a non-empty one): AR = {2, 3}, RR = {3}, and the partition
+    moves to the step's TR all the same."""
+    d, c, first = _late_alter_over((0, 1, 2, 3), (0, 1, 2))
+    assert (set(c.parts[first].adding), set(c.parts[first].removing)) == ({2, 3}, {3})
+    assert d.state.steps[first].started
+    for _ in range(10):  # past ALTER_MAY_LAND: still counted, the other partition waits
+        d.now += 1.0
+        d.tick()
+        assert list(d.state.steps) == [first], d.state.steps
+    c.finish(first)
+    d.run()
+    assert c.assignment() == {tp(0): (0, 1, 2), tp(1): (0, 1, 2)}
+    check_invariants(d)
+
+
+def test_a_late_alter_over_another_tools_reassignment_adding_part_of_its_nr_runs():
+    """As seed 4374, for a step adding 2 and 3 while the other tool was adding 2 and 4: 2 is in RS when
+    the step's alter lands, so KRaft adds only 3 (AR = TR - RS): AR = {3}, RR = {4}, and the partition
+    moves to the step's TR all the same."""
+    d, c, first = _late_alter_over((0, 1, 2, 4), (0, 1, 2, 3), steps="whole")
+    assert d.state.steps[first].step.nr == (2, 3)
+    assert (set(c.parts[first].adding), set(c.parts[first].removing)) == ({3}, {4})
+    assert d.state.steps[first].started
+    for _ in range(10):
+        d.now += 1.0
+        d.tick()
+        assert list(d.state.steps) == [first], d.state.steps
+    c.finish(first)
+    d.run()
+    assert c.assignment() == {tp(0): (0, 1, 2, 3), tp(1): (0, 1, 2, 3)}
+    check_invariants(d)
+
+
 def test_a_retried_alter_is_planned_again_when_a_replica_it_dropped_as_dead_is_back_in_sync():
     """Seed 8351 of the fault simulator (N3): planned while brokers 0 and 3 were dead, the step
     (2, 3) -> (2) drops dead replica 3 (rule 6); its alter goes unanswered; broker 3 comes back and

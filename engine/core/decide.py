@@ -360,12 +360,16 @@ def _check_step(d: _Decision, tp: TopicPartition, settled: bool = True) -> None:
 
 def runs_step(obs, step: Step) -> bool:
     """Whether the look ``obs`` shows the step's own reassignment in progress: a reassignment to its TR
-    (RS less RR is TR) adding its NR. Usually RS = TR + CR; when its alter landed over another tool's
-    reassignment in progress, RS also holds what that one was adding, now removed (RR), and the step
-    runs all the same: Kafka moves the partition to its TR (the fault simulator's seed 4374: counted as
-    not started, the step was given up while it copied, and another started past the partition cap)."""
+    (RS less RR is TR: what KRaft completes it to) that copies to TR nothing but its NR (AR less RR within
+    NR). Usually RS = TR + CR and AR = NR; when its alter landed over another tool's reassignment in
+    progress, RS also holds what that one was adding, now removed (RR), and the step runs all the same:
+    Kafka moves the partition to its TR (the fault simulator's seed 4374: counted as not started, the step
+    was given up while it copied, and another started past the partition cap). AR is then TR less the RS
+    the alter found (part of NR only, if that one was adding some of NR too), or, when that is empty, the
+    AR in progress kept (KRaft's PartitionChangeBuilder replaces only a non-empty AR or RR), which may
+    hold what is now in RR."""
     return (obs.reassignment_in_progress and set(obs.replicas) - set(obs.removing) == set(step.tr)
-            and set(obs.adding) == set(step.nr))
+            and set(obs.adding) - set(obs.removing) <= set(step.nr))
 
 
 def may_alter_again(s: State, tp: TopicPartition, f) -> bool:
