@@ -148,10 +148,41 @@ def priority(rate: float, size: int, retry_ms: dict[int, int], seed: int) -> dic
     return done
 
 
+MARGIN = 8  # throttle_margin_pct's default (engine.core.limits)
+RATES = (1e6, 4e6, 10e6, 20e6, 50e6, 100e6)
+SHAPES = ((1, 1), (2, 1), (1, 3), (3, 6))  # fetchers x partitions each
+
+
+def by_rate(seconds: float = 75.0) -> None:
+    """A move of ``seconds`` x rate bytes through one follower quota, for each rate and fetch shape:
+    when its last fetcher finishes, as a multiple of bytes / rate (over three seeds), and what the
+    copies average (bytes / that time, as a multiple of the throttle) when the same move runs through
+    a quota of the throttle + ``MARGIN`` % (``throttle_margin_pct``'s default), fetch by fetch too."""
+    print(f"a move of {seconds:g} s x rate through one follower quota; finished at (x bytes / rate) | "
+          f"copies' average through a quota of rate + {MARGIN} % (x rate)")
+    for rate in RATES:
+        cells = []
+        for fetchers, partitions in SHAPES:
+            size = int(rate * seconds / (fetchers * partitions))
+            total = fetchers * partitions * size
+            xs = [max(move(rate, fetchers, partitions, size, seed)[0].values()) / (total / rate * 1000)
+                  for seed in range(3)]
+            ys = [total / (max(move(rate * (1 + MARGIN / 100), fetchers, partitions, size, seed)[0].values()) / 1000)
+                  / rate for seed in range(3)]
+            cells.append(f"{fetchers}x{partitions}: {min(xs):.3f}-{max(xs):.3f} | {min(ys):.3f}-{max(ys):.3f}")
+        print(f"  {rate / 1e6:g} MB/s   " + "   ".join(cells))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--by-rate", action="store_true",
+                        help="instead: what a used-up follower quota lets through, by rate and fetch shape "
+                             "(what the throttle_margin_pct limit's default rests on)")
     args = parser.parse_args()
+    if args.by_rate:
+        by_rate()
+        return
     rate = 4e6
     print(f"burst at {rate / 1e6:g} MB/s: a quota that just starts recording lets "
           f"{burst(rate, 0) / rate:.1f} s x rate through; one that recorded empty fetches for 20 s, "

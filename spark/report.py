@@ -164,7 +164,9 @@ def _spread(source: str, t0: int, bucket_ms: float, weight: str) -> str:
 
 
 def _throttle(sql, t0, bucket_ms, n, bucket, scale) -> dict:
-    """Copy rates per broker and direction per bucket (cluster bytes/s), and the throttle rate in force."""
+    """Copy rates per broker and direction per bucket (cluster bytes/s), and Kafka's throttle rate in force
+    (what ``ThrottlesApplied`` set: the throttle plus the engine's ``throttle_margin_pct``; none once the
+    throttle is turned off)."""
     copies = """
         SELECT unix_millis(coalesce(started, planned)) AS s,
                greatest(unix_millis(ended), unix_millis(coalesce(started, planned)) + 1) AS e,
@@ -188,8 +190,10 @@ def _throttle(sql, t0, bucket_ms, n, bucket, scale) -> dict:
     for k in range(n):
         end = t0 + (k + 1) * bucket_ms
         while i < len(rates) and rates[i]["t"] < end:
-            if rates[i]["event_type"] == "ThrottleRateChanged" or rates[i]["rate"] is not None:
+            if rates[i]["event_type"] == "ThrottlesApplied" and rates[i]["rate"] is not None:
                 current = rates[i]["rate"]
+            elif rates[i]["event_type"] == "ThrottleRateChanged" and rates[i]["rate"] is None:
+                current = None  # unthrottled: the rates are removed
             i += 1
         in_force.append(current)
     moved = {}
@@ -358,7 +362,7 @@ def draw_throttle(doc: dict, path: Path) -> None:
             ax.stairs([v / 1e6 for v in b["rate_in"]], xs, color="C0", label="in (follower: copies to it)")
             ax.stairs([v / 1e6 for v in b["rate_out"]], xs, color="C1", linestyle="--",
                       label="out (leader: copies from it)")
-            ax.stairs(limit, xs, color="C3", linestyle=":", label="throttle rate")
+            ax.stairs(limit, xs, color="C3", linestyle=":", label="Kafka's throttle rate")
             ax.set_ylim(0, top * 1.15)
             ax.set_title(f"broker {b['broker']}", fontsize="small")
             ax.set_ylabel("MB/s")
@@ -556,13 +560,14 @@ def _body(doc: dict) -> str:
     t = doc["throttle"]
     parts.append("<h2>2. Is the throttle held per broker?</h2>")
     parts.append("<p>Bytes each broker received (<i>in</i>, KIP-73's follower side) and sent (<i>out</i>, the leader "
-                 "side) per second, against the throttle rate in force. A copy's bytes are spread evenly from the "
+                 "side) per second, against Kafka's throttle rate in force (the throttle plus the engine's "
+                 "<code>throttle_margin_pct</code>: Kafka's quota lets through less than its rate). A copy's bytes are spread evenly from the "
                  "cluster's start of copying to its completion as the engine observed it, so a bucket shows the "
                  "average, not the peak within it" + (f"; the {t['brokers_total']} brokers' busiest "
                                                       f"{len(t['brokers'])} are shown" if t["brokers_total"] >
                                                       len(t["brokers"]) else "") + ".</p>")
     parts.append('<img src="throttle_per_broker.png" alt="copy rate per broker against the throttle">')
-    parts.append(_table(["broker", "bytes in", "bytes out", "peak in MB/s", "peak out MB/s", "peak / throttle"],
+    parts.append(_table(["broker", "bytes in", "bytes out", "peak in MB/s", "peak out MB/s", "peak / Kafka's rate"],
                         [(b["broker"], b["bytes_in"], b["bytes_out"], b["peak_in"] / 1e6, b["peak_out"] / 1e6,
                           b["peak_over_throttle"]) for b in t["brokers"]]))
     parts.append("<h2>3. How many moves ran at once?</h2>")

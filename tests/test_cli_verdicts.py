@@ -95,6 +95,10 @@ def test_commands_wait_for_the_engines_verdict_and_print_it(broker, topics, tmp_
     assert 'kreassign_commands_rejected_total{command="cancel"} 1.0' in metrics
     assert 'kreassign_commands_rejected_total{command="submit"} 1.0' in metrics
     assert 'kreassign_commands_rejected_total{command="limits"} 0.0' in metrics
+    # the throttle, and what Kafka's configs hold for it: + throttle_margin_pct (8 % by default)
+    gauges = dict(line.split() for line in metrics.splitlines() if line.startswith(("kreassign_throttle_rate_bytes ",
+                                                                                   "kreassign_kafka_throttle_rate_bytes ")))
+    assert float(gauges["kreassign_kafka_throttle_rate_bytes"]) == float(gauges["kreassign_throttle_rate_bytes"]) * 108 // 100
     assert "\x1b" not in worker.output()  # no terminal codes (Faust's spinner) in the engine's log
 
 

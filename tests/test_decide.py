@@ -39,6 +39,12 @@ def cluster(n_partitions=6, brokers=range(8), rf=3, min_isr=1):
     return FakeCluster(assignment, brokers, min_isr)
 
 
+def kafka_rate(s):
+    """Kafka's rate for the state's throttle: the throttle plus the margin (limit throttle_margin_pct,
+    in percent, rounded down to a byte/s)."""
+    return None if s.throttle_rate is None else s.throttle_rate * (100 + s.limits.throttle_margin_pct) // 100
+
+
 def check_invariants(d: Driver):
     s = d.state
     assert fold(d.events) == s, "state is the fold of the events"
@@ -55,7 +61,7 @@ def check_invariants(d: Driver):
     to_do = set() if s.paused else set(naming)
     assert want.leader_brokers <= force.leader_brokers <= want.leader_brokers | to_do
     assert want.follower_brokers <= force.follower_brokers <= want.follower_brokers | to_do
-    assert force.rate == (s.throttle_rate if force.leader_brokers | force.follower_brokers else None)
+    assert force.rate == (kafka_rate(s) if force.leader_brokers | force.follower_brokers else None)
     assert d.cluster.throttles["leader"] == set(want.leader)
     assert d.cluster.throttles["follower"] == set(want.follower)
 
@@ -184,7 +190,7 @@ def test_with_keep_throttle_rates_0_a_rate_goes_with_the_last_step_in_flight_nam
     for _ in range(50):
         d.tick()
         s = d.state
-        want = needed(((t, f.step) for t, f in s.steps.items()), s.throttle_rate)
+        want = needed(((t, f.step) for t, f in s.steps.items()), kafka_rate(s))
         assert s.throttles == want  # exactly what steps in flight need, rates included
         if d.quiet():
             break
@@ -279,7 +285,7 @@ def test_a_rate_change_reaches_the_brokers_whose_rates_are_kept_between_steps():
     kept = d.state.throttles.leader_brokers | d.state.throttles.follower_brokers
     events = d.feed(ChangeThrottle(20_000_000))
     applied = of_type(events, ev.ThrottlesApplied)[0].throttles
-    assert applied.rate == 20_000_000 and kept <= applied.leader_brokers | applied.follower_brokers
+    assert applied.rate == 21_600_000 and kept <= applied.leader_brokers | applied.follower_brokers  # + 8 %
     check_invariants(d)
 
 
@@ -359,13 +365,33 @@ def test_throttle_rate_change_reapplies_rates_and_disabling_removes_everything()
     d = Driver(c)
     d.feed(submit("r", {tp(0): (5, 1, 2), tp(1): (6, 2, 3)}, throttle_rate=10_000_000))
     d.tick()
-    assert d.state.throttles.rate == 10_000_000
+    assert d.state.throttles.rate == 10_800_000  # Kafka's rate: the throttle + 8 % (throttle_margin_pct)
     events = d.feed(ChangeThrottle(20_000_000))
     applied = of_type(events, ev.ThrottlesApplied)[0].throttles
-    assert applied.rate == 20_000_000 and applied.follower_brokers == {5, 6}
+    assert applied.rate == 21_600_000 and applied.follower_brokers == {5, 6}
     events = d.feed(ChangeThrottle(None))
     assert of_type(events, ev.ThrottlesRemoved) and d.state.throttles.is_empty()
     assert of_type(decide(d.state, ChangeThrottle(0)), ev.CommandRejected)
+    check_invariants(d)
+
+
+def test_kafkas_rate_is_the_throttle_plus_the_margin_and_a_margin_change_reaches_every_rated_broker():
+    # Kafka's follower quota lets through 5.5 to 10 % less than its rate (refused fetchers back off a
+    # second): kreassign gives Kafka the throttle + throttle_margin_pct (8 by default), 0 the throttle itself
+    _c, d = between_steps(throttle_rate=10_000_000)  # rates in force for a step and kept between steps
+    assert d.state.throttles.rate == 10_800_000
+    rated = d.state.throttles.leader_brokers | d.state.throttles.follower_brokers
+    events = d.feed(ChangeLimits({"throttle_margin_pct": 0}))
+    applied = of_type(events, ev.ThrottlesApplied)[0].throttles
+    assert applied.rate == 10_000_000 and rated <= applied.leader_brokers | applied.follower_brokers
+    assert not of_type(events, ev.ThrottlesRemoved)  # a new rate, nothing taken away
+    events = d.feed(ChangeLimits({"throttle.margin.pct": 25}))  # the alias
+    assert of_type(events, ev.ThrottlesApplied)[0].throttles.rate == 12_500_000
+    assert d.state.throttles.rate == 12_500_000 and d.state.throttle_rate == 10_000_000  # T as asked
+    assert decide(d.state, ChangeLimits({"throttle_margin_pct": 26})) == [ev.CommandRejected("limits", (
+        "limit 'throttle_margin_pct' must be an integer from 0 to 25, got 26",))]
+    events = d.feed(ChangeThrottle(7_777_777))
+    assert of_type(events, ev.ThrottlesApplied)[0].throttles.rate == 9_722_221  # rounded down
     check_invariants(d)
 
 
@@ -591,6 +617,94 @@ def test_the_min_insync_skip_rule_counts_the_replicas_the_cluster_is_adding():
     assert skipped and "below min.insync.replicas 3" in skipped[0].reason, events
     assert not [a for a in c.alters if a[1] is None]  # no abort
     assert len(c.parts[tp(0)].isr) == 3
+
+
+def test_a_step_whose_late_alter_landed_over_another_tools_reassignment_runs_and_counts_against_the_caps():
+    """Seed 4374 of the fault simulator: a step's alter goes unanswered; another tool starts a reassignment
+    of the partition (adding 3); the late alter lands over it. KRaft moves the partition to the step's
+    TR (RS = TR + 3, adding the step's NR, removing 3): the step runs. Judged not started and given up,
+    its partition no longer counted, the next step started past the partition cap."""
+    c = FakeCluster({tp(0): (0, 1), tp(1): (0, 1)}, range(4))
+    d = Driver(c)
+    d.now = 100.0  # retries on a clock: an unanswered alter is given up only after ALTER_MAY_LAND
+    d.feed(ChangeLimits({"max_partitions_in_flight": 1}))
+    c.unavailable("alter")
+    d.feed(submit("r", {tp(0): (0, 1, 2), tp(1): (0, 1, 2)}))
+    d.tick()
+    (f,) = d.state.steps.values()
+    first = next(iter(d.state.steps))
+    assert not f.started and f.step.tr == (0, 1, 2)
+    c._alter(first, (0, 1, 3))  # another tool: adding 3
+    c._alter(first, f.step.tr)  # the step's late alter lands over it: adding 2, removing 3
+    assert set(c.parts[first].adding) == {2} and set(c.parts[first].removing) == {3}
+    d.observe()
+    assert d.state.steps[first].started  # its reassignment runs
+    for _ in range(10):  # past ALTER_MAY_LAND: still counted, the other partition waits
+        d.now += 1.0
+        d.tick()
+        assert list(d.state.steps) == [first], d.state.steps
+    c.finish(first)
+    d.run()
+    assert c.assignment() == {tp(0): (0, 1, 2), tp(1): (0, 1, 2)}
+    check_invariants(d)
+
+
+def _late_alter_over(other, target, steps="incremental"):
+    """A step's alter goes unanswered, another tool alters the partition to ``other``, the step's late alter
+    lands over that reassignment in progress; then past ``ALTER_MAY_LAND``, with a cap of one partition
+    in flight. Returns the driver, the cluster and the step's partition."""
+    c = FakeCluster({tp(0): (0, 1), tp(1): (0, 1)}, range(5))
+    d = Driver(c)
+    d.now = 100.0
+    d.feed(ChangeLimits({"max_partitions_in_flight": 1}))
+    c.unavailable("alter")
+    d.feed(submit("r", {tp(0): target, tp(1): target}, steps=steps))
+    d.tick()
+    (f,) = d.state.steps.values()
+    first = next(iter(d.state.steps))
+    assert not f.started
+    c._alter(first, other)
+    c._alter(first, f.step.tr)
+    p = c.parts[first]
+    assert p.adding and set(p.replicas) - set(p.removing) == set(f.step.tr)  # Kafka moves it to the step's TR
+    d.observe()
+    return d, c, first
+
+
+def test_a_late_alter_over_another_tools_reassignment_adding_more_than_its_nr_runs():
+    """As seed 4374, with the other tool adding the step's NR (2) and 3: the step's alter adds nothing
+    KRaft is not adding already, so KRaft keeps the AR in progress (PartitionChangeBuilder starts from the
+    partition's AR and RR and replaces only a non-empty one): AR = {2, 3}, RR = {3}, and the partition
+    moves to the step's TR all the same."""
+    d, c, first = _late_alter_over((0, 1, 2, 3), (0, 1, 2))
+    assert (set(c.parts[first].adding), set(c.parts[first].removing)) == ({2, 3}, {3})
+    assert d.state.steps[first].started
+    for _ in range(10):  # past ALTER_MAY_LAND: still counted, the other partition waits
+        d.now += 1.0
+        d.tick()
+        assert list(d.state.steps) == [first], d.state.steps
+    c.finish(first)
+    d.run()
+    assert c.assignment() == {tp(0): (0, 1, 2), tp(1): (0, 1, 2)}
+    check_invariants(d)
+
+
+def test_a_late_alter_over_another_tools_reassignment_adding_part_of_its_nr_runs():
+    """As seed 4374, for a step adding 2 and 3 while the other tool was adding 2 and 4: 2 is in RS when
+    the step's alter lands, so KRaft adds only 3 (AR = TR - RS): AR = {3}, RR = {4}, and the partition
+    moves to the step's TR all the same."""
+    d, c, first = _late_alter_over((0, 1, 2, 4), (0, 1, 2, 3), steps="whole")
+    assert d.state.steps[first].step.nr == (2, 3)
+    assert (set(c.parts[first].adding), set(c.parts[first].removing)) == ({3}, {4})
+    assert d.state.steps[first].started
+    for _ in range(10):
+        d.now += 1.0
+        d.tick()
+        assert list(d.state.steps) == [first], d.state.steps
+    c.finish(first)
+    d.run()
+    assert c.assignment() == {tp(0): (0, 1, 2, 3), tp(1): (0, 1, 2, 3)}
+    check_invariants(d)
 
 
 def test_a_retried_alter_is_planned_again_when_a_replica_it_dropped_as_dead_is_back_in_sync():

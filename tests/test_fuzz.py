@@ -278,7 +278,7 @@ def test_a_reservation_of_capacity_the_blocked_step_has_room_on_is_defect_5(monk
 
     assert not run(draw(2829)).violations
     monkeypatch.setattr(scheduler, "lacking", lambda c, limits, key, *rest: scheduler.resources(key))
-    idle = [v for v in label(run(draw(7)).violations) if v.check == "idle_source"]
+    idle = [v for v in label(run(draw(8)).violations) if v.check == "idle_source"]
     assert idle and idle[0].defect == "D5", idle
 
 

@@ -456,3 +456,27 @@ def test_replay_counts_partitions_in_the_words_of_status():
     text = to_text(summarize(state))
     assert "\npartitions: 3 completed, 1 rolled back\n" in text and "reverted" not in text
     assert "throttle rate for new steps: 50 MB/s" in text
+
+
+def test_status_says_kafkas_rate_beside_the_throttle_when_the_margin_makes_them_differ():
+    # kreassign gives Kafka the throttle + throttle_margin_pct (8 % by default): an operator who reads
+    # 54 MB/s with kafka-configs --describe after asking for 50 MB/s finds why in `kreassign status`
+    from engine.core.commands import ChangeLimits
+    from engine.views.progress import report
+
+    d = run_with_sizes()
+    timed = timeline(d.events)
+    cut = [i for i, (_at, e) in enumerate(timed) if isinstance(e, ev.StepPlanned)][0] + 1
+    state, progress = fold(timed[:cut])
+    assert (state.throttle_rate, state.throttles.rate) == (50_000_000, 54_000_000)
+    doc = {"attention": [], **report(state, progress, timed[cut - 1][0])}
+    assert (doc["throttle_rate"], doc["kafka_rate"], doc["margin_pct"]) == (50_000_000, 54_000_000, 8)
+    text = render_text(doc)
+    assert "throttle 50 MB/s per broker (Kafka's rate 54 MB/s: + 8 %, throttle_margin_pct;" in text
+    # at a margin of 0 Kafka's rate is the throttle: nothing to explain
+    from engine.core.decide import decide
+    changed = decide(state, ChangeLimits({"throttle_margin_pct": 0}))
+    for e in changed:
+        state = apply(state, e)
+    doc = {"attention": [], **report(state, progress, timed[cut - 1][0])}
+    assert doc["kafka_rate"] == 50_000_000 and "Kafka's rate" not in render_text(doc)

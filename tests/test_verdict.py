@@ -72,6 +72,7 @@ def test_an_accepted_submit_says_how_many_partitions_start_wait_or_are_done_and_
     assert v.summary.startswith("accepted: request r1: 3 partitions (2 ready to start")
     assert "1 already at their target" in v.summary  # t-2 is at (2,3,0) already
     assert "throttle rate for new steps: 2 MB/s" in v.details
+    assert any(d.startswith("Kafka's rate is the throttle plus the limit throttle_margin_pct") for d in v.details)
 
 
 def test_no_verdict_until_the_decision_is_complete_and_none_for_another_command():

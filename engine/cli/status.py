@@ -25,6 +25,7 @@ from datetime import datetime, timezone
 from engine.cli import CliError
 from engine.cli.connection import add_arguments, broker_profile, client_config, positive_seconds, registry
 from engine.views.progress import Progress, report
+from engine.views.summary import margin_note
 from engine.core.state import State
 from engine.core.units import format_duration, format_rate, format_size
 
@@ -171,6 +172,7 @@ def render(doc: dict, time_scale: float = 1.0):
     brokers = ",".join(map(str, doc["throttled_brokers"]))
     parts.append(Text(
         f"throttle {format_rate(rate) if rate else 'none'}{' per broker' if rate else ''}"
+        f"{margin_note(doc) if rate else ''}"
         f"{' in force on brokers ' + brokers if brokers else ''}; "
         f"steps in flight {len(doc['steps_in_flight'])}; paused {'yes' if doc['paused'] else 'no'}"
     ))

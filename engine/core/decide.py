@@ -61,7 +61,7 @@ from engine.core.state import (
     RELEASE_REFILL, REVERT_SKIPPED, UNCLEAN_REVERT, release_debt, set_back,
 )
 from engine.core.step import DEFAULT_STEP_MODE, Done, PlanResult, Step, Waiting, plan_step
-from engine.core.throttles import ThrottleSet, in_force, minus, needed, reconcile, union
+from engine.core.throttles import ThrottleSet, in_force, minus, needed, reconcile, union, with_margin
 from engine.core.validation import submission_problems
 
 OTHER_TOOLS_REASSIGNMENT = "a reassignment not started by kreassign is in progress"
@@ -359,9 +359,17 @@ def _check_step(d: _Decision, tp: TopicPartition, settled: bool = True) -> None:
 
 
 def runs_step(obs, step: Step) -> bool:
-    """Whether the look ``obs`` shows the step's own reassignment in progress (RS = TR + CR, adding NR)."""
-    return (obs.reassignment_in_progress and set(obs.replicas) == set(step.tr) | set(step.cr)
-            and set(obs.adding) == set(step.nr))
+    """Whether the look ``obs`` shows the step's own reassignment in progress: a reassignment to its TR
+    (RS less RR is TR: what KRaft completes it to) that copies to TR nothing but its NR (AR less RR within
+    NR). Usually RS = TR + CR and AR = NR; when its alter landed over another tool's reassignment in
+    progress, RS also holds what that one was adding, now removed (RR), and the step runs all the same:
+    Kafka moves the partition to its TR (the fault simulator's seed 4374: counted as not started, the step
+    was given up while it copied, and another started past the partition cap). AR is then TR less the RS
+    the alter found (part of NR only, if that one was adding some of NR too), or, when that is empty, the
+    AR in progress kept (KRaft's PartitionChangeBuilder replaces only a non-empty AR or RR), which may
+    hold what is now in RR."""
+    return (obs.reassignment_in_progress and set(obs.replicas) - set(obs.removing) == set(step.tr)
+            and set(obs.adding) - set(obs.removing) <= set(step.nr))
 
 
 def may_alter_again(s: State, tp: TopicPartition, f) -> bool:
@@ -889,7 +897,7 @@ def _throttles_observed(d: _Decision, o: ThrottlesObserved) -> None:
         frozenset(b for b in pending.leader_brokers if b in read_brokers and b not in read.leader_brokers),
         frozenset(b for b in pending.follower_brokers if b in read_brokers and b not in read.follower_brokers),
     )
-    want = needed(throttled(s), s.throttle_rate)
+    want = needed(throttled(s), rate_in_kafka(s))
     ours = s.partitions
     # an entry whose last change failed may be set or not (a refused change left it as it was, a lost
     # answer may have set it): neither its absence nor its presence is a drift; its retry settles it
@@ -925,6 +933,13 @@ def _common(a: ThrottleSet, b: ThrottleSet) -> ThrottleSet:
 
 
 # --- throttles released before the ISR join ----------------------------------------------------------
+
+
+def rate_in_kafka(s: State) -> int | None:
+    """The rate kreassign gives Kafka's ``*.replication.throttled.rate`` for the throttle in force: the
+    throttle plus the ``throttle_margin_pct`` limit (``throttles.with_margin``). Everything the core
+    predicts (copy times, releases, weights) counts with the throttle itself."""
+    return with_margin(s.throttle_rate, s.limits.throttle_margin_pct)
 
 
 def throttled(s: State):
@@ -1175,7 +1190,7 @@ def _tick(d: _Decision, _t: Tick) -> None:
             _resolve(d, decision.tp, decision.result)
     if not starts:
         return
-    want = needed(list(throttled(d.state)) + [(x.tp, x.step) for x in starts], d.state.throttle_rate)
+    want = needed(list(throttled(d.state)) + [(x.tp, x.step) for x in starts], rate_in_kafka(d.state))
     _removed, to_apply = reconcile(d.state.throttles, want)
     to_apply = minus(to_apply, _dead_brokers(d.state, to_apply))
     if not to_apply.is_empty():
@@ -1303,7 +1318,7 @@ def _held_by_throttles(s: State, tp: TopicPartition, step: Step) -> bool:
     failed = s.throttle_failed
     if failed.is_empty():
         return False
-    want = needed([(tp, step)], s.throttle_rate)
+    want = needed([(tp, step)], rate_in_kafka(s))
     want = minus(want, _dead_brokers(s, want))
     return bool(want.leader & failed.leader or want.follower & failed.follower
                 or want.leader_brokers & failed.leader_brokers or want.follower_brokers & failed.follower_brokers)
@@ -1314,7 +1329,7 @@ def _reconcile_throttles(d: _Decision, restore: ThrottleSet = ThrottleSet()) -> 
     failed wait for their retry time (``throttle_retry_at``); the rest goes at once. ``restore``: rates
     a read-back confirmed missing, set again if they are still to be kept (``_keeping_rates``)."""
     s = d.state
-    want = _keeping_rates(s, needed(throttled(s), s.throttle_rate), restore)
+    want = _keeping_rates(s, needed(throttled(s), rate_in_kafka(s)), restore)
     to_remove, to_apply = reconcile(s.throttles, want)
     failed = s.throttle_failed
     if not failed.is_empty():
@@ -1359,7 +1374,7 @@ def _keeping_rates(s: State, want: ThrottleSet, restore: ThrottleSet = ThrottleS
         return want
     return ThrottleSet(want.leader, want.follower,
                        want.leader_brokers | (force.leader_brokers & kept),
-                       want.follower_brokers | (force.follower_brokers & kept), s.throttle_rate)
+                       want.follower_brokers | (force.follower_brokers & kept), rate_in_kafka(s))
 
 
 def kept_rates(s: State) -> tuple[frozenset[int], frozenset[int]]:
@@ -1367,7 +1382,7 @@ def kept_rates(s: State) -> tuple[frozenset[int], frozenset[int]]:
     partition not ended names them (no step in flight needs it): what ``status`` says is kept between
     steps. A rate whose broker nothing names any more, waiting for its removal's retry, is not kept: it is
     on its way out."""
-    want = needed(throttled(s), s.throttle_rate)
+    want = needed(throttled(s), rate_in_kafka(s))
     kept = _keeping_rates(s, want)
     return kept.leader_brokers - want.leader_brokers, kept.follower_brokers - want.follower_brokers
 

@@ -17,6 +17,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from collections import Counter
 
 from engine.views.summary import bytes_remaining, problems
+from engine.core.decide import rate_in_kafka
 
 
 class _Collector:
@@ -111,6 +112,9 @@ class _Collector:
         if s.throttle_rate is not None:
             yield _gauge("kreassign_throttle_rate_bytes", "Replication throttle rate for new steps, bytes/s",
                          s.throttle_rate)
+            yield _gauge("kreassign_kafka_throttle_rate_bytes",
+                         "The rate kreassign gives Kafka's *.replication.throttled.rate for it: the throttle plus "
+                         "throttle_margin_pct, bytes/s", rate_in_kafka(s))
 
 
 def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:

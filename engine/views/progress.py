@@ -27,6 +27,7 @@ from typing import NamedTuple
 import immutables
 
 from engine.core import events as ev
+from engine.core.decide import rate_in_kafka
 from engine.core.state import (
     ABORTING, CANCELLED, COMPLETED, IN_FLIGHT, PENDING, READY, REJECTIONS_KEPT, REVERTED, WAITING, State, retires,
 )
@@ -253,6 +254,9 @@ def report(state: State, progress: Progress, now: datetime, only: str | None = N
         "waiting": dict(waiting.most_common()),
         "skipped": [{"partition": tp, "reason": reason} for tp, reason in skipped],
         "throttle_rate": state.throttle_rate,
+        # what kreassign gives Kafka's *.replication.throttled.rate for it: the throttle + the margin
+        "kafka_rate": rate_in_kafka(state),
+        "margin_pct": state.limits.throttle_margin_pct,
         "throttled_brokers": sorted(state.throttles.leader_brokers | state.throttles.follower_brokers),
         "limits": state.limits.as_dict(),
         "paused": state.paused,

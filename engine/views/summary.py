@@ -15,7 +15,7 @@ from typing import Mapping
 
 from engine.core import events as ev
 from engine.core.partition import TopicPartition
-from engine.core.decide import kept_rates
+from engine.core.decide import kept_rates, rate_in_kafka
 from engine.core.state import STATUSES, TERMINAL, State
 from engine.core.units import format_rate
 from engine.views.progress import counts_of, outcome, request_line
@@ -52,6 +52,9 @@ def summarize(state: State) -> dict:
             },
         },
         "throttle_rate": state.throttle_rate,
+        # what kreassign gives Kafka's *.replication.throttled.rate for it: the throttle + the margin
+        "kafka_rate": rate_in_kafka(state),
+        "margin_pct": state.limits.throttle_margin_pct,
         "limits": state.limits.as_dict(),
         "paused": state.paused,
         "rejected": dict(sorted(state.rejected.items())),
@@ -207,7 +210,7 @@ def to_text(summary: dict) -> str:
                          f"follower {','.join(sides['follower']) or '-'}")
     else:
         lines.append("throttles in force: none")
-    lines.append(f"throttle rate for new steps: {_rate(summary['throttle_rate'])}")
+    lines.append(f"throttle rate for new steps: {_rate(summary['throttle_rate'])}" + margin_note(summary))
     lines.append("limits: " + ", ".join(f"{k}={v}" for k, v in summary["limits"].items()))
     lines.append(f"paused: {'yes' if summary['paused'] else 'no'}")
     rejected = summary["rejected"]
@@ -226,6 +229,14 @@ def to_text(summary: dict) -> str:
 
 STATUS_WORDS = {"reverted": "rolled back", "in_flight": "in flight"}
 """The state's partition statuses in the words ``status`` uses."""
+
+
+def margin_note(summary: dict) -> str:
+    """What Kafka's rate is beside the throttle, when the margin makes it differ ("" otherwise)."""
+    if not summary.get("margin_pct") or summary.get("kafka_rate") is None:
+        return ""
+    return (f" (Kafka's rate {format_rate(summary['kafka_rate'])}: + {summary['margin_pct']} %, throttle_margin_pct; "
+            f"Kafka's quota lets through less than its rate, its refused fetchers back off)")
 
 
 def _rate(rate: int | None) -> str:

@@ -85,6 +85,10 @@ class Watch:
         return verdict_of(self.command_id, self.decision, self.first.recorded_at)
 
 
+KAFKAS_RATE = ("Kafka's rate is the throttle plus the limit throttle_margin_pct, since Kafka's quota lets through "
+               "less than its rate; kreassign status shows both")
+
+
 def verdict_of(command_id: str, decision: list[ev.Event], at: datetime | None = None) -> Verdict:
     """The verdict from a decision's events, the first of which carries ``command_id``."""
     first = decision[0]
@@ -104,7 +108,8 @@ def verdict_of(command_id: str, decision: list[ev.Event], at: datetime | None = 
     if isinstance(first, ev.ThrottleRateChanged):
         rate = "none (unthrottled)" if first.rate is None else format_rate(first.rate)
         return Verdict(command_id, True, "throttle", None, f"accepted: throttle rate for new steps {rate}",
-                       ("steps in flight keep copying; their brokers' rate is updated with the next decision",), at)
+                       ("steps in flight keep copying; their brokers' rate is updated with the next decision",)
+                       + ((KAFKAS_RATE,) if first.rate is not None else ()), at)
     if isinstance(first, ev.Paused):
         return Verdict(command_id, True, "pause", None,
                        "accepted: paused: no new step starts until resume; steps in flight finish", (), at)
@@ -130,6 +135,8 @@ def _submit(command_id: str, first: ev.RequestAccepted, decision: list[ev.Event]
         elif isinstance(e, ev.ThrottleRateChanged) and e.command_id == command_id:
             details.append("throttle rate for new steps: "
                            + ("none (unthrottled)" if e.rate is None else format_rate(e.rate)))
+            if e.rate is not None:
+                details.append(KAFKAS_RATE)
     inherited = first.partitions - ready - waiting - done
     parts = [f"{ready} ready to start"] + ([f"{waiting} waiting"] if waiting else []) + (
         [f"{done} already at their target"] if done else []) + (

@@ -460,7 +460,8 @@ def test_the_report_answers_each_question_from_the_log(story):
         assert sum(row["rate_in"]) * doc["bucket_s"] == pytest.approx(bytes_in[b])
         assert sum(row["rate_out"]) * doc["bucket_s"] == pytest.approx(bytes_out[b])
     rates = [r for r in doc["throttle"]["throttle_rate"] if r is not None]
-    assert rates[0] == 30 * MB and rates[-1] == 20 * MB  # req-a's throttle, then the operator's change
+    # Kafka's rate: req-a's throttle, then the operator's change, each + 8 % (throttle_margin_pct's default)
+    assert rates[0] == 32_400_000 and rates[-1] == 21_600_000
 
     # 4. partition-time spent ready but held back by the limits: from each PartitionReady to the partition's next event
     kinds = ("PartitionQueued", "PartitionReady", "PartitionWaiting", "StepPlanned", "StepCompleted", "StepAborted",

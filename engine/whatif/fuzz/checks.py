@@ -18,6 +18,9 @@ Checked here, after every step of the run:
   names while the engine is not paused (kept between steps), and a rate on a broker that is down (it is
   changed on the broker), or that came back less than ``BACK_SEEN`` ago while the engine still
   counts it down (an idle engine looks at its brokers every ``IDLE_LOOK``);
+* ``throttle_rate``: after as many looks in a row, every rate the engine counts as its own is the
+  throttle plus the margin (``throttle_margin_pct``), unless a throttle change failed, but on a broker
+  that is down or came back less than ``BACK_SEEN`` ago (as above: a rate is changed on the broker);
 * ``idle_source``: work-conserving scheduling: a source broker that serves no copy, with a ready
   step out of it that fits every limit on its own, does not stay idle for ``IDLE_LIMIT`` seconds.
 
@@ -31,7 +34,7 @@ its log planned (``unplanned_alter``).
 
 from __future__ import annotations
 
-from engine.core.decide import plan, throttled
+from engine.core.decide import plan, rate_in_kafka, throttled
 from engine.core.partition import TopicPartition
 from engine.core.scheduler import A, WEIGHT_UNITS, lacking, refusal, resources
 from engine.core.state import ACTIVE, FINISHED_KEPT, READY, TERMINAL, State, fold
@@ -73,14 +76,12 @@ def throttle_leak(world: World, state: State) -> str | None:
     if state.throttle_error is not None:
         return None  # a change failed: the next tick due retries it
     on = world.sim.state.throttles.as_set()
-    allowed = union(needed(throttled(state), state.throttle_rate), state.throttle_failed)
+    allowed = union(needed(throttled(state), rate_in_kafka(state)), state.throttle_failed)
     if not state.paused and state.throttle_rate is not None and state.limits.keep_throttle_rates:
         named = _named_by_moves_left(state)
         allowed = allowed._replace(leader_brokers=allowed.leader_brokers | named,
                                    follower_brokers=allowed.follower_brokers | named)
-    live = state.live_brokers()
-    dead = {b for b, x in world.sim.state.brokers.items()
-            if not x.alive or (live is not None and b not in live and world.now - world.back_at.get(b, 0.0) < BACK_SEEN)}
+    dead = _down_or_just_back(world, state)
     extra = ThrottleSet(on.leader - allowed.leader, on.follower - allowed.follower,
                         on.leader_brokers - allowed.leader_brokers - dead,
                         on.follower_brokers - allowed.follower_brokers - dead)
@@ -90,6 +91,34 @@ def throttle_leak(world: World, state: State) -> str | None:
     return (f"throttles no step in flight needs: {len(extra.leader)} leader and {len(extra.follower)} follower entries "
             f"({', '.join(map(str, tps[:6]))}), rates on brokers "
             f"{sorted(extra.leader_brokers | extra.follower_brokers)}")
+
+
+def _down_or_just_back(world: World, state: State) -> set[int]:
+    """Brokers whose configs the engine cannot change now: down, or back less than ``BACK_SEEN`` ago
+    while the engine still counts them down (a rate is changed on the broker itself)."""
+    live = state.live_brokers()
+    return {b for b, x in world.sim.state.brokers.items()
+            if not x.alive or (live is not None and b not in live and world.now - world.back_at.get(b, 0.0) < BACK_SEEN)}
+
+
+def throttle_rate(world: World, state: State) -> str | None:
+    """A rate that is not the throttle plus the margin (``throttle_margin_pct``, in percent, rounded
+    down) after a tick (``None``: every rate as promised). Only rates the engine counts as its own, not
+    on a broker down or just back (``_down_or_just_back``), and not while a throttle change failed (its
+    retry settles it)."""
+    if state.throttle_error is not None or state.throttle_rate is None:
+        return None
+    want = state.throttle_rate * (100 + state.limits.throttle_margin_pct) // 100
+    on = world.sim.state.throttles
+    ours = state.throttles
+    down = _down_or_just_back(world, state)
+    wrong = sorted({(side, b, r) for side, rates, brokers in (("leader", on.leader_rate, ours.leader_brokers),
+                                                               ("follower", on.follower_rate, ours.follower_brokers))
+                    for b, r in rates.items() if b in brokers and r != want and b not in down})
+    if not wrong:
+        return None
+    return (f"rates other than the throttle {state.throttle_rate} + {state.limits.throttle_margin_pct} % "
+            f"({want}): " + ", ".join(f"{side} rate {r} on broker {b}" for side, b, r in wrong[:6]))
 
 
 def _named_by_moves_left(state: State) -> frozenset[int]:

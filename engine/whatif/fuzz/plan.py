@@ -135,6 +135,9 @@ def draw(seed: int) -> Plan:
     limits = {} if rng.random() < 0.4 else draw_limits(rng)
     if random.Random(f"keep-rates-{seed}").random() < RATES_NOT_KEPT_SHARE:  # its own generator: plans stay
         limits = {**limits, "keep_throttle_rates": 0}
+    margin = random.Random(f"margin-{seed}").choice(MARGINS)  # its own generator too
+    if margin is not None:
+        limits = {**limits, "throttle_margin_pct": margin}
     quiet_at = round(rng.uniform(120.0, 420.0), 1)
     items: list[Item] = []
     at = [0.0]
@@ -179,6 +182,10 @@ def draw(seed: int) -> Plan:
 RATES_NOT_KEPT_SHARE = 0.25
 """The share of seeds whose engine deletes a broker's rate with its last step in flight
 (``keep_throttle_rates`` 0, the rule of the engine the records measured)."""
+
+MARGINS = (None, None, 0, 25)
+"""The ``throttle_margin_pct`` a seed's engine starts with (``None``: the default): Kafka's rate the
+throttle itself for a quarter of the seeds, 25 % above it for another quarter."""
 
 BURST_SHARE = 0.06
 """The share of seeds that draw a burst of more than ``FINISHED_KEPT`` small requests."""

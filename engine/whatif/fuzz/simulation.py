@@ -113,6 +113,7 @@ class Run:
         self.idle: dict[int, tuple] = {}  # source -> (since, successful ticks, timers ahead) idle with work fitting
         self.bound_end: float | None = None
         self.leaks = 0  # looks in a row after which throttles no step needs were still set
+        self.wrong_rates = 0  # looks in a row after which a rate of the engine's was not the throttle + margin
         self.ahead: list[str] = []  # timers far ahead of the engine's clock seen since faults stopped
         self.bound: float | None = None
         self.finished_at: float | None = None
@@ -191,6 +192,10 @@ class Run:
         if self.leaks >= checks.LEAK_TICKS:  # one look may be torn: a leak is one that the next looks keep
             self.once("throttle_leak", leak, timers=checks.timers_ahead(d.state, d.clock()),
                       torn=self.world.torn_since(0.0))
+        wrong = checks.throttle_rate(self.world, d.state)
+        self.wrong_rates = self.wrong_rates + 1 if wrong else 0
+        if self.wrong_rates >= checks.LEAK_TICKS:
+            self.once("throttle_rate", wrong, timers=checks.timers_ahead(d.state, d.clock()))
         self.check_idle(d.state)
 
     def after_step(self) -> None:
@@ -548,6 +553,8 @@ class Run:
             return [(c, f"cancel {r.request_id} ({how}{': ' + ', '.join(map(str, parts)) if parts else ''})")]
         if what == "limits":
             limits = draw_limits(rng)
+            if rng.random() < 0.3:  # Kafka's rate changes for every rated broker, kept rates included
+                limits["throttle_margin_pct"] = rng.choice((0, 8, 25))
             return [(ChangeLimits(limits, command_id=cid()), f"limits {limits}")]
         if what == "throttle":
             rate = rng.choice((5_000_000, 20_000_000, 50_000_000, None))
