@@ -619,36 +619,6 @@ def test_the_min_insync_skip_rule_counts_the_replicas_the_cluster_is_adding():
     assert len(c.parts[tp(0)].isr) == 3
 
 
-def test_a_step_whose_late_alter_landed_over_another_tools_reassignment_runs_and_counts_against_the_caps():
-    """Seed 4374 of the fault simulator: a step's alter goes unanswered; another tool starts a reassignment
-    of the partition (adding 3); the late alter lands over it. KRaft moves the partition to the step's
-    TR (RS = TR + 3, adding the step's NR, removing 3): the step runs. Judged not started and given up,
-    its partition no longer counted, the next step started past the partition cap."""
-    c = FakeCluster({tp(0): (0, 1), tp(1): (0, 1)}, range(4))
-    d = Driver(c)
-    d.now = 100.0  # retries on a clock: an unanswered alter is given up only after ALTER_MAY_LAND
-    d.feed(ChangeLimits({"max_partitions_in_flight": 1}))
-    c.unavailable("alter")
-    d.feed(submit("r", {tp(0): (0, 1, 2), tp(1): (0, 1, 2)}))
-    d.tick()
-    (f,) = d.state.steps.values()
-    first = next(iter(d.state.steps))
-    assert not f.started and f.step.tr == (0, 1, 2)
-    c._alter(first, (0, 1, 3))  # another tool: adding 3
-    c._alter(first, f.step.tr)  # the step's late alter lands over it: adding 2, removing 3
-    assert set(c.parts[first].adding) == {2} and set(c.parts[first].removing) == {3}
-    d.observe()
-    assert d.state.steps[first].started  # its reassignment runs
-    for _ in range(10):  # past ALTER_MAY_LAND: still counted, the other partition waits
-        d.now += 1.0
-        d.tick()
-        assert list(d.state.steps) == [first], d.state.steps
-    c.finish(first)
-    d.run()
-    assert c.assignment() == {tp(0): (0, 1, 2), tp(1): (0, 1, 2)}
-    check_invariants(d)
-
-
 def _late_alter_over(other, target, steps="incremental"):
     """A step's alter goes unanswered, another tool alters the partition to ``other``, the step's late alter
     lands over that reassignment in progress; then past ``ALTER_MAY_LAND``, with a cap of one partition
@@ -671,6 +641,30 @@ def _late_alter_over(other, target, steps="incremental"):
     return d, c, first
 
 
+def _runs_and_counts(d, c, first, target):
+    """The step has started, and stays counted past ``ALTER_MAY_LAND`` (the other partition waits) until
+    Kafka completes it; then the other partition follows."""
+    assert d.state.steps[first].started  # its reassignment runs
+    for _ in range(10):
+        d.now += 1.0
+        d.tick()
+        assert list(d.state.steps) == [first], d.state.steps
+    c.finish(first)
+    d.run()
+    assert c.assignment() == {tp(0): target, tp(1): target}
+    check_invariants(d)
+
+
+def test_a_step_whose_late_alter_landed_over_another_tools_reassignment_runs_and_counts_against_the_caps():
+    """Seed 4374 of the fault simulator: a step's alter goes unanswered; another tool starts a reassignment
+    of the partition (adding 3); the late alter lands over it. KRaft moves the partition to the step's
+    TR (RS = TR + 3, adding the step's NR, removing 3): the step runs. Judged not started and given up,
+    its partition no longer counted, the next step started past the partition cap."""
+    d, c, first = _late_alter_over((0, 1, 3), (0, 1, 2))
+    assert (set(c.parts[first].adding), set(c.parts[first].removing)) == ({2}, {3})
+    _runs_and_counts(d, c, first, (0, 1, 2))
+
+
 def test_a_late_alter_over_another_tools_reassignment_adding_more_than_its_nr_runs():
     """As seed 4374, with the other tool adding the step's NR (2) and 3: the step's alter adds nothing
     KRaft is not adding already, so KRaft keeps the AR in progress (PartitionChangeBuilder starts from the
@@ -678,15 +672,7 @@ def test_a_late_alter_over_another_tools_reassignment_adding_more_than_its_nr_ru
     moves to the step's TR all the same."""
     d, c, first = _late_alter_over((0, 1, 2, 3), (0, 1, 2))
     assert (set(c.parts[first].adding), set(c.parts[first].removing)) == ({2, 3}, {3})
-    assert d.state.steps[first].started
-    for _ in range(10):  # past ALTER_MAY_LAND: still counted, the other partition waits
-        d.now += 1.0
-        d.tick()
-        assert list(d.state.steps) == [first], d.state.steps
-    c.finish(first)
-    d.run()
-    assert c.assignment() == {tp(0): (0, 1, 2), tp(1): (0, 1, 2)}
-    check_invariants(d)
+    _runs_and_counts(d, c, first, (0, 1, 2))
 
 
 def test_a_late_alter_over_another_tools_reassignment_adding_part_of_its_nr_runs():
@@ -696,15 +682,7 @@ def test_a_late_alter_over_another_tools_reassignment_adding_part_of_its_nr_runs
     d, c, first = _late_alter_over((0, 1, 2, 4), (0, 1, 2, 3), steps="whole")
     assert d.state.steps[first].step.nr == (2, 3)
     assert (set(c.parts[first].adding), set(c.parts[first].removing)) == ({3}, {4})
-    assert d.state.steps[first].started
-    for _ in range(10):
-        d.now += 1.0
-        d.tick()
-        assert list(d.state.steps) == [first], d.state.steps
-    c.finish(first)
-    d.run()
-    assert c.assignment() == {tp(0): (0, 1, 2, 3), tp(1): (0, 1, 2, 3)}
-    check_invariants(d)
+    _runs_and_counts(d, c, first, (0, 1, 2, 3))
 
 
 def test_a_retried_alter_is_planned_again_when_a_replica_it_dropped_as_dead_is_back_in_sync():
