@@ -21,6 +21,8 @@ import argparse
 import heapq
 import random
 
+from engine.core.limits import DEFAULT_LIMITS
+
 MiB = 1 << 20
 SAMPLES, WINDOW_MS = 11, 1000
 BACKOFF_MS = 1000  # replica.fetch.backoff.ms
@@ -148,7 +150,7 @@ def priority(rate: float, size: int, retry_ms: dict[int, int], seed: int) -> dic
     return done
 
 
-MARGIN = 8  # throttle_margin_pct's default (engine.core.limits)
+MARGIN = DEFAULT_LIMITS.throttle_margin_pct  # Kafka's rate above the throttle, in percent
 RATES = (1e6, 4e6, 10e6, 20e6, 50e6, 100e6)
 SHAPES = ((1, 1), (2, 1), (1, 3), (3, 6))  # fetchers x partitions each
 

@@ -172,7 +172,7 @@ def render(doc: dict, time_scale: float = 1.0):
     brokers = ",".join(map(str, doc["throttled_brokers"]))
     parts.append(Text(
         f"throttle {format_rate(rate) if rate else 'none'}{' per broker' if rate else ''}"
-        f"{margin_note(doc) if rate else ''}"
+        f"{margin_note(doc)}"
         f"{' in force on brokers ' + brokers if brokers else ''}; "
         f"steps in flight {len(doc['steps_in_flight'])}; paused {'yes' if doc['paused'] else 'no'}"
     ))

@@ -193,6 +193,12 @@ def request_line(request_id: str, outcome_words: str, partitions: int, row: dict
     return f"{request_id}: running: {where} (of {partitions} partitions)"
 
 
+def kafka_rate(state: State) -> dict:
+    """What kreassign gives Kafka's ``*.replication.throttled.rate`` for the throttle (the throttle plus
+    the margin) and the margin, as ``status`` and ``/status`` show them beside the throttle."""
+    return {"kafka_rate": rate_in_kafka(state), "margin_pct": state.limits.throttle_margin_pct}
+
+
 def report(state: State, progress: Progress, now: datetime, only: str | None = None) -> dict:
     """Everything ``status`` shows, as JSON-ready data (a pure function).
 
@@ -254,9 +260,7 @@ def report(state: State, progress: Progress, now: datetime, only: str | None = N
         "waiting": dict(waiting.most_common()),
         "skipped": [{"partition": tp, "reason": reason} for tp, reason in skipped],
         "throttle_rate": state.throttle_rate,
-        # what kreassign gives Kafka's *.replication.throttled.rate for it: the throttle + the margin
-        "kafka_rate": rate_in_kafka(state),
-        "margin_pct": state.limits.throttle_margin_pct,
+        **kafka_rate(state),
         "throttled_brokers": sorted(state.throttles.leader_brokers | state.throttles.follower_brokers),
         "limits": state.limits.as_dict(),
         "paused": state.paused,

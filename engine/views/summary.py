@@ -15,10 +15,10 @@ from typing import Mapping
 
 from engine.core import events as ev
 from engine.core.partition import TopicPartition
-from engine.core.decide import kept_rates, rate_in_kafka
+from engine.core.decide import kept_rates
 from engine.core.state import STATUSES, TERMINAL, State
 from engine.core.units import format_rate
-from engine.views.progress import counts_of, outcome, request_line
+from engine.views.progress import counts_of, kafka_rate, outcome, request_line
 
 
 def summarize(state: State) -> dict:
@@ -52,9 +52,7 @@ def summarize(state: State) -> dict:
             },
         },
         "throttle_rate": state.throttle_rate,
-        # what kreassign gives Kafka's *.replication.throttled.rate for it: the throttle + the margin
-        "kafka_rate": rate_in_kafka(state),
-        "margin_pct": state.limits.throttle_margin_pct,
+        **kafka_rate(state),
         "limits": state.limits.as_dict(),
         "paused": state.paused,
         "rejected": dict(sorted(state.rejected.items())),
