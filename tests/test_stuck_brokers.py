@@ -247,7 +247,12 @@ def test_the_watch_names_a_broker_that_stops_answering_and_forgets_it_when_it_an
 def test_the_watch_probes_only_as_often_as_the_engines_work_asks_and_still_names_a_hung_broker():
     """Issue 26/28: an idle engine sends the brokers no probe; with steps in flight each broker is probed every
     ``busy_interval``; while a call waits every broker every ``interval``. Counted where the probes arrive (the
-    front's ApiVersions per broker). The old watch probed every broker every ``interval`` whatever the engine did."""
+    front's ApiVersions per broker). The old watch probed every broker every ``interval`` whatever the engine did.
+
+    The rounds run on a clock the test moves (a round each ``interval``, its answers in before the next), so the
+    counts are exact whatever the machine's load; the probes themselves are real requests to the front. (Run on
+    the wall clock, it failed once in CI with {1: 5, 2: 2, 3: 2} for a 1.6 s sleep: five probes 0.8 s apart
+    need 3.2 s, so the machine's load stretched the sleep.)"""
     from engine.cluster.watch import BrokerWatch
     from engine.sim import scenario as S
     from engine.sim.kafka_front import KafkaFront
@@ -260,32 +265,49 @@ def test_the_watch_probes_only_as_often_as_the_engines_work_asks_and_still_names
     front = KafkaFront(sim)
     front.start()
     demand = ["idle"]
+    now = [0.0]
     addresses = {b: f"127.0.0.1:{p}" for b, p in front.ports.items()}
-    watch = BrokerWatch(lambda: addresses, deadline=0.4, interval=0.1, busy_interval=0.8, demand=lambda: demand[0])
+    # binary fractions: a round every 1/8 s, a busy probe every 1 s, named after 1/2 s unanswered
+    watch = BrokerWatch(lambda: addresses, deadline=0.5, interval=0.125, busy_interval=1.0,
+                        demand=lambda: demand[0], clock=lambda: now[0])
 
     def probes() -> dict:
         return {b: per.get("ApiVersions", {}).get("requests", 0) for b, per in front.counts()["brokers"].items()}
 
-    watch.start()
+    def rounds(until: float, hung=()) -> None:
+        """Rounds every 1/8 s up to ``until``; after each, every probe to a broker not ``hung`` answered."""
+        while now[0] < until:
+            now[0] += 0.125
+            watch.probe_once()
+            wait_for(lambda: all(f.done() for b, f in watch._pending.items() if b not in hung), 10,
+                     "the probes of the round answered")
+
     try:
         front.counts(reset=True)
-        time.sleep(1.2)
-        assert sum(probes().values()) == 0 and watch.probes == 0  # idle: nothing sent
+        rounds(1.25)
+        assert probes() == {} and watch.probes == 0  # idle: nothing sent
         demand[0] = "busy"
-        time.sleep(1.6)  # about two busy intervals: each broker probed about twice
-        busy = probes()
-        assert set(busy) == {1, 2, 3} and all(1 <= n <= 3 for n in busy.values()), busy
+        rounds(3.125)  # busy from 1.375: probes at 1.375 and 2.375, the next due at 3.375
+        assert probes() == {1: 2, 2: 2, 3: 2} and watch.probes == 6
         with sim.lock:
             sim.cluster.inject(2, "hang")
-        wait_for(lambda: set(watch.unresponsive()) == {2}, 0.8 + 0.4 + 1.5, "broker 2 named while busy")
+        rounds(3.375, hung=(2,))  # the busy probe at 3.375 goes unanswered on 2
+        assert watch.unresponsive() == {}
+        rounds(3.75, hung=(2,))
+        assert watch.unresponsive() == {}  # 0.375 s unanswered: under the deadline
+        rounds(3.875, hung=(2,))
+        assert watch.unresponsive() == {2: 0.5}  # named at the deadline, since the probe was sent
+        assert watch.probes == 9  # no second probe to 2 while the first waits
         with sim.lock:
             sim.cluster.inject(2, "resume")
-        wait_for(lambda: watch.unresponsive() == {}, 5, "broker 2 answering again")
+        wait_for(lambda: watch._pending[2].done(), 10, "the held probe answered once broker 2 resumes")
+        assert probes() == {1: 3, 2: 3, 3: 3}  # the front counts a held request once it reads it
+        rounds(4.0)
+        assert watch.unresponsive() == {}
         demand[0] = "urgent"
         front.counts(reset=True)
-        time.sleep(1.0)
-        urgent = probes()
-        assert all(n >= 5 for n in urgent.values()), urgent  # every interval (0.1 s)
+        rounds(5.0)
+        assert probes() == {1: 8, 2: 8, 3: 8}  # every interval: 8 rounds in a second
     finally:
         watch.stop()
         front.shutdown()
