@@ -60,10 +60,13 @@ def run_request(url, targets, deadline=60.0, cancel=()):
     return log
 
 
-def logged_request(sim_url, broker, topics, cancel=()) -> list[str]:
-    """Run req-1 (v-0 to 3,4 and v-1 to 2,4) on the sim-cluster, write its events to the log; the CLI's options."""
+def logged_request(sim_url, broker, topics, cancel=(), written=None) -> list[str]:
+    """Run req-1 (v-0 to 3,4 and v-1 to 2,4) on the sim-cluster, write its events to the log (and to
+    ``written``); the CLI's options."""
     prefix = topics.events[: -len("events")]
     log = run_request(sim_url, {P0: (3, 4), P1: (2, 4)}, cancel=cancel)
+    if written is not None:
+        written.extend(log)
     assert not cancel or any(type(e).__name__ == "PartitionReverted" for e in log)
     with EventWriter(broker.bootstrap, prefix=prefix) as w:
         w.append(log)
@@ -108,3 +111,44 @@ def test_verify_and_status_name_a_rolled_back_partition(sim_url, broker, topics,
     out = capsys.readouterr().out
     assert "request req-1  ended: 1 completed, 1 rolled back" in out
     assert "partitions: 1 completed, 1 rolled back (of 2)" in out
+
+
+def test_verify_of_a_finished_request_names_the_throttles_the_engine_keeps_for_a_running_one(
+        sim_url, broker, topics, capsys):
+    """The engine keeps the rates and throttled replicas a running request's steps need: verifying an
+    earlier request that has ended names them with that request and does not fail on them; a throttle
+    the log does not say the engine set still fails it."""
+    from engine.core.state import fold
+
+    written = []
+    common = logged_request(sim_url, broker, topics, written=written)
+    prefix = topics.events[: -len("events")]
+    cluster = RemoteCluster(sim_url)
+    executor = Executor(cluster)
+    state = fold(written)
+    events = []
+    for inp in (cluster.observe(), Submit("req-2", (PartitionTarget("v", 1, (2, 4, 3)),)), Tick()):
+        pending = [inp]
+        while pending:
+            state, evs = handle(state, pending.pop(0))
+            events.extend(evs)
+            pending.extend(executor.execute_events(evs))
+    assert not state.throttles.is_empty() and state.requests["req-2"].open, events  # throttled, running
+    with EventWriter(broker.bootstrap, prefix=prefix) as w:
+        w.append(events)
+
+    assert main(["verify", "--request", "req-1", *common]) == 0
+    out = capsys.readouterr().out
+    assert "Reassignment of partition v-1 is completed." not in out  # req-2 took it over
+    assert "Partition v-1: taken over by request req-2" in out
+    assert "but those kept for other running requests" in out
+    assert "Throttled replicas kept on topic v for request req-2 (running): leader 1:2,1:4; follower 1:3" in out
+    assert "Brokers [2,4] keep a leader.replication.throttled.rate for request req-2 (running)" in out
+    assert "still" not in out, out
+
+    stray = ThrottleSet(frozenset(), frozenset(), frozenset({1}), frozenset(), 1_000_000)  # not the engine's
+    cluster.apply_throttles(stray)
+    assert main(["verify", "--request", "req-1", *common]) == 1
+    out = capsys.readouterr().out
+    assert "Brokers [1] still have a leader.replication.throttled.rate" in out
+    cluster.remove_throttles(stray)

@@ -9,6 +9,12 @@ are the throttle configs of the partitions' topics and of every broker.
 Unlike Kafka's tool it removes nothing: the engine owns the throttles it set.
 Exit status 0 when every partition is at its target and no throttle is left,
 1 otherwise (for scripts), 2 on bad input.
+
+With ``--request``, a throttle the log says the engine set and still needs for another request that is
+running (a throttled replica of one of that request's partitions not ended; a broker's rate while any
+other request is running) is *kept*: named, with the request, and not counted against this one. Kafka's
+tool cannot tell whose a throttle is; the event log can. With a reassignment JSON file every throttle
+left counts, as in Kafka's tool.
 """
 
 from __future__ import annotations
@@ -19,7 +25,8 @@ from engine.cli.connection import add_arguments, add_cluster_arguments, open_clu
 from engine.cli.status import Follower
 from engine.core.outcomes import Unavailable
 from engine.core.partition import Replicas, TopicPartition
-from engine.core.state import CANCELLED, COMPLETED, FINISHED_KEPT, REVERTED
+from engine.core.state import ACTIVE, CANCELLED, COMPLETED, FINISHED_KEPT, REVERTED, TERMINAL, State
+from engine.core.throttles import ThrottleSet
 
 
 ROLLED_BACK = "original replicas (rolled back)"
@@ -35,15 +42,16 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
-def expectations(args) -> dict[TopicPartition, tuple[Replicas | None, str]]:
-    """Partition -> (replicas it should have or None, what was asked)."""
+def expectations(args) -> tuple[dict[TopicPartition, tuple[Replicas | None, str]], State | None]:
+    """Partition -> (replicas it should have or None, what was asked); the state folded from the log
+    (``--request``), or None."""
     if args.reassignment_json_file:
         path = args.reassignment_json_file
         try:
             targets = reassignment_json.parse(read_text(path))
         except reassignment_json.ReassignmentJsonError as e:
             raise CliError(f"{path}: {e}") from None
-        return {t.tp: (t.replicas, "target") for t in targets}
+        return {t.tp: (t.replicas, "target") for t in targets}, None
     follower = Follower(args)
     follower.poll()
     request = follower.state.requests.get(args.request)
@@ -68,11 +76,52 @@ def expectations(args) -> dict[TopicPartition, tuple[Replicas | None, str]]:
             out[tp] = (entry.target, "target")
         else:
             out[tp] = (entry.goal, f"{entry.status}: goal")
-    return out
+    return out, follower.state
+
+
+def kept_for_others(state: State | None, request_id: str | None, found: ThrottleSet) -> tuple[ThrottleSet, dict]:
+    """Of the throttles ``found`` on the cluster, those the engine keeps for another running request (the
+    log says it set them: they are in ``state.throttles``): (what is left once they are taken out, the
+    keeping request -> a ThrottleSet of what it keeps)."""
+    if state is None:
+        return found, {}
+    running = {rid for rid, r in state.requests.items() if rid != request_id and r.status == ACTIVE and r.open}
+    if not running:
+        return found, {}
+    ours = state.throttles
+    kept: dict[str, dict] = {}
+
+    def owner(e) -> str | None:
+        entry = state.partitions.get(TopicPartition(e.topic, e.partition))
+        if entry is not None and entry.request_id in running and entry.status not in TERMINAL:
+            return entry.request_id
+        return None
+
+    left = {}
+    for side in ("leader", "follower"):
+        mine = getattr(ours, side)
+        left[side] = set()
+        for e in getattr(found, side):
+            rid = owner(e) if e in mine else None
+            if rid is None:
+                left[side].add(e)
+            else:
+                kept.setdefault(rid, {}).setdefault(side, set()).add(e)
+    by = min(running, key=lambda rid: state.requests[rid].seq)  # a rate serves every request: named by the oldest
+    for side in ("leader_brokers", "follower_brokers"):
+        mine = getattr(ours, side)
+        left[side] = {b for b in getattr(found, side) if b not in mine}
+        if getattr(found, side) & mine:
+            kept.setdefault(by, {})[side] = getattr(found, side) & mine
+    return (ThrottleSet(frozenset(left["leader"]), frozenset(left["follower"]), frozenset(left["leader_brokers"]),
+                        frozenset(left["follower_brokers"]), found.rate),
+            {rid: ThrottleSet(frozenset(k.get("leader", ())), frozenset(k.get("follower", ())),
+                              frozenset(k.get("leader_brokers", ())), frozenset(k.get("follower_brokers", ())),
+                              found.rate) for rid, k in sorted(kept.items())})
 
 
 def run(args) -> int:
-    expected = expectations(args)
+    expected, state = expectations(args)
     cluster = open_cluster_of(args)
     try:
         obs = cluster.observe(sorted(expected))
@@ -106,19 +155,28 @@ def run(args) -> int:
             print(f"Partition {tp} is not at its {what}: replicas {_fmt(p.replicas)}, {what} {_fmt(want)}.")
             ok = False
     print()
-    ours = {e for e in throttles.leader | throttles.follower if e.topic in {tp.topic for tp in expected}}
-    if ours or throttles.leader_brokers or throttles.follower_brokers:
+    left, kept = kept_for_others(state, getattr(args, "request", None), throttles)
+    ours = {e for e in left.leader | left.follower if e.topic in {tp.topic for tp in expected}}
+    if ours or left.leader_brokers or left.follower_brokers:
         ok = False
-        by_topic = throttles.by_topic()
-        for topic, (leader, follower) in sorted(by_topic.items()):
-            print(f"Throttled replicas still set on topic {topic}: leader {','.join(leader) or '-'}; "
-                  f"follower {','.join(follower) or '-'}")
-        for name, brokers_set in (("leader", throttles.leader_brokers), ("follower", throttles.follower_brokers)):
-            if brokers_set:
-                print(f"Brokers {_fmt(sorted(brokers_set))} still have a {name}.replication.throttled.rate")
+        _print_throttles(left, "still set", "still have")
     else:
-        print("Throttles are cleared: no throttled replicas on these topics and no throttle rate on any broker.")
+        print("Throttles are cleared: no throttled replicas on these topics and no throttle rate on any broker"
+              + (" but those kept for other running requests (below)." if kept else "."))
+    for rid, ts in kept.items():
+        _print_throttles(ts, "kept", "keep", f" for request {rid} (running)")
+    if kept:
+        print("The engine removes what it keeps for a request once that request ends; they do not count here.")
     return 0 if ok else 1
+
+
+def _print_throttles(ts: ThrottleSet, entries: str, rates: str, why: str = "") -> None:
+    for topic, (leader, follower) in sorted(ts.by_topic().items()):
+        print(f"Throttled replicas {entries} on topic {topic}{why}: leader {','.join(leader) or '-'}; "
+              f"follower {','.join(follower) or '-'}")
+    for name, brokers_set in (("leader", ts.leader_brokers), ("follower", ts.follower_brokers)):
+        if brokers_set:
+            print(f"Brokers {_fmt(sorted(brokers_set))} {rates} a {name}.replication.throttled.rate{why}")
 
 
 def _fmt(replicas) -> str:
