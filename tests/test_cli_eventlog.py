@@ -157,6 +157,18 @@ def test_limits_list_needs_no_cluster(capsys):
     assert "max_partitions_in_flight (P): 200 (default); aliases: reassignment.parallel.partition.count" in out
 
 
+def test_limits_explain_says_what_a_limit_bounds_by_any_of_its_names(capsys):
+    assert main(["limits", "--explain", "num.concurrent.partition.movements.per.broker.out"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("max_outgoing_moves_per_broker (out), default 2; aliases: "
+                          "num.concurrent.partition.movements.per.broker.out\n")
+    assert "The leader serves every new follower from its disk and NIC" in out
+    assert main(["limits", "--explain", "throttle-margin-pct"]) == 0
+    assert capsys.readouterr().out.startswith("throttle_margin_pct (M), default 8; from 0 to 25; ")
+    assert main(["limits", "--explain", "max_moves"]) == 2
+    assert "unknown limit 'max_moves' (kreassign limits --list names them all)" in capsys.readouterr().err
+
+
 def test_limits_list_shows_the_limits_in_force_from_the_log(capsys, broker, topics, prefix):
     from engine.core.limits import DEFAULT_LIMITS
 

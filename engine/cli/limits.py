@@ -4,7 +4,8 @@
 also with dashes or dots) or the KIP aliases (``reassignment.parallel.partition.count``,
 ``num.concurrent.partition.movements.per.broker`` sets both per-broker caps and the new-replica cap);
 ``--list`` prints every name with the value in force (folded from the event log, as ``status``
-does; only the defaults without ``--bootstrap-server``) and its default.
+does; only the defaults without ``--bootstrap-server``) and its default; ``--explain NAME`` what a
+limit bounds and why its default is what it is (``engine.core.limits.SETTINGS``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from engine.cli import CliError
 from engine.cli import verdicts
 from engine.cli.connection import add_arguments
 from engine.core.commands import ChangeLimits
-from engine.core.limits import SETTINGS, resolve_changes
+from engine.core.limits import SETTINGS, resolve_changes, setting
 
 
 def add_parser(sub) -> None:
@@ -22,7 +23,9 @@ def add_parser(sub) -> None:
                    help="a limit and its new value (repeatable)")
     p.add_argument("--list", action="store_true", help="print each limit's value in force (from the event log; the defaults without "
                         "--bootstrap-server), default and aliases; publish nothing")
-    add_arguments(p, required=False, signing=True)  # --list needs no cluster
+    p.add_argument("--explain", metavar="NAME", help="say what a limit bounds and why its default is what it is "
+                   "(our name or a KIP alias); publish nothing")
+    add_arguments(p, required=False, signing=True)  # --list and --explain need no cluster
     verdicts.add_arguments(p)
     p.set_defaults(func=run)
 
@@ -44,10 +47,12 @@ def parse_changes(items: list[str]) -> dict[str, int]:
 
 
 def run(args) -> int:
+    if args.explain:
+        return explain(args.explain)
     if args.list:
         return list_limits(args)
     if not args.changes:
-        raise CliError("give at least one --set NAME=VALUE (or --list)")
+        raise CliError("give at least one --set NAME=VALUE (or --list, or --explain NAME)")
     if not args.bootstrap_server:
         raise CliError("--bootstrap-server is required")
     changes = parse_changes(args.changes)
@@ -73,7 +78,25 @@ def list_limits(args) -> int:
     for s in SETTINGS:
         value = getattr(limits, s.name)
         default = "default" if value == s.default else f"default {s.default}"
-        span = "" if (s.least, s.most) == (1, None) else (
-            f"; {s.least} or {s.most}" if s.most == s.least + 1 else f"; from {s.least}" + (f" to {s.most}" if s.most else ""))
-        print(f"{s.name} ({s.symbol}): {value} ({default}{span}); aliases: {', '.join(s.aliases) or '-'}")
+        print(f"{s.name} ({s.symbol}): {value} ({default}{_span(s)}); aliases: {', '.join(s.aliases) or '-'}")
+    print("(kreassign limits --explain NAME: what a limit bounds and why its default is what it is)")
+    return 0
+
+
+def _span(s) -> str:
+    if (s.least, s.most) == (1, None):
+        return ""
+    if s.most == s.least + 1:
+        return f"; {s.least} or {s.most}"
+    return f"; from {s.least}" + (f" to {s.most}" if s.most else "")
+
+
+def explain(name: str) -> int:
+    import textwrap
+
+    s = setting(name)
+    if s is None:
+        raise CliError(f"unknown limit '{name}' (kreassign limits --list names them all)")
+    print(f"{s.name} ({s.symbol}), default {s.default}{_span(s)}; aliases: {', '.join(s.aliases) or '-'}")
+    print(textwrap.fill(s.why, width=100))
     return 0

@@ -173,6 +173,12 @@ class Limits:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
+def setting(name: str) -> Setting | None:
+    """The setting a name stands for (ours, with underscores, dashes or dots, or a KIP alias), or None."""
+    found = _BY_NAME.get(name.strip())
+    return None if found is None else _SETTING[found]
+
+
 def resolve_changes(changes: Mapping[str, int]) -> tuple[dict[str, int], list[str]]:
     """Map alias keys to field names and check values; returns (resolved, problems)."""
     resolved: dict[str, int] = {}
