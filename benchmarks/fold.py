@@ -17,7 +17,6 @@ import time
 
 from benchmarks.planner import workload
 from engine.core.commands import PartitionTarget, Submit
-from engine.core.limits import Limits
 from engine.core.partition import TopicPartition
 from engine.core.state import fold
 from engine.core import decide

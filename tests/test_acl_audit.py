@@ -19,7 +19,6 @@ The cluster being reassigned is simulated in the engine's process here (``sim:``
 
 from __future__ import annotations
 
-import json
 import subprocess
 
 import pytest

@@ -14,7 +14,7 @@ from engine.core.commands import (
 )
 from engine.core.decide import decide, handle
 from engine.core.limits import Limits
-from engine.core.partition import PartitionState, TopicPartition
+from engine.core.partition import TopicPartition
 from engine.core.state import CANCELLED, COMPLETED, EMPTY, REVERTED, TERMINAL, WAITING, fold
 from engine.core.throttles import needed
 from tests.fake_cluster import Driver, FakeCluster

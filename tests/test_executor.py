@@ -230,7 +230,7 @@ def test_a_restart_does_not_alter_again_steps_whose_leaders_moved_past_a_cap():
     outgoing move per broker. The retry rules give such a step up (``decide.over_caps``); a restart sent
     both again. Now only what the caps still admit is sent again, and each one held is an outcome that
     says why, so the core's retry rules judge it (given up and planned again)."""
-    from engine.core.commands import ActionOutcome, ChangeLimits
+    from engine.core.commands import ChangeLimits
     from engine.core.decide import held_over_caps
     from tests.fake_cluster import Driver, FakeCluster
 

@@ -19,7 +19,6 @@ import pytest
 from engine.cluster.remote import RemoteCluster
 from engine.core import events as ev
 from engine.core.commands import PartitionTarget
-from engine.core.partition import TopicPartition
 from engine.kafka.broker_profile import profile
 from engine.log.eventlog import Publisher
 from tests.engine_harness import EventTail, SimCluster, Worker, get_json, wait_for

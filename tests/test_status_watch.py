@@ -9,7 +9,6 @@ import queue
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 

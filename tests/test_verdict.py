@@ -7,7 +7,6 @@ events are enveloped the way the decider appends them (one append, one
 
 from datetime import datetime, timedelta, timezone
 
-from engine.core import events as ev
 from engine.core.commands import Cancel, ChangeLimits, ChangeThrottle, Pause, PartitionTarget, Resume, Submit
 from engine.log.envelope import EventEnvelope
 from engine.core.partition import TopicPartition

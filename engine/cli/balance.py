@@ -16,7 +16,7 @@ import io
 import json
 
 from engine.core import reassignment_json
-from engine.core.balancer import MODES, BalanceError, Proposal, cluster_state, propose
+from engine.core.balancer import BalanceError, Proposal, cluster_state, propose
 from engine.cli import CliError, read_text
 from engine.cli import verdicts
 from engine.cli.connection import add_arguments, add_cluster_arguments, fail_fast, positive_rate

@@ -43,7 +43,7 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 
 from engine.bundled import SCENARIO_DIR

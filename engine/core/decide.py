@@ -54,13 +54,13 @@ from engine.core.commands import (
 )
 from engine.core.limits import resolve_changes
 from engine.core.partition import TopicPartition
-from engine.core.scheduler import (A, WEIGHT_UNITS, Hold, Requeue, SchedulingKey, Start, creation_caps, next_batch,
-                                   refusal, weight_units)
+from engine.core.scheduler import (A, WEIGHT_UNITS, Requeue, SchedulingKey, Start, creation_caps, next_batch, refusal,
+                                   weight_units)
 from engine.core.state import (
     ABORTING, CANCELLED, COMPLETED, FINISHED_KEPT, IN_FLIGHT, REVERTED, TERMINAL, Retired, State, apply,
     RELEASE_REFILL, REVERT_SKIPPED, UNCLEAN_REVERT, release_debt, set_back,
 )
-from engine.core.step import DEFAULT_STEP_MODE, Done, PlanResult, Step, Waiting, plan_step
+from engine.core.step import DEFAULT_STEP_MODE, PlanResult, Step, Waiting, plan_step
 from engine.core.throttles import ThrottleSet, in_force, minus, needed, reconcile, union, with_margin
 from engine.core.validation import submission_problems
 

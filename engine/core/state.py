@@ -20,7 +20,7 @@ import immutables
 
 from engine.core import events as ev
 from engine.core.limits import DEFAULT_LIMITS, Limits
-from engine.core.partition import Broker, PartitionState, Replicas, TopicInfo, TopicPartition
+from engine.core.partition import Replicas, TopicPartition
 from engine.core.scheduler import CONTINUING, FRESH, Chain, InFlight, Ranks, ReadyIndex, SchedulingKey, Slot
 from engine.core.step import Step
 from engine.core.throttles import DEFAULT_THROTTLE_RATE, ThrottleSet, after_apply, after_remove, minus, union

@@ -61,7 +61,7 @@ from engine.core.budget import ANY, WINDOW, busiest, look_at
 from engine.core.decide import (handle, held_over_caps, measure_due, next_looks, next_measures, releasing, starting,
                                 watched)
 from engine.log.envelope import EventEnvelope, new_id, now
-from engine.runtime.executor import Executor, actions, recovery_actions
+from engine.runtime.executor import Executor, recovery_actions
 from engine.core.partition import TopicPartition
 from engine.views.progress import Progress, report
 from engine.log.replay import DEDUPE_WINDOW, QUIET, RECENT, START, extend

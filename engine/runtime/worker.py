@@ -41,7 +41,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping
 
 import faust
 from faust.transport.drivers import aiokafka as faust_aiokafka
@@ -62,7 +62,7 @@ from engine.log.envelope import CommandEnvelope, EventEnvelope, now
 from engine.log.eventlog import WRITER_HEADER as WRITER, EventWriter, Fenced, PublishError, decoder_for
 from engine.log.snapshot_store import SnapshotWriter
 from engine.log.signing import verify
-from engine.kafka.topics import COMMANDS, EVENTS, Topics, decider_transactional_id, engine_group, reader_group
+from engine.kafka.topics import COMMANDS, Topics, decider_transactional_id, engine_group
 from engine.views import tables as views
 
 log = logging.getLogger("kreassign.engine")

@@ -83,7 +83,7 @@ from engine.core.cluster_snapshot import ClusterSnapshot
 from engine.core.commands import PartitionTarget
 from engine.core.limits import resolve_changes
 from engine.core.step import DEFAULT_STEP_MODE, STEP_MODES
-from engine.core.partition import Broker, PartitionState, Replicas, TopicInfo, TopicPartition, in_sync
+from engine.core.partition import Broker, Replicas, TopicInfo, TopicPartition, in_sync
 from engine.sim.model import (
     DEFAULT_FOLLOWER_QUOTA_LOSS, DEFAULT_REPLICA_CREATION_TIME, DEFAULT_REQUEST_TIME, REPLICA_FETCH_BACKOFF,
 )

@@ -38,7 +38,7 @@ from typing import Callable, Mapping
 from engine.core.budget import WINDOW as BUDGET_WINDOW, RequestsSent
 from engine.core import events as ev
 from engine.core.commands import (
-    CatchUpObserved, ChangeLimits, ChangeThrottle, Observation, Submit, ThrottlesObserved, Tick,
+    CatchUpObserved, ChangeLimits, ChangeThrottle, Submit, ThrottlesObserved, Tick,
 )
 from engine.core.decide import catch_up_due, copying, handle, near_done, timers_pending, watched
 from engine.log.envelope import EventEnvelope, new_id
