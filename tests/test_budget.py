@@ -216,6 +216,36 @@ def test_the_decider_holds_its_reads_within_the_budget_and_the_move_completes():
     assert windows(free_cluster.log, free_cluster.cluster.time, reads_only=True) > 4
 
 
+def test_a_pacing_is_recorded_once_when_it_starts_and_once_when_it_ends_and_status_shows_it_meanwhile():
+    """The looks waiting for the budget is a wait like any other: its reason reaches the events (so
+    ``kreassign status``, folded from the log, says it) when it starts, and its end PACED_SHOWN s after the
+    last deferral, once each however many looks were deferred in between."""
+    from engine.runtime.decider import PACED_SHOWN
+    from engine.views.attention import attention
+
+    d, cluster, paced = moving(budget=4)
+    assert d.deferred > 3 and paced
+    said = [(e.payload.reason, e) for e in d.log.records if isinstance(e.payload, ev.LooksPaced)]
+    assert said and said[0][0] == "looks paced by the request budget: broker 1 at 4/s"
+    reasons = [r for r, _e in said]
+    assert all((r is None) == (i % 2 == 1) for i, r in enumerate(reasons)), reasons  # starts and ends, in turn
+    assert len(said) < d.deferred  # once per change, not per deferred look
+    if d.state.looks_paced is not None:  # the move ended while paced: the end is recorded PACED_SHOWN later
+        entry = [a for a in attention(d.state) if a["kind"] == "paced"]
+        assert entry and entry[0]["title"] == d.state.looks_paced
+        end = cluster.cluster.time + PACED_SHOWN + 2 * FLOOR
+        while cluster.cluster.time < end and d.state.looks_paced is not None:
+            due = d.due_in()
+            if due is not None and due <= FLOOR / 2:
+                d.tick()
+            cluster.cluster.advance(FLOOR / 2)
+    assert d.state.looks_paced is None and not [a for a in attention(d.state) if a["kind"] == "paced"]
+    last = [e for e in d.log.records if isinstance(e.payload, ev.LooksPaced)][-1]
+    assert last.payload.reason is None
+    free, _c, _p = moving(budget=None)
+    assert not [e for e in free.log.records if isinstance(e.payload, ev.LooksPaced)]
+
+
 @pytest.mark.parametrize("kind, seed, partitions, throttle, median, margin", [
     ("rack-migration", 352, 16, "50 MB/s", "100 MB", 8),
     pytest.param("rebalance", 2834, 14, "50 MB/s", "500 MB", 8, marks=pytest.mark.xfail(strict=True, reason=(

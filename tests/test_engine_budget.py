@@ -98,6 +98,10 @@ def test_the_engine_holds_its_looks_within_the_request_budget_at_every_broker(br
         assert any(re.fullmatch(r"looks paced by the request budget: (broker \d|every broker.*) at 3/s", line)
                    for line in paced), paced
         assert "looks paced by the request budget" in worker.output()
+        # and in the events (Avro, through the broker): a pacing's start, with its line, for kreassign status
+        said = [e.reason for e in tail.payloads() if isinstance(e, ev.LooksPaced)]
+        assert said and re.fullmatch(r"looks paced by the request budget: (broker \d|every broker.*) at 3/s", said[0])
+        assert len(said) < metric(metrics, "kreassign_looks_deferred_total")[""], said  # once per change
         assert worker.stop() == 0
     finally:
         if sampler is not None:

@@ -13,7 +13,7 @@ from engine.core import events as ev
 from engine.kafka.client_config import ClientConfig
 from engine.log.codec import codec_for
 from engine.core.commands import (
-    Cancel, ChangeLimits, ChangeThrottle, Observation, ObservationFailed, Pause, PartitionTarget, Resume, Submit,
+    Cancel, ChangeLimits, ChangeThrottle, LooksPaced, Observation, ObservationFailed, Pause, PartitionTarget, Resume, Submit,
     ThrottlesObserved,
 )
 from engine.core.throttles import ThrottleSet
@@ -66,6 +66,7 @@ def story() -> Driver:
                                          "(TOPIC_AUTHORIZATION_FAILED): grant it with: kafka-acls.sh ..."}))
     d.feed(Submit("hidden", (PartitionTarget("secret", 0, (1, 2, 3)),)))  # rejected, naming the grant
     d.feed(ChangeThrottle(20_000_000))
+    d.feed(LooksPaced("looks paced by the request budget: broker 1 at 20/s"))  # the decider's reads wait
     for _ in range(3):
         d.tick()
         for t in c.in_progress()[:1]:

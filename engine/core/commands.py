@@ -170,6 +170,15 @@ class Unverified:
 
 
 @dataclass(frozen=True, slots=True)
+class LooksPaced:
+    """The runtime's pacing of its reads by the request budget (``reason``), or its end (``None``):
+    recorded once per change (``events.LooksPaced``)."""
+
+    reason: str | None
+    now: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class AdaptThrottle:
     """The adaptive throttle (``engine.core.adaptive``) proposes a new rate for new steps."""
 
@@ -179,5 +188,5 @@ class AdaptThrottle:
 
 Input = (
     Command | Observation | ObservationFailed | ActionOutcome | ThrottlesObserved | CatchUpObserved | Tick | Unverified
-    | AdaptThrottle
+    | AdaptThrottle | LooksPaced
 )

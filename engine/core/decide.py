@@ -50,7 +50,7 @@ from engine.core.actions import Action, ApplyThrottles, CancelStep, ElectLeader,
 from engine.core.outcomes import Ok, Refused, Unavailable
 from engine.core.commands import (
     ActionOutcome, AdaptThrottle, Cancel, CatchUpObserved, ChangeLimits, ChangeThrottle, Input, Observation,
-    ObservationFailed, Pause, Resume, Submit, ThrottlesObserved, Tick, Unverified,
+    LooksPaced, ObservationFailed, Pause, Resume, Submit, ThrottlesObserved, Tick, Unverified,
 )
 from engine.core.limits import resolve_changes
 from engine.core.partition import TopicPartition
@@ -756,6 +756,11 @@ def _topic_deleted(d: _Decision, topic: str, reason: str) -> None:
         d.emit(ev.PartitionCancelled(entry.request_id, tp, False, final=True, reason=reason))
 
 
+def _looks_paced(d: _Decision, p: LooksPaced) -> None:
+    if d.state.looks_paced != p.reason:
+        d.emit(ev.LooksPaced(p.reason))
+
+
 def _observation_failed(d: _Decision, o: ObservationFailed) -> None:
     if d.state.cluster_error != o.reason:
         d.emit(ev.ClusterUnreachable(o.reason))
@@ -1433,6 +1438,7 @@ _HANDLERS: dict[type, Callable[[_Decision, object], None]] = {
     Tick: _tick,
     Unverified: _unverified,
     AdaptThrottle: _adapt,
+    LooksPaced: _looks_paced,
 }
 
 COMMAND_NAMES: dict[type, str] = {

@@ -287,6 +287,15 @@ class ClusterUnreachable:
 
 
 @dataclass(frozen=True, slots=True)
+class LooksPaced:
+    """The decider's looks wait for the request budget (``reason``: which budget), or no longer have for
+    a while (``None``). Recorded when it changes; the runtime decides the pacing (``engine.runtime.decider``,
+    docs/engine.md, *The request budget*): actions are never paced, only the reads that watch them."""
+
+    reason: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class TopicAccessDenied:
     """The engine may not describe ``topic`` (or its configs): ``reason`` names the missing
     permission and its grant (``engine.kafka.access``); ``None``: it may again. Recorded when it changes.
@@ -387,7 +396,7 @@ Event = (
     | CancelRequested | CancelSkipped | PartitionCancelled | StepAborted | PartitionReverted
     | ThrottlesApplied | ThrottlesRemoved | LimitsChanged | ThrottleRateChanged | Paused | Resumed
     | ActionFailed | ActionRetried | ActionSucceeded | ClusterUnreachable | ThrottlesDrifted | ThrottleReleased
-    | TopicAccessDenied | ActionAnswered | ClockSetBack | ThrottlesDiffered | TopicMissing
+    | TopicAccessDenied | ActionAnswered | ClockSetBack | ThrottlesDiffered | TopicMissing | LooksPaced
 )
 
 EVENT_TYPES: tuple[type, ...] = Event.__args__  # type: ignore[attr-defined]

@@ -217,6 +217,7 @@ class State(NamedTuple):
     # the last read-back's differences from the log not yet confirmed (a ThrottlesDiffered event), or None
     throttles_differed: object = None
     cluster_error: str | None = None  # why the cluster cannot be observed now
+    looks_paced: str | None = None  # why the decider's looks wait for the request budget now (LooksPaced)
     release_debt: immutables.Map = immutables.Map()  # broker -> (bytes released into it, when): a bucket
     denied: immutables.Map = immutables.Map()  # topic -> why the engine may not describe it (engine.kafka.access)
     # tp -> the shell's clock of the newest thing the state knows of the partition: its latest recorded
@@ -906,6 +907,11 @@ def _(s: State, e: ev.ClockSetBack) -> State:
 @_on(ev.ClusterUnreachable)
 def _(s: State, e: ev.ClusterUnreachable) -> State:
     return s._replace(cluster_error=e.reason)
+
+
+@_on(ev.LooksPaced)
+def _(s: State, e: ev.LooksPaced) -> State:
+    return s._replace(looks_paced=e.reason)
 
 
 @_on(ev.TopicAccessDenied)

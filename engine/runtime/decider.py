@@ -56,7 +56,7 @@ from engine.core.adaptive import AdaptiveThrottle, Sample
 from engine.views.attention import attention, rejection_history
 from engine.cluster import Cluster
 from engine.core.outcomes import Unavailable
-from engine.core.commands import CatchUpObserved, Input, ObservationFailed, Submit, ThrottlesObserved, Tick
+from engine.core.commands import CatchUpObserved, Input, LooksPaced, ObservationFailed, Submit, ThrottlesObserved, Tick
 from engine.core.budget import ANY, WINDOW, busiest, look_at
 from engine.core.decide import (handle, held_over_caps, measure_due, next_looks, next_measures, releasing, starting,
                                 watched)
@@ -369,8 +369,9 @@ class Decider:
         if not partitions and not measure and not verify and not changed and not retry and not idle and not held:
             if full:
                 self.full_at = now
+            out = self._say_paced(now)
             self._schedule(now)
-            return []
+            return out
         # The request budget (``_pace``): each of the tick's reads goes only when it fits the budget. Its first
         # read (a catch-up or a read-back held over by an earlier tick, else the look) waits with the whole
         # tick; a later one that does not fit is held over to the next tick, which sends it first (so none
@@ -383,7 +384,7 @@ class Decider:
         urgent = sorted(set(measure + held) & releasing(self.state, now, self.measured, WINDOW + self.floor)
                         ) if self.budget is not None and (measure or held) else []
         if first is not None and self._pace(now, self._cost(first)):
-            return self._hold(now, list(dict.fromkeys(self.held_measure + urgent)), urgent)
+            return self._say_paced(now) + self._hold(now, list(dict.fromkeys(self.held_measure + urgent)), urgent)
         self.held_until = None
         more_held = self.held_more  # (held again if the look after a held read waits)
         self.held_measure, self.held_more = [], False
@@ -398,7 +399,7 @@ class Decider:
                 verify = False
             if (partitions or idle) and self._pace(self.clock(), self._cost("look")):
                 self.held_more = more_held  # what a completion freed is still to be looked at, first
-                return out + self._hold(now, measure, urgent)
+                return out + self._say_paced(now) + self._hold(now, measure, urgent)
         if partitions or full:
             obs = None
             if partitions or idle:
@@ -439,11 +440,27 @@ class Decider:
         out += self.process(Tick(now, frozenset(partitions)))
         if verify and self._fits(self.clock(), self._cost("verify")):  # else due still: first at a later tick
             out += self.verify_throttles(now)
+        out += self._say_paced(now)
         self._after_tick = self.state
         self._schedule(now)
         return out
 
     # --- the request budget (engine.core.budget; docs/engine.md, *The request budget*) -------------
+
+    def _say_paced(self, now: float) -> list[EventEnvelope]:
+        """Record when the looks start to wait for the request budget (the first deferral's line, which names
+        the broker) and when none has waited for ``PACED_SHOWN`` s (``LooksPaced``): once per change, so a
+        pacing that goes on, or moves from broker to broker, adds nothing to the log. Recording it is no news
+        to decide on: a tick that had nothing else to look at still has nothing."""
+        pacing = self.paced is not None and 0 <= now - self.paced["at"] < PACED_SHOWN
+        recorded = self.state.looks_paced
+        if pacing == (recorded is not None):
+            return []
+        unchanged = self.state is self._after_tick
+        out = self.process(LooksPaced(self.paced["line"] if pacing else None, now))
+        if unchanged:
+            self._after_tick = self.state
+        return out
 
     def _hold(self, now: float, measure: list, urgent: list) -> list[EventEnvelope]:
         """The budget holds ``measure`` over to the next tick, but for the ``urgent`` copies (near their
@@ -581,6 +598,8 @@ class Decider:
             times.append((self.verified_at if self.verified_at is not None else now) + self.verify_interval)
         asked = self.asked_at if self.asked_at is not None else now
         times.append(asked + (self.poll_interval if self.blocked is not None else self.idle_look))
+        if s.looks_paced is not None and self.paced is not None:  # to record that the pacing has ended
+            times.append(self.paced["at"] + PACED_SHOWN)
         if self.held_measure or self.held_more:  # a read held over by the budget: when it fits
             recent = self._recent(now) if self.budget is not None else None
             cost = self._cost("catch_up" if self.held_measure else "look")
@@ -802,7 +821,7 @@ class Decider:
 
 
 _WARN = frozenset({ev.ActionFailed, ev.StepFailed, ev.ClusterUnreachable, ev.ThrottlesDrifted, ev.CancelSkipped,
-                   ev.TopicAccessDenied, ev.ClockSetBack, ev.TopicMissing})
+                   ev.TopicAccessDenied, ev.ClockSetBack, ev.TopicMissing, ev.LooksPaced})
 """Events that report a failure or a correction: each is also a WARNING line of the engine's log."""
 
 

@@ -13,6 +13,7 @@ the status page show it first, in this order:
 | ``cluster``, ``throttles``, ``step``, ``abort``, ``election`` | error | what the cluster refused or could not be asked (``engine.views.summary.problems``): one entry per kind and error, with the partitions, the attempt and when it is tried again |
 | ``waiting`` | warning | partitions that cannot take their next step, one entry per reason (and when a refused step is planned again) |
 | ``paused`` | warning | the engine starts no new step |
+| ``paced`` | warning | the decider's looks wait for the request budget (``LooksPaced``): steps are seen to end, and the next started, up to a second later |
 | ``skipped`` | warning | partitions a cancel left alone (KIP-236's rules), one entry per reason |
 | ``rejected`` | error | the latest rejected commands, each with every reason and its time, for ``REJECTIONS_NEED_ATTENTION_FOR`` after the rejection (then only in history: ``rejection_history``, ``kreassign replay``) |
 
@@ -95,6 +96,11 @@ def attention(state: State, rejected_at: dict | None = None, only: str | None = 
         n = len(state.steps)
         out.append(_entry("paused", "warning", "paused: no new step starts until kreassign resume"
                           + (f" ({_n(n, 'step')} in flight finish{'es' if n == 1 else ''})" if n else "")))
+    if state.looks_paced:
+        out.append(_entry("paced", "warning", state.looks_paced, [
+            "the engine's reads of the cluster wait for the budget (kreassign engine --request-budget); its actions "
+            "never do: a step's end may be seen, and the next step started, up to a second later"],
+            reason=state.looks_paced))
     skipped: dict[str, list] = defaultdict(list)
     for tp, entry in state.partitions.items():
         # a cancelled partition's note says where the cancel left it: no skip

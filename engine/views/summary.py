@@ -127,6 +127,8 @@ def describe(e: ev.Event) -> str:
         return f"{where}: {e.reason}"
     if isinstance(e, ev.ClusterUnreachable):
         return f"cannot observe the cluster: {e.reason}" if e.reason else "the cluster can be observed again"
+    if isinstance(e, ev.LooksPaced):
+        return e.reason if e.reason else "the engine's looks no longer wait for the request budget"
     if isinstance(e, ev.TopicAccessDenied):
         return f"topic {e.topic}: {e.reason}" if e.reason else f"topic {e.topic} can be described again"
     if isinstance(e, ev.ThrottlesDrifted):
