@@ -98,8 +98,8 @@ def attention(state: State, rejected_at: dict | None = None, only: str | None = 
                           + (f" ({_n(n, 'step')} in flight finish{'es' if n == 1 else ''})" if n else "")))
     if state.looks_paced:
         out.append(_entry("paced", "warning", state.looks_paced, [
-            "the engine's reads of the cluster wait for the budget (kreassign engine --request-budget); its actions "
-            "never do: a step's end may be seen, and the next step started, up to a second later"],
+            "the engine's reads of the cluster wait for it (kreassign engine --request-budget); its actions never do",
+            "a step's end may be seen, and the next step started, up to a second later"],
             reason=state.looks_paced))
     skipped: dict[str, list] = defaultdict(list)
     for tp, entry in state.partitions.items():
