@@ -143,7 +143,8 @@ def small_move(**extra):
 
 def test_the_strategy_looks_at_steps_close_to_done_every_fast_interval_and_otherwise_every_poll():
     from engine.core.commands import PartitionTarget
-    sc = dataclasses.replace(small_move(), targets=(PartitionTarget("t", 0, (1, 3)), PartitionTarget("t", 1, (2, 4))))
+    sc = dataclasses.replace(small_move(), targets=(PartitionTarget("t", 0, (1, 3)), PartitionTarget("t", 1, (2, 4))),
+                             limits={"throttle_release_ms": 500})  # the records' engine's (calibration.AS_MEASURED)
     fast = run(sc, "kreassign", adapter="as-measured")  # four requests a look
     slow = run(dataclasses.replace(sc, fast_interval=1.0), "kreassign", adapter="as-measured")
     assert fast.finished and slow.finished

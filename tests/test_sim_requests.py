@@ -104,21 +104,24 @@ def test_today_a_broker_back_in_an_isr_is_asked_again_at_most_once_a_second():
 
 FRONT = {
     # ``python -m benchmarks.looks --size "8 MB" --idle 5 --profile kafka`` with this adapter and this decider
-    # (copies measured halfway to their release, decide.next_measures), the move phase (submit to
-    # RequestCompleted), two runs on the shared 2-core machine (load 0.1-0.7), 2026-11-26: requests per second
-    # per broker and API, as KafkaFront.counts gave them. (Before next_measures, at 78f3423: DescribeLogDirs
-    # 3.0-3.1 a second, IncrementalAlterConfigs 1.5-1.9, 13.0-13.4 in all, the busiest broker 5.1-5.8.)
-    "seconds": (34.9, 33.8),
+    # (copies measured 1 s after they start and halfway to their release, decide.next_measures; released with
+    # 1000 ms of their share left, throttle_release_ms), the move phase (submit to RequestCompleted), two runs on
+    # the shared 2-core machine (load 4.0-4.4: two other sessions' tests beside it), 2026-11-27: requests per
+    # second per broker and API, as KafkaFront.counts gave them. (With 500 ms and no first measure, 2026-11-26,
+    # load 0.1-0.7: 34.9 and 33.8 s, DescribeLogDirs 5.9-6.0 a second in all, the busiest broker 5.3-5.9.
+    # Before next_measures, at 78f3423: DescribeLogDirs 3.0-3.1 a second, 13.0-13.4 in all, the busiest broker
+    # 5.1-5.8.)
+    "seconds": (28.9, 28.6),
     "brokers": ({
-        1: {"AlterPartitionReassignments": 0.49, "ApiVersions": 0.54, "DescribeConfigs": 0.14, "DescribeLogDirs": 0.86, "DescribeTopicPartitions": 0.63, "IncrementalAlterConfigs": 0.09, "ListPartitionReassignments": 2.4, "Metadata": 0.11},
-        2: {"ApiVersions": 0.54, "DescribeConfigs": 0.23, "DescribeLogDirs": 1.0, "DescribeTopicPartitions": 0.46, "IncrementalAlterConfigs": 1.03, "Metadata": 0.11},
-        3: {"ApiVersions": 0.54, "DescribeConfigs": 0.11, "DescribeLogDirs": 1.32, "DescribeTopicPartitions": 0.66, "IncrementalAlterConfigs": 0.06},
-        4: {"ApiVersions": 0.54, "DescribeConfigs": 0.11, "DescribeLogDirs": 2.83, "DescribeTopicPartitions": 0.63, "IncrementalAlterConfigs": 0.06},
+        1: {"ApiVersions": 0.59, "DescribeConfigs": 0.21, "DescribeLogDirs": 0.87, "DescribeTopicPartitions": 0.52, "IncrementalAlterConfigs": 1.25, "Metadata": 0.1},
+        2: {"ApiVersions": 0.55, "DescribeConfigs": 0.14, "DescribeLogDirs": 1.14, "DescribeTopicPartitions": 0.59, "IncrementalAlterConfigs": 0.1, "Metadata": 0.07},
+        3: {"ApiVersions": 0.62, "DescribeConfigs": 0.1, "DescribeLogDirs": 1.32, "DescribeTopicPartitions": 0.59, "IncrementalAlterConfigs": 0.07, "Metadata": 0.03},
+        4: {"AlterPartitionReassignments": 0.59, "ApiVersions": 0.59, "DescribeConfigs": 0.1, "DescribeLogDirs": 2.91, "DescribeTopicPartitions": 0.66, "IncrementalAlterConfigs": 0.07, "ListPartitionReassignments": 2.39, "Metadata": 0.03},
     }, {
-        1: {"ApiVersions": 0.56, "DescribeConfigs": 0.24, "DescribeLogDirs": 0.89, "DescribeTopicPartitions": 0.38, "IncrementalAlterConfigs": 1.06, "Metadata": 0.12},
-        2: {"ApiVersions": 0.56, "DescribeConfigs": 0.12, "DescribeLogDirs": 1.03, "DescribeTopicPartitions": 0.44, "IncrementalAlterConfigs": 0.06},
-        3: {"AlterPartitionReassignments": 0.5, "ApiVersions": 0.53, "DescribeConfigs": 0.15, "DescribeLogDirs": 1.36, "DescribeTopicPartitions": 0.77, "IncrementalAlterConfigs": 0.09, "ListPartitionReassignments": 2.45, "Metadata": 0.09},
-        4: {"ApiVersions": 0.59, "DescribeConfigs": 0.12, "DescribeLogDirs": 2.96, "DescribeTopicPartitions": 0.83, "IncrementalAlterConfigs": 0.06, "Metadata": 0.03},
+        1: {"ApiVersions": 0.56, "DescribeConfigs": 0.14, "DescribeLogDirs": 0.95, "DescribeTopicPartitions": 0.53, "IncrementalAlterConfigs": 0.11, "Metadata": 0.11},
+        2: {"AlterPartitionReassignments": 0.6, "ApiVersions": 0.56, "DescribeConfigs": 0.11, "DescribeLogDirs": 1.16, "DescribeTopicPartitions": 0.77, "IncrementalAlterConfigs": 0.07, "ListPartitionReassignments": 2.45, "Metadata": 0.04},
+        3: {"ApiVersions": 0.56, "DescribeConfigs": 0.21, "DescribeLogDirs": 1.65, "DescribeTopicPartitions": 0.67, "IncrementalAlterConfigs": 1.26, "Metadata": 0.11},
+        4: {"ApiVersions": 0.56, "DescribeConfigs": 0.11, "DescribeLogDirs": 3.26, "DescribeTopicPartitions": 0.46, "IncrementalAlterConfigs": 0.07},
     }),
 }
 
@@ -149,6 +152,7 @@ def test_the_simulated_move_charges_what_the_front_counted(adapter):
     got = _per_api(sim)
     total = sum(got.values())
     busiest = max(sum(a.values()) for a in sim.values())
+    compared = 0
     for run in FRONT["brokers"]:
         front = _per_api(run)
         # a look's cost: one DescribeTopicPartitions of the small topic per ListPartitionReassignments
@@ -158,20 +162,27 @@ def test_the_simulated_move_charges_what_the_front_counted(adapter):
         # own Metadata: bootstrap, a new connection's), min.insync.replicas folded into the read-backs
         assert front["Metadata"] / 3 <= got["Metadata"] <= front["Metadata"]
         assert got["DescribeConfigs"] == pytest.approx(front["DescribeConfigs"], rel=0.15)
-        # the broker watch: every broker about every 2 s (the front also counts each new connection's ApiVersions)
+        # the broker watch: every broker about every 2 s (the front also counts each new connection's ApiVersions:
+        # 0.62 a second at broker 3 in a 28.9 s run is the watch's 0.5 and three or four connections)
         for b in (1, 2, 3, 4):
-            assert 0.8 * run[b]["ApiVersions"] <= sim[b]["ApiVersions"] <= run[b]["ApiVersions"]
+            assert 0.75 * run[b]["ApiVersions"] <= sim[b]["ApiVersions"] <= run[b]["ApiVersions"]
         # the decider's cadence: how often it looks, measures the copies' catch-up and starts steps. Since copies
-        # are measured halfway to their release (decide.next_measures) the simulated decider looks 0.80-0.82
-        # times as often as the real one and measures 0.62-0.65 times as often (before: 0.85 and 0.80-0.82); not
-        # explained (the real engine's ticks also wait for its own CPU; a new replica whose log does not exist
+        # are measured 1 s after they start and halfway to their release (decide.next_measures) the simulated
+        # decider looks 0.89-0.91 times as often as the real one and measures 0.68-0.77 times as often (halfway
+        # alone: 0.80-0.82 and 0.62-0.65; before that 0.85 and 0.80-0.82); not explained (the real engine's ticks also wait for its own CPU; a new replica whose log does not exist
         # yet is left out of the real catch-up answer, and measured again)
         assert 0.75 <= got["ListPartitionReassignments"] / front["ListPartitionReassignments"] <= 1.05
         assert 0.55 <= got["DescribeLogDirs"] / front["DescribeLogDirs"] <= 1.05
         assert got["AlterPartitionReassignments"] == pytest.approx(front["AlterPartitionReassignments"], rel=0.15)
         assert 0.7 <= total / sum(front.values()) <= 1.05
-        # what the model charges producers for: the busiest broker's rate, within 10 %
-        assert busiest == pytest.approx(max(sum(a.values()) for a in run.values()), rel=0.1)
+        # what the model charges producers for: the busiest broker's rate, within 10 %, where the front's
+        # controller (KRaft answers a random live broker) was not also the receiving broker: the simulator's
+        # is broker 1, a source (2026-11-27's first run had them on broker 4: 7.35 a second, the second 5.74)
+        controller = next(b for b in run if "ListPartitionReassignments" in run[b])
+        if controller != max(run, key=lambda b: run[b].get("DescribeLogDirs", 0)):
+            compared += 1
+            assert busiest == pytest.approx(max(sum(a.values()) for a in run.values()), rel=0.1)
+    assert compared
     # the throttles: no gap between steps in which every throttle is removed and set again (the simulated loop
     # of the records' cadence set each broker's rate 0.44 times a second); the simulated decider sets and
     # removes a broker's rate 0.16 times a second, the real one 0.06-0.09 (before next_measures: 0.12-0.26)

@@ -4,9 +4,10 @@ import dataclasses
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from engine.core.limits import DEFAULT_LIMITS
 from engine.core import events as ev
 from engine.cli import main
 from engine.core.commands import Cancel, PartitionTarget, Submit, Tick
@@ -62,7 +63,7 @@ def test_every_strategy_reaches_the_target_safely_and_kreassign_is_near_the_boun
             assert r.finished and r.at_target and not r.throttles_left, (kind, r.strategy)
             # kreassign releases a copy's last throttle_release_ms of bytes from the throttle (before its
             # replicas join the ISR): each step may beat bytes/rate by that much, never more
-            slack = r.moves * 0.5 if r.strategy == "kreassign" else 0.0
+            slack = r.moves * DEFAULT_LIMITS.throttle_release_ms / 1000 if r.strategy == "kreassign" else 0.0
             assert r.makespan >= bound.seconds * (1 - 1e-6) - slack, (kind, r.strategy)
         k = results["kreassign"]
         assert k.stats.under_min_seconds == 0 and k.stats.min_headroom >= 1
@@ -184,13 +185,20 @@ def test_what_producers_feel_is_consistent(kind, seed, partitions, throttle, str
 
 
 # Copies of seconds or more at the throttle: the engine looks at a copy close to done every fast_interval
-# (100 ms) and releases it once what it misses is throttle_release_ms (500 ms) at its share, so a copy of a
+# (100 ms) and releases it once what it misses is throttle_release_ms (500 ms then) at its share, so a copy of a
 # few hundred ms can end throttled between two looks (generated rack-migration, seed 0, 3 partitions, 4 MB/s,
 # median 5 MB: an 828 kB copy joined at 0.3 s). Derandomized: the same 40 cases on every run. With today's
 # decider (run by the simulator since issue 26) a copy ahead of its prediction joined throttled in 15 of them
 # while its next look was planned only at its predicted release point (decommission, seed 3, 3 partitions,
 # 50 MB/s, median 100 MB: started 3.5 s, release predicted at 5.2 s, joined at 4.9 s); next_looks now plans
 # it halfway there, where measure_due measures it.
+# The two examples: 80 moves drawn the same way (a sweep beside this test) found two a copy of which started on
+# a receiving broker whose follower quota had recorded less than its rate for a while: Kafka's quota window let
+# 47 MB of a 69 MB copy through in 2.3 s (rebalance 1018: t-0 into broker 7, started at 33.7 s, release predicted
+# at 50.9 s, first measured halfway at 42.3 s, joined throttled at 41.5 s). A copy is now first measured 1 s
+# after it starts (decide.FIRST_MEASURE) and predicted at the speed it showed (decide.measured_after).
+@example(kind="rebalance", seed=1018, partitions=6, throttle="4 MB/s", median="100 MB")
+@example(kind="rebalance", seed=766, partitions=8, throttle="10 MB/s", median="100 MB")
 @settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(
     kind=st.sampled_from(["add-broker", "decommission", "rack-migration", "rebalance"]),

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Callable
+from typing import Callable, Mapping
 
 from engine.core import events as ev
 from engine.core import retry
@@ -1032,26 +1032,70 @@ def near_done(s: State, now: float | None = None, last: dict | None = None) -> s
     return hot
 
 
+FIRST_MEASURE = 1.0
+"""Seconds after a throttled copy starts that its catch-up is first measured, if its release is predicted
+later. Kafka's follower quota lets up to a window of the rate through at once (replication.quota.window.num
+11 samples of 1 s: a quota that recorded less than its rate for a while), so a copy can start at network
+speed and end seconds before the throttle alone would let it: one measured halfway to its predicted release
+was seen only after it had joined the ISR still throttled (the simulator, moves drawn as tests/test_simulate.py
+draws them: 2 of 80 with an engine answering at once). Measured early, it shows its speed (``measured_after``)."""
+
+
+def measured_after(s: State, measured: dict, remaining: Mapping[TopicPartition, int], now: float) -> dict:
+    """What the engine knows of each copy's catch-up after a measurement at ``now`` (``remaining``: bytes
+    each copy still misses): tp -> (bytes missed, when, bytes/s it moved since the measurement before, or
+    since it started from its size; ``None`` when neither is known), for the copies still in flight."""
+    out = {}
+    for tp in {**measured, **remaining}:
+        m = measured.get(tp)
+        f = s.steps.get(tp)
+        if f is None:
+            continue
+        if tp not in remaining:
+            out[tp] = m
+            continue
+        n = remaining[tp]
+        if m is not None and f.started_at is not None and m[1] >= f.started_at:
+            before, at = m[0], m[1]
+        else:
+            obs = s.observed.get(tp)
+            before = obs.size_bytes if obs is not None else None
+            at = f.started_at
+        speed = (before - n) / (now - at) if before is not None and at is not None and now > at else None
+        out[tp] = (n, now, speed)
+    return out
+
+
+def _speed(share: float, tp: TopicPartition, measured: dict) -> float:
+    """How fast a copy is predicted to move: its throttle share, or faster where its last measurement
+    showed it faster (a quota's early burst; never slower, so no release is looked for late)."""
+    m = measured.get(tp)
+    speed = m[2] if m is not None and len(m) > 2 else None  # (a caller may keep (bytes, when) alone)
+    return max(share, speed) if speed is not None else share
+
+
 def copy_left(s: State, tp: TopicPartition, share: float, now: float, measured: dict) -> float | None:
     """Bytes a throttled copy in flight is predicted to miss at ``now``: from its last measurement
-    (``measured``: tp -> (bytes missed, when measured)) less what its throttle share moved since, else
-    from its size less what the share moved since it started; ``None`` when neither is known."""
+    (``measured``: tp -> (bytes missed, when measured, its speed then: ``measured_after``)) less what it
+    moved since at the faster of its throttle share and that speed, else from its size less what the share
+    moved since it started; ``None`` when neither is known."""
     f = s.steps[tp]
     if tp in measured:
-        left, at = measured[tp]
-        return left - share * max(0.0, now - at)
+        left, at = measured[tp][0], measured[tp][1]
+        return left - _speed(share, tp, measured) * max(0.0, now - at)
     obs = s.observed.get(tp)
     if obs is not None and obs.size_bytes is not None and f.started_at is not None:
         return obs.size_bytes - share * max(0.0, now - f.started_at)
     return None
 
 
-def _release_in(s: State, tp: TopicPartition, share: float, left: float, now: float) -> float:
+def _release_in(s: State, tp: TopicPartition, share: float, left: float, now: float,
+                speed: float | None = None) -> float:
     """Seconds until a throttled copy missing ``left`` bytes may be released (``_catch_up``): until its
-    bytes are ``throttle_release_ms`` of its share, and until the bucket of each of its receiving brokers
-    has room for them (paid back at ``RELEASE_REFILL`` of the rate)."""
+    bytes are ``throttle_release_ms`` of its share (moving at ``speed``, default the share), and until the
+    bucket of each of its receiving brokers has room for them (paid back at ``RELEASE_REFILL`` of the rate)."""
     lead = _release_seconds(s)
-    wait = max(0.0, left - share * lead) / share
+    wait = max(0.0, left - share * lead) / (speed or share)
     rate = s.throttle_rate
     if rate:
         at_release = max(0.0, min(left, share * lead))  # what it will miss when its turn comes
@@ -1083,7 +1127,8 @@ def next_looks(s: State, now: float, measured: dict, floor: float, ceiling: floa
             out[tp] = soon
         elif f.started and tp in shares:
             left = copy_left(s, tp, shares[tp], now, measured)
-            at = late if left is None else now + _release_in(s, tp, shares[tp], left, now)
+            at = late if left is None else now + _release_in(s, tp, shares[tp], left, now,
+                                                               _speed(shares[tp], tp, measured))
             out[tp] = min(late, max(soon, at))
         else:
             out[tp] = late
@@ -1110,8 +1155,11 @@ def next_measures(s: State, now: float, measured: dict, floor: float, ceiling: f
         since = measured[tp][1] if tp in measured else f.started_at
         if left is None or since is None:
             continue
-        release = now + _release_in(s, tp, shares[tp], left, now)
-        at = max(now + floor, (since + release) / 2)
+        release = now + _release_in(s, tp, shares[tp], left, now, _speed(shares[tp], tp, measured))
+        at = (since + release) / 2
+        if tp not in measured:  # first measured early: a quota's burst shows (FIRST_MEASURE)
+            at = min(at, since + FIRST_MEASURE)
+        at = max(now + floor, at)
         if at < min(release, now + ceiling) - 1e-9:
             out[tp] = at
     return out
@@ -1127,7 +1175,7 @@ def releasing(s: State, now: float, measured: dict, within: float) -> set[TopicP
         if tp not in shares:
             continue
         left = copy_left(s, tp, shares[tp], now, measured)
-        if left is not None and _release_in(s, tp, shares[tp], left, now) <= within:
+        if left is not None and _release_in(s, tp, shares[tp], left, now, _speed(shares[tp], tp, measured)) <= within:
             out.add(tp)
     return out
 
@@ -1147,10 +1195,11 @@ def measure_due(s: State, now: float, measured: dict, floor: float) -> list[Topi
         if left is None:
             out.append(tp)
             continue
-        to_go = _release_in(s, tp, shares[tp], left, now)
+        to_go = _release_in(s, tp, shares[tp], left, now, _speed(shares[tp], tp, measured))
         f = s.steps[tp]
         since = measured[tp][1] if tp in measured else f.started_at
-        if to_go <= floor or (since is not None and now - since >= to_go):
+        first = tp not in measured and since is not None and now - since >= FIRST_MEASURE - 1e-9
+        if to_go <= floor or first or (since is not None and now - since >= to_go):
             out.append(tp)
     return out
 

@@ -58,8 +58,8 @@ from engine.cluster import Cluster
 from engine.core.outcomes import Unavailable
 from engine.core.commands import CatchUpObserved, Input, LooksPaced, ObservationFailed, Submit, ThrottlesObserved, Tick
 from engine.core.budget import ANY, WINDOW, busiest, look_at
-from engine.core.decide import (handle, held_over_caps, measure_due, next_looks, next_measures, releasing, starting,
-                                watched)
+from engine.core.decide import (handle, held_over_caps, measure_due, measured_after, next_looks, next_measures,
+                                releasing, starting, watched)
 from engine.log.envelope import EventEnvelope, new_id, now
 from engine.runtime.executor import Executor, recovery_actions
 from engine.core.partition import TopicPartition
@@ -202,7 +202,7 @@ class Decider:
         self.plan: dict[TopicPartition, float] = {}  # when each watched partition is next worth a look
         self.measures: dict[TopicPartition, float] = {}  # when each copy's catch-up is next worth measuring alone
         self.next_at: float | None = None  # when the next tick has something to do (``due_in``)
-        self.measured: dict[TopicPartition, tuple[int, float]] = {}  # catch-up of each copy: (bytes, when)
+        self.measured: dict[TopicPartition, tuple] = {}  # catch-up of each copy: (bytes, when, speed): measured_after
         self.budget = budget  # requests per second per broker the looks keep within (None: none; ``_pace``)
         # requests each recent read of a kind cost its busiest broker; those the current tick's reads sent
         self.look_costs: dict[str, deque[int]] = {kind: deque(maxlen=LOOK_COSTS) for kind in READS}
@@ -587,8 +587,8 @@ class Decider:
         pace, the next throttle read-back; never, when nothing is in flight, waiting or due."""
         s = self.state
         # a measurement from before the step in flight started (an earlier step of the partition) says nothing
-        self.measured = {tp: (n, at) for tp, (n, at) in self.measured.items()
-                         if tp in s.steps and s.steps[tp].started_at is not None and at >= s.steps[tp].started_at}
+        self.measured = {tp: m for tp, m in self.measured.items()
+                         if tp in s.steps and s.steps[tp].started_at is not None and m[1] >= s.steps[tp].started_at}
         self.plan = next_looks(s, now, self.measured, self.floor, self.poll_interval)
         self.measures = next_measures(s, now, self.measured, self.floor, self.poll_interval)
         times = list(self.plan.values()) + list(self.measures.values())
@@ -633,8 +633,7 @@ class Decider:
         if isinstance(remaining, Unavailable):
             log.warning("cannot measure the catch-up of the copies in flight: %s", remaining)
             return []
-        self.measured = {tp: m for tp, m in {**self.measured, **{tp: (n, now) for tp, n in remaining.items()}}.items()
-                         if tp in s.steps}
+        self.measured = measured_after(s, self.measured, remaining, now)
         return self.process(CatchUpObserved(remaining, now))
 
     def verify_throttles(self, now: float) -> list[EventEnvelope]:
