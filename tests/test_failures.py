@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from engine.core import events as ev
 from engine.core import retry
 from engine.core.decide import METADATA_SETTLE
-from engine.core.commands import ChangeThrottle, ObservationFailed, PartitionTarget, Submit, ThrottlesObserved
+from engine.core.commands import ChangeLimits, ChangeThrottle, ObservationFailed, PartitionTarget, Submit, ThrottlesObserved
 from engine.core.partition import TopicPartition
 from engine.core.state import COMPLETED, IN_FLIGHT, WAITING, fold
 from engine.views.summary import problems, summarize
@@ -496,6 +496,37 @@ def test_a_retried_alter_is_re_checked_against_the_caps_with_the_leader_as_last_
     run(d, c)
     assert c.assignment() == {tp(0): (2, 0, 6), tp(1): (4, 2, 7), tp(2): (2, 5, 3)}
     check(d)
+
+
+def test_an_unanswered_alter_stays_counted_while_it_may_land_though_its_new_replicas_broker_died():
+    """Seed 2401 of the fault simulator: an alter went unanswered (it was to land 3 s later), the broker
+    its step copies to died 0.3 s after, and the next tick gave the step up at once, as not started. The
+    alter then landed: a reassignment no cap counted, and later a step started past the cap on replica
+    additions. A step whose alter went unanswered stays counted ``ALTER_MAY_LAND`` seconds whatever the
+    reason to give it up (docs/algorithm.md, section 6)."""
+    from engine.core.decide import ALTER_MAY_LAND
+
+    c = FakeCluster({tp(0): (0, 1, 2), tp(1): (3, 4, 5)}, range(8))
+    d = Driver(c)
+    d.now = 1000.0
+    d.feed(ChangeLimits({"max_partitions_in_flight": 1}))
+    d.feed(Submit("r", (PartitionTarget("t", 0, (0, 1, 6)), PartitionTarget("t", 1, (3, 4, 7)))))
+    c.unavailable("alter", times=1)
+    d.tick()
+    [first] = list(d.state.steps)
+    assert not d.state.steps[first].started and not c.in_progress()
+    new = d.state.steps[first].step.nr[0]
+    c.brokers[new] = c.brokers[new]._replace(alive=False)  # the broker the step copies to dies
+    d.observe()
+    given_up = None
+    for _ in range(10):
+        advance(d, 1.0)
+        d.tick()
+        if of_type(d.events, ev.StepFailed) and given_up is None:
+            given_up = d.now
+        assert len(d.state.steps) <= 1, dict(d.state.steps)  # the other one waits while the alter may land
+        d.observe()
+    assert given_up is not None and given_up - 1000.0 >= ALTER_MAY_LAND, given_up
 
 
 def test_a_dead_brokers_rate_is_not_read_as_missing_and_is_removed_when_it_is_back():

@@ -39,7 +39,8 @@ from engine.whatif.fuzz.world import World, retired_leftovers
 CI_RANGE = 200
 MORE_OF_THE_RAREST = (299, 870, 889, 1090, 1621)  # D5, D3, D3, D1, D1: three seeds each with range(CI_RANGE)
 # the first seed of each defect found beyond issue 27's list (docs/benchmarks.md), so that none comes back
-FOUND_BEYOND = (93, 211, 8351, 532, 4535, 2444, 2384, 2391, 5527, 5347, 3773, 8635, 9235, 6531, 48, 4731, 1639, 2102)
+FOUND_BEYOND = (93, 211, 8351, 532, 4535, 2444, 2384, 2391, 5527, 5347, 3773, 8635, 9235, 6531, 48, 4731, 1639, 2102,
+                9363, 2401, 1895, 3977)
 CI_SEEDS = tuple(range(CI_RANGE)) + MORE_OF_THE_RAREST + FOUND_BEYOND
 CHUNK = 20
 

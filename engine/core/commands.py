@@ -150,14 +150,16 @@ class CatchUpObserved:
 @dataclass(frozen=True, slots=True)
 class Tick:
     """Reconcile and schedule: complete what is done, retry what is due, start what may start.
-    ``now`` is the shell's clock (seconds); ``None``: no clock, every retry is due. ``looked``: the
-    partitions the shell observed just before this tick (``engine.core.decide.starting`` names those
-    it should); only they may start a step, so each step is charged to its partition's leader as it
-    is now. ``None``: every observation the state holds counts as fresh (a shell that looks at
+    ``now`` is the shell's clock (seconds); ``None``: no clock, every retry is due. ``looked``: what
+    the shell's look just before this tick showed of each partition it looked at
+    (``engine.core.decide.starting`` names those it should); only they may start a step, and only
+    where the state holds the leader that look showed (a look the state set aside, which it could not
+    order after what it knew, showing another leader starts nothing), so each step is charged to its
+    partition's leader as it is now. ``None``: every observation the state holds counts as fresh (a shell that looks at
     everything it feeds, or keeps no rounds)."""
 
     now: float | None = None
-    looked: frozenset | None = None
+    looked: Mapping[TopicPartition, PartitionState] | None = None
 
 
 @dataclass(frozen=True, slots=True)

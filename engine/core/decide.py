@@ -53,9 +53,9 @@ from engine.core.commands import (
     LooksPaced, ObservationFailed, Pause, Resume, Submit, ThrottlesObserved, Tick, Unverified,
 )
 from engine.core.limits import resolve_changes
-from engine.core.partition import TopicPartition
-from engine.core.scheduler import (A, WEIGHT_UNITS, Requeue, SchedulingKey, Start, creation_caps, next_batch, refusal,
-                                   weight_units)
+from engine.core.partition import PartitionState, TopicPartition
+from engine.core.scheduler import (A, WEIGHT_UNITS, InFlight, Requeue, SchedulingKey, Start, creation_caps,
+                                   next_batch, refusal, weight_units)
 from engine.core.state import (
     ABORTING, CANCELLED, COMPLETED, FINISHED_KEPT, IN_FLIGHT, REVERTED, TERMINAL, Retired, State, apply,
     RELEASE_REFILL, REVERT_SKIPPED, UNCLEAN_REVERT, release_debt, set_back,
@@ -227,16 +227,67 @@ def starting(s: State, now: float | None = None) -> list[TopicPartition]:
     return [x.tp for x in _batch(s, now, None)]
 
 
-def _batch(s: State, now: float | None, looked: frozenset | None) -> list:
-    """The scheduler's decision on ``s`` (``engine.core.scheduler.next_batch``); ``looked``: only these
-    partitions may start (``None``: any)."""
+def _batch(s: State, now: float | None, looked: Mapping | None) -> list:
+    """The scheduler's decision on ``s`` (``engine.core.scheduler.next_batch``); ``looked``: what the
+    tick's look showed of each partition it looked at: only those whose recorded leader it confirms may
+    start (``unconfirmed``), and a step in flight it showed led by another broker is charged to that one
+    as well (``_unordered_leaders``). ``None``: any partition may start, on the counters as recorded."""
     rank = (lambda rid: s.requests[rid].rank) if s.requests else (lambda rid: 0)
-    if looked is None:
-        replan = lambda tp: plan(s, tp, now)  # noqa: E731
-    else:
-        replan = lambda tp: plan(s, tp, now) if tp in looked else None  # noqa: E731
-    return next_batch(s.ready, s.in_flight, s.limits, replan, rank, lambda tp, step: weight(s, tp, step),
+
+    def replan(tp: TopicPartition) -> PlanResult | None:
+        if looked is not None and (tp not in looked or unconfirmed(s, tp, looked[tp])):
+            return None
+        return plan(s, tp, now)
+
+    in_flight = s.in_flight if looked is None else _unordered_leaders(s, looked)
+    return next_batch(s.ready, in_flight, s.limits, replan, rank, lambda tp, step: weight(s, tp, step),
                       creations(s))
+
+
+def unconfirmed(s: State, tp: TopicPartition, look: PartitionState) -> bool:
+    """Whether the tick's look at ``tp`` leaves the leader the state holds for it unconfirmed: the look
+    shows another leader than the record and was set aside (``_observe``: taken at the very time of, or
+    before, what the state knows of the partition, as two looks at one instant are, or after a clock set
+    back less than ``CLOCK_SET_BACK``; or replicas grown back not confirmed yet), so the state cannot
+    tell which of the two leads now. A step planned from the record would be charged to a leader the
+    look may have seen move (the fault simulator's seed 9363): it does not start from it, and the next
+    look that counts decides. Only the leader holds a step (the caps charge it: *out*, and L): another
+    ISR alone starts from the record as before (held, a partition waited 33 s for a standby's clock 34 s
+    behind what the log knew: seed 1895). A look older than the record by its leader epoch (``_behind``)
+    leaves the record standing: it holds nothing (a broker whose metadata lags without bound would
+    otherwise hold the partition for good)."""
+    known = s.observed.get(tp)
+    if known is None:
+        return True
+    return known.leader != look.leader and not _behind(known, look)
+
+
+def _unordered_leaders(s: State, looked: Mapping) -> InFlight:
+    """The counters a tick's decision uses: the state's, and each step in flight whose look this tick the
+    state set aside (``unconfirmed``) while it showed another leader is charged to that leader as well:
+    the state cannot tell which of the two serves its copies now (docs/algorithm.md, section 2: a step in
+    flight is charged to its leader as each look shows it; this look could not be recorded). Only the
+    outgoing charge and L change, for this decision; the record stays as it is."""
+    extra: dict[int, int] = {}
+    moves = 0
+    for tp, look in looked.items():
+        f = s.steps.get(tp)
+        if f is None or look.leader is None or not unconfirmed(s, tp, look):
+            continue
+        if f.step.nr and look.leader != f.source:
+            extra[look.leader] = extra.get(look.leader, 0) + f.weight * len(f.step.nr)
+        moves += int(f.step.tr[0] != look.leader and not f.moves_leader)
+    in_flight = s.in_flight
+    if not extra and not moves:
+        return in_flight
+    outgoing = in_flight.outgoing
+    if extra:
+        with outgoing.mutate() as m:
+            for b, n in extra.items():
+                if n:
+                    m[b] = m.get(b, 0) + n
+            outgoing = m.finish()
+    return in_flight._replace(outgoing=outgoing, leader_moves=in_flight.leader_moves + moves)
 
 
 def creations(s: State):
@@ -1265,6 +1316,8 @@ def _retry_steps(d: _Decision) -> None:
     for tp in sorted(s.steps.keys()):
         f = s.steps[tp]
         if not f.started and not f.aborting and live is not None and any(b not in live for b in f.step.nr):
+            if _may_still_land(f, d.now):
+                continue  # still counted: its last alter, unanswered, may yet reach the controller (seed 2401)
             down = [b for b in f.step.nr if b not in live]
             d.emit(ev.StepFailed(f.request_id, tp, f.number,
                                  f"step {f.number} had not started when broker(s) {down} it copies to went down",

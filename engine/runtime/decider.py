@@ -20,7 +20,7 @@ feeds the observation (or, if the cluster cannot be observed,
 ``ObservationFailed``, which the core records once as ``ClusterUnreachable``),
 then looks at the partitions that observation made startable (a step it saw
 done freed their capacity), the adaptive throttle's proposal if any, then a
-``Tick`` with the clock and the partitions looked at, which retries what is
+``Tick`` with the clock and what the looks showed of the partitions looked at, which retries what is
 due and starts only steps of partitions it looked at: every step is charged to
 its partition's leader as it is now. Every ``verify_interval`` seconds it also reads the
 throttle configuration back from the cluster (``ThrottlesObserved``): what the
@@ -400,6 +400,7 @@ class Decider:
             if (partitions or idle) and self._pace(self.clock(), self._cost("look")):
                 self.held_more = more_held  # what a completion freed is still to be looked at, first
                 return out + self._say_paced(now) + self._hold(now, measure, urgent)
+        looks: dict = {}
         if partitions or full:
             obs = None
             if partitions or idle:
@@ -417,6 +418,7 @@ class Decider:
                 self.full_at = now
             before = self.state
             if obs is not None:
+                looks.update(obs.partitions)
                 out += self.process(dataclasses.replace(obs, now=now))
             # What this look freed (a step done) may start partitions not looked at yet: they are looked at
             # before the tick, which starts only what was looked at (a step is charged to its partition's
@@ -427,6 +429,7 @@ class Decider:
             if more:
                 again = self._read("look", self.cluster.observe, sorted(more))
                 if not isinstance(again, Unavailable):
+                    looks.update(again.partitions)
                     out += self.process(dataclasses.replace(again, now=now))
                     partitions |= more
         if measure and not self._fits(self.clock(), self._cost("catch_up")):
@@ -437,7 +440,9 @@ class Decider:
             self.adaptive, change = self.adaptive.propose(self.state.throttle_rate)
             if change is not None:
                 out += self.process(change)
-        out += self.process(Tick(now, frozenset(partitions)))
+        # what the tick's looks showed of the partitions it looked at: the core starts only those whose
+        # record they confirm (a look it set aside starts nothing: docs/algorithm.md, section 2)
+        out += self.process(Tick(now, {tp: looks[tp] for tp in partitions if tp in looks}))
         if verify and self._fits(self.clock(), self._cost("verify")):  # else due still: first at a later tick
             out += self.verify_throttles(now)
         out += self._say_paced(now)

@@ -37,7 +37,7 @@ from __future__ import annotations
 from engine.core.decide import plan, rate_in_kafka, throttled
 from engine.core.partition import TopicPartition
 from engine.core.scheduler import A, WEIGHT_UNITS, lacking, refusal, resources
-from engine.core.state import ACTIVE, FINISHED_KEPT, READY, TERMINAL, State, fold
+from engine.core.state import ACTIVE, FINISHED_KEPT, READY, TERMINAL, State, fold, set_back
 from engine.core.throttles import ThrottleSet, needed, union
 from engine.runtime.decider import IDLE_LOOK
 from engine.views.attention import attention
@@ -146,6 +146,30 @@ def idle_sources(state: State) -> dict[int, list[tuple]]:
             for _seq, tp, key in chain:
                 if refusal(c, state.limits, key) is None:
                     out.setdefault(src, []).append((tp, key))
+    return out
+
+
+def unordered_looks(state: State, world: World, now: float,
+                    idle: dict[int, list[tuple]]) -> dict[int, list[tuple]]:
+    """``idle`` without the ready steps the engine may not start yet (docs/algorithm.md, section 2): its
+    latest look at the partition showed another leader than its record, and its clock (``now``) read no
+    later than what the state knows of the partition, so the core could not record that look (section 4:
+    a clock set back less than ``CLOCK_SET_BACK``, or a standby's that lags). Started from the record,
+    its copies could go out of a leader the look saw leave (seed 9363); it starts once a look counts, at
+    most the step back later (section 6: a step back under 60 s delays a timer by at most that much).
+    Seed 3977: the clock stepped back 28.7 s as a leader moved, and the partition waited 20 s and more."""
+    out = {}
+    for src, fit in idle.items():
+        kept = []
+        for tp, k in fit:
+            known, at, seen = state.observed.get(tp), state.known_at.get(tp), world.looked.get(tp)
+            look = seen.partitions.get(tp) if seen is not None else None
+            if (known is not None and look is not None and look.leader != known.leader and at is not None
+                    and now <= at and not set_back(now, at)):
+                continue
+            kept.append((tp, k))
+        if kept:
+            out[src] = kept
     return out
 
 

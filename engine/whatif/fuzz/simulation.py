@@ -218,11 +218,12 @@ class Run:
 
     def check_idle(self, state) -> None:
         now = self.world.now
-        idle = checks.waiting_for_what_it_lacks(state, checks.idle_sources(state))
+        d = self.engine.d
+        idle = checks.unordered_looks(state, self.world, d.clock(),
+                                      checks.waiting_for_what_it_lacks(state, checks.idle_sources(state)))
         for src in list(self.idle):
             if src not in idle:
                 del self.idle[src]
-        d = self.engine.d
         ahead = checks.timers_ahead(state, d.clock()) + checks.decider_ahead(d, d.clock()) if idle else []
         for src, fit in sorted(idle.items()):
             tps = [tp for tp, _key in fit]

@@ -394,7 +394,7 @@ class World:
                 over.append((key, n, cap_of(key)))
         for key, n, cap in over:
             name = key if isinstance(key, str) else f"{key[0]} broker {key[1]}"
-            unit = "" if isinstance(key, str) or key[0] == "new" else f" (eighths of a move)"
+            unit = "" if isinstance(key, str) or key[0] == "new" else " (eighths of a move)"
             self.violate("caps", f"starting {tp_str(started)} put {name} at {n} > {cap}{unit}: "
                          f"{', '.join(tp_str(t) for t in who[key])}", who[key], resource=key, torn=look_torn)
 
