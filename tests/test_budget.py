@@ -336,3 +336,51 @@ def test_a_look_at_what_a_completion_freed_stays_held_when_a_held_catch_up_goes_
         if due is not None and due <= FLOOR / 2:
             d.tick()
     assert any(freed_too for t, freed_too in looked if t < full - FLOOR), (looked, full)
+
+
+class Unreachable(Charged):
+    """``Charged``, whose looks fail (the cluster cannot be observed) once ``down`` is set."""
+
+    down = False
+
+    def observe(self, partitions=None):
+        if self.down:
+            from engine.core.outcomes import Unavailable
+            return Unavailable("connection refused")
+        return super().observe(partitions)
+
+
+def test_a_pacing_that_ended_while_the_cluster_cannot_be_observed_is_recorded_as_ended():
+    """A tick whose look fails returns early; it still records the end of a pacing, else ``kreassign status``
+    (folded from the log) said 'paced' for as long as the cluster was down, though no look was deferred and
+    /status said none was."""
+    from engine.runtime.decider import PACED_SHOWN
+
+    sc = S.from_document({
+        "seed": 3,
+        "brokers": [{"id": b, "network_in": "100 MB/s", "network_out": "100 MB/s"} for b in (1, 2, 3, 4)],
+        "topics": [{"name": "t", "min_insync_replicas": 2,
+                    "assignment": [{"replicas": [1, 2, 3], "size": "64 MB"} for _ in range(6)]}],
+    })
+    cluster = Unreachable(SimulatedCluster.from_scenario(sc))
+    d = Decider(MemoryLog(), cluster, clock=lambda: cluster.cluster.time, poll_interval=CEILING, floor=FLOOR,
+                budget=4)
+    d.recover(None)
+    d.decide(ChangeThrottle(4_000_000))
+    d.decide(Submit("r", tuple(PartitionTarget("t", p, (1, 2, 4)) for p in range(6))))
+
+    def run_until(stop, limit):
+        end = cluster.cluster.time + limit
+        while not stop() and cluster.cluster.time < end:
+            due = d.due_in()
+            if due is not None and due <= FLOOR / 2:
+                d.tick()
+            cluster.cluster.advance(FLOOR / 2)
+
+    run_until(lambda: d.state.looks_paced is not None, 60.0)
+    assert d.state.looks_paced is not None
+    cluster.down = True
+    run_until(lambda: False, 3 * PACED_SHOWN)
+    assert d.state.cluster_error is not None  # the looks fail all along
+    assert d.budget_status(cluster.cluster.time)["paced"] is None
+    assert d.state.looks_paced is None

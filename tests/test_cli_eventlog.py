@@ -165,6 +165,11 @@ def test_limits_explain_says_what_a_limit_bounds_by_any_of_its_names(capsys):
     assert "The leader serves every new follower from its disk and NIC" in out
     assert main(["limits", "--explain", "throttle-margin-pct"]) == 0
     assert capsys.readouterr().out.startswith("throttle_margin_pct (M), default 8; from 0 to 25; ")
+    assert main(["limits", "--explain", "num.concurrent.partition.movements.per.broker"]) == 0  # --set takes it
+    out = capsys.readouterr().out
+    assert out.startswith("num.concurrent.partition.movements.per.broker sets 3 limits at once: "
+                          "max_incoming_moves_per_broker, max_outgoing_moves_per_broker, max_new_replicas_per_broker.\n")
+    assert "\nmax_new_replicas_per_broker (new), default 2; " in out
     assert main(["limits", "--explain", "max_moves"]) == 2
     assert "unknown limit 'max_moves' (kreassign limits --list names them all)" in capsys.readouterr().err
 

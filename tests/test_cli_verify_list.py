@@ -152,3 +152,52 @@ def test_verify_of_a_finished_request_names_the_throttles_the_engine_keeps_for_a
     out = capsys.readouterr().out
     assert "Brokers [1] still have a leader.replication.throttled.rate" in out
     cluster.remove_throttles(stray)
+
+
+def test_a_rate_the_engine_fails_to_remove_is_left_not_kept_for_another_request():
+    """req-1 ends while req-2 runs; the removal of req-1's follower rate on broker 3 is refused and is
+    being retried. The rate is in force by the log, but the engine does not want it: verifying req-1
+    counts it as left, not as kept for req-2, whose partitions never name broker 3. req-2's own rates
+    (brokers 1, 2 and 4) are kept for it."""
+    from engine.cli.verify import kept_for_others
+    from tests.fake_cluster import Driver, FakeCluster
+
+    c = FakeCluster({P0: (1, 2), P1: (1, 2)}, brokers=range(1, 6))
+    d = Driver(c)
+    d.now = 100.0  # a refused removal is retried later, not at once
+    d.feed(Submit("req-1", (PartitionTarget("v", 0, (1, 3)),)))
+    d.tick()
+    d.feed(Submit("req-2", (PartitionTarget("v", 1, (1, 4)),)))
+    d.tick()
+    c.refuse("remove", "POLICY_VIOLATION", "refused", times=50)
+    c.finish(P0)
+    d.observe()
+    d.tick()
+    assert d.state.requests["req-1"].status == "completed" and d.state.requests["req-2"].open
+    assert 3 in d.state.throttles.follower_brokers and 3 in d.state.throttle_failed.follower_brokers
+    found = ThrottleSet(frozenset(), frozenset(), frozenset({1, 2}), frozenset({3, 4}), 1)  # rates alone
+    left, kept = kept_for_others(d.state, "req-1", found)
+    assert left.follower_brokers == {3} and not left.leader_brokers
+    assert set(kept) == {"req-2"}
+    assert kept["req-2"].leader_brokers == {1, 2} and kept["req-2"].follower_brokers == {4}
+
+
+def test_a_rate_two_running_requests_need_is_kept_for_each():
+    """A rate is named with every running request whose partitions name its broker, not with the oldest
+    running request whatever it moves."""
+    from engine.cli.verify import kept_for_others
+    from tests.fake_cluster import Driver, FakeCluster
+
+    p2 = TopicPartition("v", 2)
+    c = FakeCluster({P0: (1, 2), P1: (4, 5), p2: (4, 7)}, brokers=range(1, 10))
+    d = Driver(c)
+    d.feed(Submit("req-1", (PartitionTarget("v", 0, (1, 3)),)))
+    d.feed(Submit("req-2", (PartitionTarget("v", 1, (4, 6)),)))
+    d.feed(Submit("req-3", (PartitionTarget("v", 2, (4, 8)),)))
+    d.tick()
+    assert set(d.state.steps) == {P0, P1, p2}  # all three copy
+    found = d.state.throttles._replace(leader=frozenset(), follower=frozenset())  # the rates
+    left, kept = kept_for_others(d.state, "req-1", found)
+    assert left.leader_brokers == {1, 2} and left.follower_brokers == {3}  # req-1's own
+    assert kept["req-2"].leader_brokers == {4, 5} and kept["req-2"].follower_brokers == {6}
+    assert kept["req-3"].leader_brokers == {4, 7} and kept["req-3"].follower_brokers == {8}

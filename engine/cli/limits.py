@@ -14,7 +14,7 @@ from engine.cli import CliError
 from engine.cli import verdicts
 from engine.cli.connection import add_arguments
 from engine.core.commands import ChangeLimits
-from engine.core.limits import SETTINGS, resolve_changes, setting
+from engine.core.limits import SETTINGS, resolve_changes, settings_named
 
 
 def add_parser(sub) -> None:
@@ -94,9 +94,14 @@ def _span(s) -> str:
 def explain(name: str) -> int:
     import textwrap
 
-    s = setting(name)
-    if s is None:
+    found = settings_named(name)
+    if not found:
         raise CliError(f"unknown limit '{name}' (kreassign limits --list names them all)")
-    print(f"{s.name} ({s.symbol}), default {s.default}{_span(s)}; aliases: {', '.join(s.aliases) or '-'}")
-    print(textwrap.fill(s.why, width=100))
+    if len(found) > 1:
+        print(f"{name.strip()} sets {len(found)} limits at once: {', '.join(s.name for s in found)}.")
+    for i, s in enumerate(found):
+        if i:
+            print()
+        print(f"{s.name} ({s.symbol}), default {s.default}{_span(s)}; aliases: {', '.join(s.aliases) or '-'}")
+        print(textwrap.fill(s.why, width=100))
     return 0

@@ -10,9 +10,10 @@ Unlike Kafka's tool it removes nothing: the engine owns the throttles it set.
 Exit status 0 when every partition is at its target and no throttle is left,
 1 otherwise (for scripts), 2 on bad input.
 
-With ``--request``, a throttle the log says the engine set and still needs for another request that is
-running (a throttled replica of one of that request's partitions not ended; a broker's rate while any
-other request is running) is *kept*: named, with the request, and not counted against this one. Kafka's
+With ``--request``, a throttle the engine wants in force now, by the log, for another request that is
+running (a throttled replica of that request's step in flight; a broker's rate its partitions not ended
+name) is *kept*: named, with that request, and not counted against this one. A throttle the engine is
+failing to remove (its removal refused and retried) is not kept: it counts. Kafka's
 tool cannot tell whose a throttle is; the event log can. With a reassignment JSON file every throttle
 left counts, as in Kafka's tool.
 """
@@ -23,6 +24,7 @@ from engine.core import reassignment_json
 from engine.cli import CliError, read_text
 from engine.cli.connection import add_arguments, add_cluster_arguments, open_cluster_of
 from engine.cli.status import Follower
+from engine.core.decide import wanted_throttles
 from engine.core.outcomes import Unavailable
 from engine.core.partition import Replicas, TopicPartition
 from engine.core.state import ACTIVE, CANCELLED, COMPLETED, FINISHED_KEPT, REVERTED, TERMINAL, State
@@ -80,15 +82,17 @@ def expectations(args) -> tuple[dict[TopicPartition, tuple[Replicas | None, str]
 
 
 def kept_for_others(state: State | None, request_id: str | None, found: ThrottleSet) -> tuple[ThrottleSet, dict]:
-    """Of the throttles ``found`` on the cluster, those the engine keeps for another running request (the
-    log says it set them: they are in ``state.throttles``): (what is left once they are taken out, the
-    keeping request -> a ThrottleSet of what it keeps)."""
+    """Of the throttles ``found`` on the cluster, those the engine keeps for another running request: it
+    wants them in force now (``decide.wanted_throttles``: a throttle it failed to remove and retries is
+    not kept) and they serve that request (a replica of its step in flight; a rate its partitions not
+    ended name). (What is left once they are taken out, the keeping request -> a ThrottleSet of what it
+    keeps); a rate serving several requests is named with each."""
     if state is None:
         return found, {}
     running = {rid for rid, r in state.requests.items() if rid != request_id and r.status == ACTIVE and r.open}
     if not running:
         return found, {}
-    ours = state.throttles
+    want = wanted_throttles(state)
     kept: dict[str, dict] = {}
 
     def owner(e) -> str | None:
@@ -97,22 +101,31 @@ def kept_for_others(state: State | None, request_id: str | None, found: Throttle
             return entry.request_id
         return None
 
+    naming: dict[int, set[str]] = {}  # broker -> the running requests whose partitions not ended name it
+    for tp, entry in state.partitions.items():
+        if entry.request_id in running and entry.status not in TERMINAL:
+            f = state.steps.get(tp)
+            for b in {*entry.target, *(entry.original or ()), *(f.step.cr + f.step.tr if f is not None else ())}:
+                naming.setdefault(b, set()).add(entry.request_id)
     left = {}
     for side in ("leader", "follower"):
-        mine = getattr(ours, side)
+        wanted = getattr(want, side)
         left[side] = set()
         for e in getattr(found, side):
-            rid = owner(e) if e in mine else None
+            rid = owner(e) if e in wanted else None
             if rid is None:
                 left[side].add(e)
             else:
                 kept.setdefault(rid, {}).setdefault(side, set()).add(e)
-    by = min(running, key=lambda rid: state.requests[rid].seq)  # a rate serves every request: named by the oldest
     for side in ("leader_brokers", "follower_brokers"):
-        mine = getattr(ours, side)
-        left[side] = {b for b in getattr(found, side) if b not in mine}
-        if getattr(found, side) & mine:
-            kept.setdefault(by, {})[side] = getattr(found, side) & mine
+        wanted = getattr(want, side)
+        left[side] = set()
+        for b in getattr(found, side):
+            rids = naming.get(b, ()) if b in wanted else ()
+            if not rids:
+                left[side].add(b)
+            for rid in rids:
+                kept.setdefault(rid, {}).setdefault(side, set()).add(b)
     return (ThrottleSet(frozenset(left["leader"]), frozenset(left["follower"]), frozenset(left["leader_brokers"]),
                         frozenset(left["follower_brokers"]), found.rate),
             {rid: ThrottleSet(frozenset(k.get("leader", ())), frozenset(k.get("follower", ())),
@@ -166,7 +179,8 @@ def run(args) -> int:
     for rid, ts in kept.items():
         _print_throttles(ts, "kept", "keep", f" for request {rid} (running)")
     if kept:
-        print("The engine removes what it keeps for a request once that request ends; they do not count here.")
+        print("The engine removes each once no step in flight needs it and nothing left to do names its broker; "
+              "they do not count here.")
     return 0 if ok else 1
 
 

@@ -1484,6 +1484,12 @@ def _keeping_rates(s: State, want: ThrottleSet, restore: ThrottleSet = ThrottleS
                        want.follower_brokers | (force.follower_brokers & kept), rate_in_kafka(s))
 
 
+def wanted_throttles(s: State) -> ThrottleSet:
+    """The throttles the engine wants in force now: what its steps in flight need, and the rates it keeps
+    between steps (``_keeping_rates``). Anything else in force is on its way out (a removal to retry)."""
+    return _keeping_rates(s, needed(throttled(s), rate_in_kafka(s)))
+
+
 def kept_rates(s: State) -> tuple[frozenset[int], frozenset[int]]:
     """(leader side, follower side): the brokers whose rate on that side is in force only because a
     partition not ended names them (no step in flight needs it): what ``status`` says is kept between

@@ -182,6 +182,15 @@ def setting(name: str) -> Setting | None:
     return None if found is None else _SETTING[found]
 
 
+def settings_named(name: str) -> list[Setting]:
+    """The settings a name sets: one (``setting``), the three per-broker caps for
+    ``num.concurrent.partition.movements.per.broker`` (as ``resolve_changes`` does), or none."""
+    if name.strip() == _BOTH:
+        return [_SETTING[n] for n in _BOTH_SETS]
+    found = setting(name)
+    return [] if found is None else [found]
+
+
 def resolve_changes(changes: Mapping[str, int]) -> tuple[dict[str, int], list[str]]:
     """Map alias keys to field names and check values; returns (resolved, problems)."""
     resolved: dict[str, int] = {}

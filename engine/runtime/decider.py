@@ -410,6 +410,7 @@ class Decider:
                 self.blocked = f"cannot observe the cluster: {obs}"
                 log.warning("cannot observe the cluster: %s", obs)
                 out = self.process(ObservationFailed(str(obs), now))
+                out += self._say_paced(now)  # a pacing ended meanwhile is said so even while the cluster is down
                 # tried again at the next full look, a ceiling from now, not at every tick
                 self.full_at, self._after_tick, self.plan, self.measures, self.next_at = now, self.state, {}, {}, now + self.poll_interval
                 return out
