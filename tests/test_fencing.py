@@ -211,7 +211,18 @@ def test_sigstop_past_the_session_timeout_the_standby_takes_over_and_the_old_dec
     # and every action must be refused (fenced, or its lease expired and its renewal fenced)
     wait_for(lambda: (active.status() or {}).get("active") is False, 60, "the old decider to stand down")
     done = len(tail.payloads(ev.StepCompleted))
-    wait_for(lambda: len(tail.payloads(ev.StepCompleted)) >= done + 3, 120, "the new decider to go on")
+
+    def went_on():  # three more steps, or the whole request (the old decider may stand down only once the
+        # new one has ended it: its fenced append waits ~30 s for librdkafka's delivery reports)
+        return len(tail.payloads(ev.StepCompleted)) >= done + 3 or tail.payloads(ev.RequestCompleted)
+    try:
+        wait_for(went_on, 120, "the new decider to go on")
+    except AssertionError as e:  # say what each worker was doing (once: Faust's table recovery never ended)
+        keys = ("decisions partition", "stops", "Recovery]: Done", "No event received", "claimed", "recovered:")
+        raise AssertionError("\n".join([str(e)] + [
+            f"{name} {w.status()}\n" + "\n".join(line[:240] for line in w.output().splitlines()
+                                                   if any(k in line for k in keys))[-4000:]
+            for name, w in (("old", active), ("new", standby))])) from None
     records = all_records(broker, topics.events)
     writers = [w for w, _e in records]
     assert new_id in writers
@@ -250,6 +261,71 @@ def test_a_deposed_worker_reclaims_only_when_no_other_decider_has_ticked_for_as_
     assert Engine.may_reclaim(w, 107.6)  # the successor went silent for reclaim_after
     assert not Engine.may_reclaim(SimpleNamespace(**{**vars(w), "owns": False}), 200.0)  # Faust moved it away
     assert not Engine.may_reclaim(SimpleNamespace(**{**vars(w), "deposed": None}), 200.0)  # it decides already
+
+
+def test_a_worker_given_the_partition_that_faust_never_feeds_says_so_and_stops(monkeypatch):
+    """Seen in the SIGSTOP test above (1 run in about 100): the resumed worker was given the decisions
+    partition back, claimed, and Faust's recovery of the executor table's changelog then received no
+    event for minutes, so Faust delivered the decider no input; the worker heartbeat on and held the
+    partition, its /status said active, recovering, blocked null, and nobody decided. Now /status says
+    why after FAUST_QUIET s, and after FAUST_GIVE_UP s without any move of Faust's recovery the worker
+    stops (SIGTERM to itself) so that the group gives the partition to another worker."""
+    import asyncio
+    from types import MethodType, SimpleNamespace
+
+    from engine.runtime import worker as W
+
+    now = [100.0]
+    kills = []
+    monkeypatch.setattr(W, "time", SimpleNamespace(monotonic=lambda: now[0], time=time.time, sleep=time.sleep))
+    monkeypatch.setattr(W, "os", SimpleNamespace(kill=lambda pid, sig: kills.append(sig), getpid=os.getpid))
+    recovery = SimpleNamespace(active_offsets={"executor-changelog[0]": -1})
+
+    def worker():
+        w = SimpleNamespace(
+            s=SimpleNamespace(worker_id="w", time_scale=1.0),
+            app=SimpleNamespace(tables=SimpleNamespace(recovery=recovery)),
+            role=None, generation=0, active=False, owns=False, deposed=None, claim=False, needs_recovery=True,
+            decider=None, recovery_error=None, last_retry=None, assigned_at=None, delivered_at=float("-inf"),
+            faust_mark=None, faust_moved_at=0.0, faust_said=0, gave_up=None,
+            counters={"recoveries": 1, "recoveries_restarted": 0, "retries": 0})
+        for name in ("on_assigned", "on_revoked", "say_role", "status", "faust_recovery_mark", "faust_stall",
+                     "faust_blocked", "watch_faust", "give_up"):
+            setattr(w, name, MethodType(getattr(W.Engine, name), w))
+        return w
+
+    w = worker()
+    w.on_assigned(True)
+    now[0] = 105.0
+    w.watch_faust(now[0])
+    assert asyncio.run(w.status())["blocked"] is None  # Faust may take a moment to get ready
+    now[0] = 112.0
+    w.watch_faust(now[0])
+    status = asyncio.run(w.status())
+    assert status["active"] and status["recovering"], status
+    assert "Faust has delivered no input" in (status["blocked"] or ""), status
+    recovery.active_offsets = {"executor-changelog[0]": 3}  # Faust's recovery reads: it is slow, not stuck
+    now[0] = 115.0
+    w.watch_faust(now[0])
+    now[0] = 144.0
+    w.watch_faust(now[0])
+    assert not kills and w.active
+    now[0] = 145.5  # 30.5 s since Faust's recovery last moved, 45.5 s since the assignment
+    w.watch_faust(now[0])
+    assert kills == [W.signal.SIGTERM] and not w.active and "Faust has delivered no input" in w.gave_up
+    assert asyncio.run(w.status())["stopped"] == w.gave_up
+    w.watch_faust(now[0] + 1)
+    assert kills == [W.signal.SIGTERM]  # once
+
+    fed = worker()  # Faust delivered an input after the assignment: the decider runs, nothing to say
+    fed.on_assigned(True)
+    fed.delivered_at = now[0] + 1  # what Engine.decide records for every input
+    now[0] += 1000
+    fed.watch_faust(now[0])
+    assert fed.faust_stall(now[0]) is None and asyncio.run(fed.status())["blocked"] is None and len(kills) == 1
+    standby = worker()  # a standby waits for nothing
+    standby.on_assigned(False)
+    assert standby.faust_stall(now[0]) is None
 
 
 def run_a_worker(monkeypatch, at_recovery=None, first_tick=None, warm_future=None, at_claim=None):
@@ -310,9 +386,11 @@ def run_a_worker(monkeypatch, at_recovery=None, first_tick=None, warm_future=Non
         needs_recovery=True, decider=None, pool=ThreadPoolExecutor(max_workers=1), executor_table={},
         recovery_error=None, last_recovery=None, last_retry=None, snapshot_events=0,
         counters={"recoveries": 0, "recoveries_restarted": 0, "events": 0, "retries": 0},
-        warm=None, warm_end=None, warm_future=warm_future, claim_lock=asyncio.Lock())
+        warm=None, warm_end=None, warm_future=warm_future, claim_lock=asyncio.Lock(), assigned_at=None,
+        delivered_at=float("-inf"), faust_mark=None, faust_moved_at=0.0, faust_said=0, gave_up=None)
     for name in ("run", "recover", "claim_decider", "claim_early", "on_assigned", "say_role", "record", "depose",
-                 "read_ahead_done", "overtaken", "given_up", "status"):
+                 "read_ahead_done", "overtaken", "given_up", "status", "faust_recovery_mark", "faust_stall",
+                 "faust_blocked"):
         setattr(w, name, MethodType(getattr(W.Engine, name), w))
 
     async def main():

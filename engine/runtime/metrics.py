@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+import time
 from collections import Counter
 
 from engine.views.summary import bytes_remaining, problems
@@ -43,9 +44,11 @@ class _Collector:
             yield m
         active = e.active and e.decider is not None and not e.needs_recovery
         yield _gauge("kreassign_decider_active", "1 if this worker is the active decider", 1 if active else 0)
-        yield _gauge("kreassign_recovery_failing", "1 while the decider's recovery fails and is retried (/status "
-                     "'blocked' says why: e.g. a grant on kreassign's own topics revoked)",
-                     1 if e.active and getattr(e, "recovery_error", None) else 0)
+        faust = getattr(e, "faust_blocked", lambda at: None)
+        yield _gauge("kreassign_recovery_failing", "1 while the decider's recovery fails and is retried, or cannot "
+                     "start because Faust delivers no input (/status 'blocked' says why: e.g. a grant on kreassign's "
+                     "own topics revoked)",
+                     1 if e.active and (getattr(e, "recovery_error", None) or faust(time.monotonic())) else 0)
         cluster = getattr(e, "cluster", None)
         if cluster is not None:
             silent = getattr(cluster, "unresponsive", lambda: {})()

@@ -33,6 +33,7 @@ import asyncio
 import json
 import logging
 import os
+import signal
 import shutil
 from pathlib import Path
 import socket
@@ -224,6 +225,8 @@ LEASE_KEY = b"lease"
 RECOVERY_RETRY = 1.0  # seconds between a failed claim or recovery and the next attempt
 RENEWALS = 3  # lease records committed in a row before guard() gives up (Retry: claim, recover, try again)
 WARM_INTERVAL = 10.0  # seconds between a standby's checks for a newer snapshot to read ahead
+FAUST_QUIET = 10.0  # seconds an owned decisions partition may deliver no input (Faust not ready) before it is said
+FAUST_GIVE_UP = 30.0  # seconds of that, with Faust's table recovery not moving either, before the worker stops
 
 
 def faust_credentials(config: ClientConfig):
@@ -309,6 +312,15 @@ class Engine:
         self.deposed_at = 0.0
         self.foreign_tick_at = float("-inf")  # when a tick another worker sent was last read (``may_reclaim``)
         self.needs_recovery = True
+        # Faust hands the decider its inputs only once its table recovery is done: when this worker was
+        # given the decisions partition, when the decider agent last got an input from it, and the last
+        # move of Faust's table recovery (``faust_stall``); why this worker stopped (``give_up``)
+        self.assigned_at: float | None = None
+        self.delivered_at = float("-inf")
+        self.faust_mark: object = None
+        self.faust_moved_at = 0.0
+        self.faust_said = 0
+        self.gave_up: str | None = None
         self.generation = 0  # counts Faust's assignments and revocations: a recovery they overtake is redone
         self.claim_lock = asyncio.Lock()
         self.snapshot_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot")
@@ -372,6 +384,7 @@ class Engine:
 
         @app.timer(self.s.tick_interval)
         async def tick():
+            self.watch_faust(time.monotonic())
             if self.may_reclaim(time.monotonic()):
                 log.warning("deposed %.0f s ago but still given the decisions partition (no rebalance came) and no "
                             "other decider's tick seen for %.0f s: claiming it again",
@@ -475,6 +488,8 @@ class Engine:
         if owns:
             log.info("worker %s owns the decisions partition: it decides", self.s.worker_id)
         self.say_role("decides" if owns else "standby")
+        self.assigned_at = self.faust_moved_at = time.monotonic() if owns else None
+        self.faust_mark, self.faust_said = self.faust_recovery_mark(), 0
         self.generation += 1
         self.active = self.owns = owns
         self.deposed = None
@@ -495,6 +510,7 @@ class Engine:
         print(f"kreassign engine: worker {self.s.worker_id} {line}", file=sys.__stdout__, flush=True)
 
     def on_revoked(self) -> None:
+        self.assigned_at = None
         self.generation += 1
         self.active = self.owns = False
         self.needs_recovery = True
@@ -534,6 +550,7 @@ class Engine:
     # --- decider ----------------------------------------------------------------------------------
 
     async def decide(self, message) -> None:
+        self.delivered_at = time.monotonic()  # Faust delivers (``faust_stall``)
         headers = _headers(message)
         kind = headers.get(KIND, b"")
         if kind == b"tick" and headers.get(WRITER, self.s.worker_id.encode()) != self.s.worker_id.encode():
@@ -606,6 +623,58 @@ class Engine:
         self.counters["retries"] += 1
         self.last_retry = {"reason": str(e), "at": now().isoformat(timespec="seconds"), "monotonic": time.monotonic()}
         self.recovery_error = f"cannot {what} now (claiming and recovering again): {e}"
+
+    def faust_recovery_mark(self) -> object:
+        """Where Faust's table recovery is (the changelog offsets it has read): it moves while Faust reads."""
+        try:
+            return tuple(sorted((str(tp), o) for tp, o in self.app.tables.recovery.active_offsets.items()))
+        except Exception:  # noqa: BLE001 - Faust's internals: without them only the inputs count
+            return None
+
+    def faust_stall(self, at: float) -> float | None:
+        """Seconds this worker has owned the decisions partition while Faust delivered it no input and
+        its table recovery (the executor table's changelog, read before Faust delivers anything) did not
+        move; None if Faust delivered an input since the assignment, or this worker does not decide.
+        Nobody decides meanwhile: the group gave the partition to this worker, which heartbeats on."""
+        if not (self.active and self.owns) or self.assigned_at is None or self.delivered_at >= self.assigned_at:
+            return None
+        mark = self.faust_recovery_mark()
+        if mark != self.faust_mark:
+            self.faust_mark, self.faust_moved_at = mark, at
+        return at - max(self.assigned_at, self.faust_moved_at)
+
+    def faust_blocked(self, at: float) -> str | None:
+        """Why nothing is decided, for /status's ``blocked``, while ``faust_stall`` passes ``FAUST_QUIET``."""
+        stall = self.faust_stall(at)
+        if stall is None or stall < FAUST_QUIET:
+            return None
+        return (f"this worker was given the decisions partition {at - self.assigned_at:.0f} s ago and Faust has "
+                f"delivered no input from it since (its table recovery has not moved for {stall:.0f} s): nobody "
+                f"decides; at {FAUST_GIVE_UP:g} s this worker stops, so that another takes the partition over")
+
+    def watch_faust(self, at: float) -> None:
+        """The timer's check that the partition this worker owns gets decided: a WARNING every 10 s while
+        Faust delivers nothing (``faust_blocked``), and at ``FAUST_GIVE_UP`` s the worker stops (``give_up``):
+        Faust's table recovery stalled for good (seen after a SIGSTOP: no event of the changelog came for
+        minutes, while the worker heartbeat on and held the partition)."""
+        reason = self.faust_blocked(at)
+        if reason is None:
+            return
+        stall = self.faust_stall(at)
+        if stall >= FAUST_GIVE_UP:
+            self.give_up(reason)
+        elif int(stall // 10) > self.faust_said:
+            self.faust_said = int(stall // 10)
+            log.warning("%s", reason)
+
+    def give_up(self, reason: str) -> None:
+        """Stop this worker (SIGTERM: Faust leaves the group and closes cleanly; the exit code is 3), so that
+        the group gives the decisions partition to another worker; restart it to have a standby again."""
+        if self.gave_up is not None:
+            return
+        log.error("this worker stops: %s", reason)
+        self.gave_up, self.active = reason, False
+        os.kill(os.getpid(), signal.SIGTERM)
 
     def may_reclaim(self, at: float) -> bool:
         """A deposed worker that Faust still gives the decisions partition claims it again only when
@@ -822,7 +891,8 @@ class Engine:
             base["deposed"] = self.deposed
         d = self.decider
         if not self.active or d is None or self.needs_recovery:
-            return {**base, "recovering": self.active, "blocked": self.recovery_error if self.active else None}
+            blocked = (self.recovery_error or self.faust_blocked(time.monotonic())) if self.active else None
+            return {**base, "recovering": self.active, "blocked": blocked, "stopped": self.gave_up}
         loop = asyncio.get_running_loop()
         doc = await loop.run_in_executor(None, d.status)
         snapshots = {"every_events": self.s.snapshot_every, "last": self.event_log.last_snapshot if self.event_log
@@ -877,4 +947,6 @@ def run_worker(engine: Engine, loglevel: str = "warning") -> None:
         worker.execute_from_commandline()
     finally:
         engine.close()
+        if engine.gave_up is not None:
+            raise SystemExit(3)  # not a clean stop: a supervisor restarts it
 
