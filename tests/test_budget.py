@@ -169,10 +169,13 @@ def moving(budget, partitions=6, size="8 MB", cluster_of=Charged, decider=Decide
     d.decide(ChangeThrottle(4_000_000))
     d.decide(Submit("r", tuple(PartitionTarget("t", p, (1, 2, 4)) for p in range(partitions))))
     paced = []
+    d.deferred_at = []  # when each deferral came (the tick's time)
     while cluster.cluster.time < limit:
         due = d.due_in()
         if due is not None and due <= FLOOR / 2:
+            before, at = d.deferred, cluster.cluster.time
             d.tick()
+            d.deferred_at += [at] * (d.deferred - before)
             st_ = d.budget_status(cluster.cluster.time)
             if st_["paced"]:
                 paced.append(st_["paced"])
@@ -229,7 +232,11 @@ def test_a_pacing_is_recorded_once_when_it_starts_and_once_when_it_ends_and_stat
     assert said and said[0][0] == "looks paced by the request budget: broker 1 at 4/s"
     reasons = [r for r, _e in said]
     assert all((r is None) == (i % 2 == 1) for i, r in enumerate(reasons)), reasons  # starts and ends, in turn
-    assert len(said) < d.deferred  # once per change, not per deferred look
+    # one pacing is a run of deferrals less than PACED_SHOWN apart: a start for each, an end for each but the
+    # one still going at the end of the move
+    gaps = [b - a for a, b in zip(d.deferred_at, d.deferred_at[1:])]
+    pacings = 1 + sum(1 for g in gaps if g >= PACED_SHOWN)
+    assert len(said) == 2 * pacings - (d.state.looks_paced is not None), (len(said), d.deferred_at)
     if d.state.looks_paced is not None:  # the move ended while paced: the end is recorded PACED_SHOWN later
         entry = [a for a in attention(d.state) if a["kind"] == "paced"]
         assert entry and entry[0]["title"] == d.state.looks_paced
@@ -244,6 +251,12 @@ def test_a_pacing_is_recorded_once_when_it_starts_and_once_when_it_ends_and_stat
     assert last.payload.reason is None
     free, _c, _p = moving(budget=None)
     assert not [e for e in free.log.records if isinstance(e.payload, ev.LooksPaced)]
+    # a longer move, paced now and then (the review's: 25 deferrals): a start and an end per pacing, no more
+    long, _c, _p = moving(budget=4, size="64 MB")
+    gaps = [b - a for a, b in zip(long.deferred_at, long.deferred_at[1:])]
+    pacings = 1 + sum(1 for g in gaps if g >= PACED_SHOWN)
+    said = [e.payload.reason for e in long.log.records if isinstance(e.payload, ev.LooksPaced)]
+    assert pacings > 1 and len(said) == 2 * pacings - (long.state.looks_paced is not None), (said, long.deferred_at)
 
 
 @pytest.mark.parametrize("kind, seed, partitions, throttle, median, margin", [
