@@ -24,10 +24,10 @@ from engine.core import reassignment_json
 from engine.cli import CliError, read_text
 from engine.cli.connection import add_arguments, add_cluster_arguments, open_cluster_of
 from engine.cli.status import Follower
-from engine.core.decide import wanted_throttles
+from engine.core.decide import kept_for_others
 from engine.core.outcomes import Unavailable
 from engine.core.partition import Replicas, TopicPartition
-from engine.core.state import ACTIVE, CANCELLED, COMPLETED, FINISHED_KEPT, REVERTED, TERMINAL, State
+from engine.core.state import CANCELLED, COMPLETED, FINISHED_KEPT, REVERTED, State
 from engine.core.throttles import ThrottleSet
 
 
@@ -79,58 +79,6 @@ def expectations(args) -> tuple[dict[TopicPartition, tuple[Replicas | None, str]
         else:
             out[tp] = (entry.goal, f"{entry.status}: goal")
     return out, follower.state
-
-
-def kept_for_others(state: State | None, request_id: str | None, found: ThrottleSet) -> tuple[ThrottleSet, dict]:
-    """Of the throttles ``found`` on the cluster, those the engine keeps for another running request: it
-    wants them in force now (``decide.wanted_throttles``: a throttle it failed to remove and retries is
-    not kept) and they serve that request (a replica of its step in flight; a rate its partitions not
-    ended name). (What is left once they are taken out, the keeping request -> a ThrottleSet of what it
-    keeps); a rate serving several requests is named with each."""
-    if state is None:
-        return found, {}
-    running = {rid for rid, r in state.requests.items() if rid != request_id and r.status == ACTIVE and r.open}
-    if not running:
-        return found, {}
-    want = wanted_throttles(state)
-    kept: dict[str, dict] = {}
-
-    def owner(e) -> str | None:
-        entry = state.partitions.get(TopicPartition(e.topic, e.partition))
-        if entry is not None and entry.request_id in running and entry.status not in TERMINAL:
-            return entry.request_id
-        return None
-
-    naming: dict[int, set[str]] = {}  # broker -> the running requests whose partitions not ended name it
-    for tp, entry in state.partitions.items():
-        if entry.request_id in running and entry.status not in TERMINAL:
-            f = state.steps.get(tp)
-            for b in {*entry.target, *(entry.original or ()), *(f.step.cr + f.step.tr if f is not None else ())}:
-                naming.setdefault(b, set()).add(entry.request_id)
-    left = {}
-    for side in ("leader", "follower"):
-        wanted = getattr(want, side)
-        left[side] = set()
-        for e in getattr(found, side):
-            rid = owner(e) if e in wanted else None
-            if rid is None:
-                left[side].add(e)
-            else:
-                kept.setdefault(rid, {}).setdefault(side, set()).add(e)
-    for side in ("leader_brokers", "follower_brokers"):
-        wanted = getattr(want, side)
-        left[side] = set()
-        for b in getattr(found, side):
-            rids = naming.get(b, ()) if b in wanted else ()
-            if not rids:
-                left[side].add(b)
-            for rid in rids:
-                kept.setdefault(rid, {}).setdefault(side, set()).add(b)
-    return (ThrottleSet(frozenset(left["leader"]), frozenset(left["follower"]), frozenset(left["leader_brokers"]),
-                        frozenset(left["follower_brokers"]), found.rate),
-            {rid: ThrottleSet(frozenset(k.get("leader", ())), frozenset(k.get("follower", ())),
-                              frozenset(k.get("leader_brokers", ())), frozenset(k.get("follower_brokers", ())),
-                              found.rate) for rid, k in sorted(kept.items())})
 
 
 def run(args) -> int:

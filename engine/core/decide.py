@@ -57,7 +57,7 @@ from engine.core.partition import PartitionState, TopicPartition
 from engine.core.scheduler import (A, WEIGHT_UNITS, InFlight, Requeue, SchedulingKey, Start, creation_caps,
                                    next_batch, refusal, weight_units)
 from engine.core.state import (
-    ABORTING, CANCELLED, COMPLETED, FINISHED_KEPT, IN_FLIGHT, REVERTED, TERMINAL, Retired, State, apply,
+    ABORTING, ACTIVE, CANCELLED, COMPLETED, FINISHED_KEPT, IN_FLIGHT, REVERTED, TERMINAL, Retired, State, apply,
     RELEASE_REFILL, REVERT_SKIPPED, UNCLEAN_REVERT, release_debt, set_back,
 )
 from engine.core.step import DEFAULT_STEP_MODE, PlanResult, Step, Waiting, plan_step
@@ -1488,6 +1488,58 @@ def wanted_throttles(s: State) -> ThrottleSet:
     """The throttles the engine wants in force now: what its steps in flight need, and the rates it keeps
     between steps (``_keeping_rates``). Anything else in force is on its way out (a removal to retry)."""
     return _keeping_rates(s, needed(throttled(s), rate_in_kafka(s)))
+
+
+def kept_for_others(state: State | None, request_id: str | None, found: ThrottleSet) -> tuple[ThrottleSet, dict]:
+    """Of the throttles ``found`` on the cluster, those the engine keeps for another running request: it
+    wants them in force now (``decide.wanted_throttles``: a throttle it failed to remove and retries is
+    not kept) and they serve that request (a replica of its step in flight; a rate its partitions not
+    ended name). (What is left once they are taken out, the keeping request -> a ThrottleSet of what it
+    keeps); a rate serving several requests is named with each."""
+    if state is None:
+        return found, {}
+    running = {rid for rid, r in state.requests.items() if rid != request_id and r.status == ACTIVE and r.open}
+    if not running:
+        return found, {}
+    want = wanted_throttles(state)
+    kept: dict[str, dict] = {}
+
+    def owner(e) -> str | None:
+        entry = state.partitions.get(TopicPartition(e.topic, e.partition))
+        if entry is not None and entry.request_id in running and entry.status not in TERMINAL:
+            return entry.request_id
+        return None
+
+    naming: dict[int, set[str]] = {}  # broker -> the running requests whose partitions not ended name it
+    for tp, entry in state.partitions.items():
+        if entry.request_id in running and entry.status not in TERMINAL:
+            f = state.steps.get(tp)
+            for b in {*entry.target, *(entry.original or ()), *(f.step.cr + f.step.tr if f is not None else ())}:
+                naming.setdefault(b, set()).add(entry.request_id)
+    left = {}
+    for side in ("leader", "follower"):
+        wanted = getattr(want, side)
+        left[side] = set()
+        for e in getattr(found, side):
+            rid = owner(e) if e in wanted else None
+            if rid is None:
+                left[side].add(e)
+            else:
+                kept.setdefault(rid, {}).setdefault(side, set()).add(e)
+    for side in ("leader_brokers", "follower_brokers"):
+        wanted = getattr(want, side)
+        left[side] = set()
+        for b in getattr(found, side):
+            rids = naming.get(b, ()) if b in wanted else ()
+            if not rids:
+                left[side].add(b)
+            for rid in rids:
+                kept.setdefault(rid, {}).setdefault(side, set()).add(b)
+    return (ThrottleSet(frozenset(left["leader"]), frozenset(left["follower"]), frozenset(left["leader_brokers"]),
+                        frozenset(left["follower_brokers"]), found.rate),
+            {rid: ThrottleSet(frozenset(k.get("leader", ())), frozenset(k.get("follower", ())),
+                              frozenset(k.get("leader_brokers", ())), frozenset(k.get("follower_brokers", ())),
+                              found.rate) for rid, k in sorted(kept.items())})
 
 
 def kept_rates(s: State) -> tuple[frozenset[int], frozenset[int]]:
