@@ -149,3 +149,36 @@ def test_the_seed_9363_instant_a_request_and_a_leader_move_at_once():
 @given(stories())
 def test_no_copy_starts_out_of_a_broker_over_its_cap_as_the_engine_last_looked(story):
     assert run(*story) == []
+
+
+def test_a_partition_a_look_cannot_confirm_says_why_it_waits_and_starts_at_the_next_look_that_counts():
+    # The seed 9363 instant again, with the clock set back 3 s: every look for 3 s is set aside, and t-1
+    # waited through them with no reason in its events, status or metrics (held silently, up to
+    # CLOCK_SET_BACK). It waits now, saying which leaders the look and the log show.
+    from engine.core.decide import LEADER_UNCONFIRMED
+    from engine.views.attention import attention
+
+    sim = SimulatedCluster.from_scenario(scenario({0: (0, 1, 2), 1: (3, 0, 4)}))
+    offset = [0.0]
+    d = Decider(MemoryLog(), sim, clock=lambda: 1_700_000_000.0 + sim.time + offset[0])
+    d.recover(None)
+    d.decide(ChangeLimits({"max_outgoing_moves_per_broker": 1}))
+    d.decide(ChangeThrottle(20_000_000))
+    d.decide(Submit("r", (PartitionTarget("t", 1, (6, 0, 4)),)))
+    move_leader(sim, 1, 0)  # 3 -> 0 between the request's look and the tick's
+    offset[0] -= 3.0
+    tp = TopicPartition("t", 1)
+    for _ in range(3):  # every look until the clock passes the request's own is set aside
+        d.tick()
+        assert not sim.state.partitions[tp].reassigning
+        assert d.state.waiting[tp] == (
+            f"{LEADER_UNCONFIRMED}: a look shows broker 0 leading where the log has broker 3, and it was taken "
+            "no later than what the log knows of the partition (two looks at one instant, or a clock set back)")
+        [entry] = [e for e in attention(d.state) if e["kind"] == "waiting"]
+        assert LEADER_UNCONFIRMED in entry["title"], entry
+        sim.advance(1.0)
+    sim.advance(0.5)
+    d.tick()  # a look that counts: it records leader 0 and the step starts from it
+    assert tp not in d.state.waiting
+    assert d.state.observed[tp].leader == 0
+    assert sim.state.partitions[tp].reassigning

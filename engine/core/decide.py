@@ -57,7 +57,7 @@ from engine.core.partition import PartitionState, TopicPartition
 from engine.core.scheduler import (A, WEIGHT_UNITS, InFlight, Requeue, SchedulingKey, Start, creation_caps,
                                    next_batch, refusal, weight_units)
 from engine.core.state import (
-    ABORTING, ACTIVE, CANCELLED, COMPLETED, FINISHED_KEPT, IN_FLIGHT, REVERTED, TERMINAL, Retired, State, apply,
+    ABORTING, ACTIVE, CANCELLED, COMPLETED, FINISHED_KEPT, IN_FLIGHT, READY, REVERTED, TERMINAL, Retired, State, apply,
     RELEASE_REFILL, REVERT_SKIPPED, UNCLEAN_REVERT, release_debt, set_back,
 )
 from engine.core.step import DEFAULT_STEP_MODE, PlanResult, Step, Waiting, plan_step
@@ -66,6 +66,10 @@ from engine.core.validation import submission_problems
 
 OTHER_TOOLS_REASSIGNMENT = "a reassignment not started by kreassign is in progress"
 """How a partition's wait for a reassignment kreassign did not start begins (``plan``)."""
+
+LEADER_UNCONFIRMED = "waiting for a look that counts"
+"""How a ready partition's wait begins when the tick's look showed another leader than the log and could
+not be recorded (``_hold_unconfirmed``)."""
 
 REVERT_GRACE = 5.0
 """Seconds after the cluster accepted a step before "back at CR, nothing in progress" counts as
@@ -236,7 +240,7 @@ def _batch(s: State, now: float | None, looked: Mapping | None) -> list:
 
     def replan(tp: TopicPartition) -> PlanResult | None:
         if looked is not None and (tp not in looked or unconfirmed(s, tp, looked[tp])):
-            return None
+            return None  # (a tick has made those it looked at wait: ``_hold_unconfirmed``)
         return plan(s, tp, now)
 
     in_flight = s.in_flight if looked is None else _unordered_leaders(s, looked)
@@ -1281,6 +1285,7 @@ def _tick(d: _Decision, _t: Tick) -> None:
     _reconcile_throttles(d)
     if d.state.paused:
         return
+    _hold_unconfirmed(d, _t.looked)
     s = d.state
     starts: list[Start] = []
     for decision in _batch(s, d.now, _t.looked):
@@ -1303,6 +1308,27 @@ def _tick(d: _Decision, _t: Tick) -> None:
     for x in starts:
         entry = d.state.partitions[x.tp]
         d.emit(ev.StepPlanned(entry.request_id, x.tp, entry.steps_planned + 1, x.step, x.weight))
+
+
+def _hold_unconfirmed(d: _Decision, looked: Mapping | None) -> None:
+    """A ready partition whose look this tick leaves its leader unconfirmed (``unconfirmed``: the look
+    shows another leader and could not be recorded) starts nothing from it, and says so: it waits, with
+    the two leaders and why the look was set aside, until a look that counts plans it again
+    (``_observe``). Held silently, it waited as long as a clock set back (up to ``CLOCK_SET_BACK``) with
+    no reason anywhere."""
+    if not looked:
+        return
+    s = d.state
+    for tp in sorted(looked):
+        entry = s.partitions.get(tp)
+        if entry is None or entry.status != READY or not unconfirmed(s, tp, looked[tp]):
+            continue
+        known = s.observed.get(tp)
+        was = f"broker {known.leader}" if known is not None and known.leader is not None else "no leader"
+        now = f"broker {looked[tp].leader}" if looked[tp].leader is not None else "no leader"
+        d.emit(ev.PartitionWaiting(entry.request_id, tp, (
+            f"{LEADER_UNCONFIRMED}: a look shows {now} leading where the log has {was}, and it was taken no "
+            f"later than what the log knows of the partition (two looks at one instant, or a clock set back)")))
 
 
 def _retry_steps(d: _Decision) -> None:
