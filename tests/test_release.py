@@ -136,3 +136,27 @@ def test_a_copy_is_measured_early_and_then_predicted_at_the_speed_it_showed():
     assert again[tp(0)][2] == pytest.approx(4_000_000)
     assert next_looks(d.state, start + 1.5, again, 0.1, 60.0)[tp(0)] == pytest.approx(
         start + 1.5 + (21e6 - RATE * lead) / RATE)
+
+
+def test_a_copy_the_release_rule_frees_at_once_starts_released_and_no_entry_is_ever_set_for_it():
+    # 4 MB/s, U = 1000 ms, two copies into broker 4. A 1.5 MB copy misses at its start less than its share
+    # (2 MB/s) gives it in 1 s: released at once, as a measure would release it a moment later, without
+    # the two config changes (entries set, then removed). Then the other copy alone shares 4 MB/s and its
+    # 3 MB would pass too, but broker 4's bucket (4 MB at once) holds 1.5 MB already: it starts throttled.
+    c = FakeCluster({tp(0): (0, 1), tp(1): (1, 2)}, range(6))
+    c.parts[tp(0)] = c.parts[tp(0)]._replace(size_bytes=1_500_000)
+    c.parts[tp(1)] = c.parts[tp(1)]._replace(size_bytes=3_000_000)
+    d = Driver(c)
+    d.feed(ChangeThrottle(RATE))
+    d.feed(Submit("r", (PartitionTarget("t", 0, (0, 1, 4)), PartitionTarget("t", 1, (1, 2, 4)))))
+    d.tick()
+    assert all(f.started for f in d.state.steps.values()) and len(d.state.steps) == 2
+    assert [(e.tp, e.remaining) for e in of_type(d.events, ev.ThrottleReleased)] == [(tp(0), 1_500_000)]
+    assert d.state.release_debt[4][0] == 1_500_000
+    set_ever = {e.partition for _call, ts in c.throttle_calls for e in ts.leader | ts.follower}
+    assert set_ever == {1}
+    assert copy_rates(d.state) == {tp(1): RATE}
+    c.finish(tp(0))
+    d.observe()
+    d.tick()
+    assert of_type(d.events, ev.StepCompleted) and {e.partition for e in c.throttles["follower"]} == {1}

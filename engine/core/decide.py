@@ -1300,7 +1300,9 @@ def _tick(d: _Decision, _t: Tick) -> None:
             _resolve(d, decision.tp, decision.result)
     if not starts:
         return
-    want = needed(list(throttled(d.state)) + [(x.tp, x.step) for x in starts], rate_in_kafka(d.state))
+    free = released_at_start(d.state, [(x.tp, x.step) for x in starts], d.now)
+    want = needed(list(throttled(d.state)) + [(x.tp, x.step) for x in starts if x.tp not in free],
+                  rate_in_kafka(d.state))
     _removed, to_apply = reconcile(d.state.throttles, want)
     to_apply = minus(to_apply, _dead_brokers(d.state, to_apply))
     if not to_apply.is_empty():
@@ -1308,6 +1310,41 @@ def _tick(d: _Decision, _t: Tick) -> None:
     for x in starts:
         entry = d.state.partitions[x.tp]
         d.emit(ev.StepPlanned(entry.request_id, x.tp, entry.steps_planned + 1, x.step, x.weight))
+        if x.tp in free:
+            d.emit(ev.ThrottleReleased(entry.request_id, x.tp, entry.steps_planned + 1, free[x.tp], d.now))
+
+
+def released_at_start(s: State, starts: list, now: float | None) -> dict[TopicPartition, int]:
+    """The starting copies (``starts``: (tp, step) in the order they start) that the release rule
+    (``_catch_up``) would let go at once: the whole log a copy makes (its partition's size as last
+    measured) is no more than its share of the throttle gives it in ``throttle_release_ms``, and each of
+    its receiving brokers' release bucket has room for it. They start released: no throttle entry is set
+    for them and removed a moment later (two config changes, each a metadata record every broker applies,
+    per small step), and their bytes are charged to the bucket as a release's are, so what a broker
+    receives unthrottled is bound as before (``release_at_start``, Q = 1). tp -> bytes charged."""
+    rate = s.throttle_rate
+    if rate is None or not s.limits.release_at_start:
+        return {}
+    lead = _release_seconds(s)
+    budget = rate * lead
+    into: dict[int, int] = {}
+    for step in [f.step for f in s.steps.values() if not f.released] + [step for _tp, step in starts]:
+        for b in step.nr:
+            into[b] = into.get(b, 0) + 1
+    out: dict[TopicPartition, int] = {}
+    debt: dict[int, float] = {}
+    for tp, step in starts:
+        obs = s.observed.get(tp)
+        size = obs.size_bytes if obs is not None else None
+        if not step.nr or size is None or size > rate / max(into[b] for b in step.nr) * lead:
+            continue
+        owed = {b: debt.get(b, release_debt(s, b, now)) for b in step.nr}
+        if all(x + size <= budget for x in owed.values()):
+            out[tp] = size
+            debt.update({b: x + size for b, x in owed.items()})
+            for b in step.nr:
+                into[b] -= 1  # not throttled: the others' shares grow
+    return out
 
 
 def _hold_unconfirmed(d: _Decision, looked: Mapping | None) -> None:

@@ -106,6 +106,19 @@ SETTINGS: tuple[Setting, ...] = (
         "at most this many ms of the rate copy unthrottled at once.",
     ),
     Setting(
+        "release_at_start", "Q", 1,
+        ("throttle.release.at.start",),
+        "1: a copy the release rule (throttle_release_ms) would free as soon as it is measured, its whole "
+        "log no more than its share of the throttle gives it in U ms, with room in its receiving brokers' "
+        "release bucket, starts released: no throttled-replica entry is set for it and removed a moment "
+        "later. Each is a config change (IncrementalAlterConfigs, a metadata record every broker applies) "
+        "and a request the budget counts; on 300 x 1 MiB at 50 MB/s that was two per step and held the "
+        "engine's cycle. Its bytes are charged to the bucket as a release's, so what a broker receives "
+        "unthrottled is bound as before. 0: every copy starts throttled (the engine the 2026-11-26 records "
+        "ran).",
+        least=0, most=1,
+    ),
+    Setting(
         "keep_throttle_rates", "K", 1,
         ("throttle.rates.kept",),
         "1: a broker keeps its throttle rate between steps while a partition still to do names it (as "
@@ -161,6 +174,7 @@ class Limits:
     creation_window_ms: int = 1500
     keep_throttle_rates: int = 1
     throttle_margin_pct: int = 8
+    release_at_start: int = 1
 
     def changed(self, changes: Mapping[str, int]) -> "Limits":
         """A copy with ``changes`` applied; keys may be field names or KIP aliases.
