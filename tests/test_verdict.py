@@ -98,11 +98,26 @@ def test_cancel_verdicts_unknown_request_aborts_in_flight_and_skips():
     v = log.verdict("c2", since)
     assert v.accepted and v.request_id == "r1"
     assert "(the whole request, with rollback to the original replicas): 3 partitions cancelled" in v.summary
-    assert f"{in_flight} copies in flight being aborted" in v.summary
+    assert f"{in_flight} {'copy' if in_flight == 1 else 'copies'} in flight being aborted" in v.summary
     since = len(log.envelopes)
     log.decide(Cancel("r1", (tp(0), tp(5)), command_id="c3"))
     v = log.verdict("c3", since)
     assert not v.accepted and "are not part of request 'r1'" in v.details[0]
+
+
+def test_a_verdict_of_one_says_one():
+    """'1 partitions cancelled, 1 copies in flight being aborted' was what an operator read after
+    cancelling one partition."""
+    log = Log()
+    log.decide(submit("r1", {0: (5, 1, 2)}, "c1"))
+    assert log.verdict("c1").summary.startswith("accepted: request r1: 1 partition (")
+    log.d.tick()  # its step starts
+    assert len(log.d.state.steps) == 1
+    since = len(log.envelopes)
+    log.decide(Cancel("r1", (tp(0),), rollback=True, command_id="c2"))
+    v = log.verdict("c2", since)
+    assert "(1 named partition, with rollback to the original replicas): 1 partition cancelled, " \
+           "1 copy in flight being aborted" in v.summary, v.summary
 
 
 def test_control_command_verdicts():
