@@ -69,7 +69,7 @@ def test_an_accepted_submit_says_how_many_partitions_start_wait_or_are_done_and_
     v = log.verdict("c1")
     assert v.accepted and v.request_id == "r1"
     assert v.summary.startswith("accepted: request r1: 3 partitions (2 ready to start")
-    assert "1 already at their target" in v.summary  # t-2 is at (2,3,0) already
+    assert "1 already at its target" in v.summary  # t-2 is at (2,3,0) already
     assert "throttle rate for new steps: 2 MB/s" in v.details
     assert any(d.startswith("Kafka's rate is the throttle plus the limit throttle_margin_pct") for d in v.details)
 
@@ -118,6 +118,10 @@ def test_a_verdict_of_one_says_one():
     v = log.verdict("c2", since)
     assert "(1 named partition, with rollback to the original replicas): 1 partition cancelled, " \
            "1 copy in flight being aborted" in v.summary, v.summary
+    since = len(log.envelopes)
+    log.decide(submit("r2", {0: (5, 1, 3)}, "c3"))  # the same partition, its copy still being aborted
+    assert log.verdict("c3", since).summary == "accepted: request r2: 1 partition (0 ready to start, " \
+                                               "1 finishes a step in flight first)"
 
 
 def test_control_command_verdicts():

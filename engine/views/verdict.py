@@ -139,8 +139,8 @@ def _submit(command_id: str, first: ev.RequestAccepted, decision: list[ev.Event]
                 details.append(KAFKAS_RATE)
     inherited = first.partitions - ready - waiting - done
     parts = [f"{ready} ready to start"] + ([f"{waiting} waiting"] if waiting else []) + (
-        [f"{done} already at their target"] if done else []) + (
-        [f"{inherited} finish a step in flight first"] if inherited > 0 else [])
+        [f"{done} already at {'its' if done == 1 else 'their'} target"] if done else []) + (
+        [f"{inherited} finish{'es' if inherited == 1 else ''} a step in flight first"] if inherited > 0 else [])
     for reason, n in reasons.most_common():
         details.append(f"waiting ({n}): {reason}")
     for other, n in sorted(taken_from.items()):
@@ -192,7 +192,8 @@ def _cancel(command_id: str, first: ev.CancelRequested, decision: list[ev.Event]
     if aborting:
         parts.append(f"{_count(len(aborting), 'copy', 'copies')} in flight being aborted")
     if untouched:
-        parts.append(f"{len(untouched)} still at their original replicas (nothing to undo)")
+        parts.append(f"{len(untouched)} still at {'its' if len(untouched) == 1 else 'their'} original replicas "
+                     "(nothing to undo)")
     if skipped:
         parts.append(f"{len(skipped)} skipped")
     if not cancelled and not skipped:
