@@ -131,7 +131,10 @@ def test_control_commands_and_cancel(capsys, broker, topics, prefix, tmp_path):
 
 
 @pytest.mark.parametrize("argv, problem", [
-    (["limits", "--set", "no.such.limit=3"], "unknown limit 'no.such.limit'"),
+    (["limits", "--set", "no.such.limit=3"], "unknown limit 'no.such.limit' (kreassign limits --list names them all)"),
+    (["limits", "--set", "max_partition_in_flight=3"],
+     "unknown limit 'max_partition_in_flight' (did you mean max_partitions_in_flight? kreassign limits --list "
+     "names them all)"),
     (["limits", "--set", "max_replicas_per_step=0"], "must be an integer >= 1"),
     (["limits", "--set", "max_replicas_per_step"], "expected NAME=VALUE"),
     (["limits"], "give at least one --set"),

@@ -88,7 +88,16 @@ def test_unreachable_answers_as_soon_as_it_knows(silent):
 @pytest.mark.parametrize("argv, says", [
     ([], "kreassign: error: the following arguments are required: COMMAND (see kreassign --help)"),
     (["nope"], "kreassign: error: argument COMMAND: invalid choice: 'nope'"),
-    (["status", "--bootstrap-server", "b:1", "--bogus"], "kreassign: error: unrecognized arguments: --bogus"),
+    (["status", "--bootstrap-server", "b:1", "--bogus"],
+     "kreassign status: error: unrecognized arguments: --bogus (see kreassign status --help)"),
+    (["status", "--bootstrap-server", "b:1", "--watchh"],
+     "kreassign status: error: unrecognized arguments: --watchh (did you mean --watch?) "
+     "(see kreassign status --help)"),
+    (["topics", "create", "--bootstrap-server", "b:1", "--prefx", "p."],
+     "kreassign topics create: error: unrecognized arguments: --prefx (did you mean --prefix?) p. "
+     "(see kreassign topics create --help)"),
+    (["limits", "--bootstrap-server", "b:1", "--set", "a=1", "extra"],
+     "kreassign limits: error: unrecognized arguments: extra (see kreassign limits --help)"),
     (["throttle", "--bootstrap-server", "b:1", "--rate", "0"],
      "kreassign throttle: error: argument --rate: must be at least 1, got 0"),
     (["execute", "--bootstrap-server", "b:1"],

@@ -78,7 +78,7 @@ def test_commands_wait_for_the_engines_verdict_and_print_it(broker, topics, tmp_
     code, out, err = run(capsys, broker, prefix, "cancel", "--request", "r1", "--rollback", "--partitions",
                          json.dumps({"partitions": [{"topic": targets[0].topic, "partition": targets[0].partition}]}))
     assert (code, err) == (0, ""), err
-    assert out.startswith("accepted: cancel of request r1 (1 named partitions, with rollback to the original replicas)")
+    assert out.startswith("accepted: cancel of request r1 (1 named partition, with rollback to the original replicas)")
 
     # the rejections stay: replay and status list them, /metrics counts them
     code, out, _ = run(capsys, broker, prefix, "replay", "--format", "json")

@@ -6,7 +6,7 @@ import pytest
 
 from engine.cli import main
 from engine.cluster.remote import RemoteCluster
-from engine.core.commands import Cancel, PartitionTarget, Submit, Tick
+from engine.core.commands import Cancel, PartitionTarget, Pause, Submit, Tick
 from engine.core.decide import handle, watched
 from engine.log.eventlog import EventWriter
 from engine.runtime.executor import Executor
@@ -201,3 +201,21 @@ def test_a_rate_two_running_requests_need_is_kept_for_each():
     assert left.leader_brokers == {1, 2} and left.follower_brokers == {3}  # req-1's own
     assert kept["req-2"].leader_brokers == {4, 5} and kept["req-2"].follower_brokers == {6}
     assert kept["req-3"].leader_brokers == {4, 7} and kept["req-3"].follower_brokers == {8}
+
+
+def test_verify_of_a_request_not_finished_says_where_each_partition_stands(sim_url, broker, topics, capsys):
+    """Paused before it was submitted, no partition of req-1 has started: verify says each is not at
+    its target yet and why, in the words of ``kreassign status``, and exits 1."""
+    prefix = topics.events[: -len("events")]
+    cluster = RemoteCluster(sim_url)
+    state, log = EMPTY, []
+    for inp in (cluster.observe(), Pause(), Submit("req-1", (PartitionTarget("v", 0, (3, 4)),))):
+        state, evs = handle(state, inp)
+        log.extend(evs)
+    with EventWriter(broker.bootstrap, prefix=prefix) as w:
+        w.append(log)
+    common = ["--bootstrap-server", broker.bootstrap, "--prefix", prefix, "--broker-profile", "embedded",
+              "--cluster", "sim+" + sim_url]
+    assert main(["verify", "--request", "req-1", *common]) == 1
+    out = capsys.readouterr().out
+    assert "Partition v-0 is not at its target yet (queued): replicas [1,2], target [3,4]." in out

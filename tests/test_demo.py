@@ -246,6 +246,15 @@ def test_without_java_the_demo_says_so_before_it_starts_anything(tmp_path):
     assert not out.exists()  # nothing was started, nothing written
 
 
+def test_a_scenario_that_cannot_be_read_is_named_once(tmp_path, capsys):
+    from engine.cli import main
+
+    missing = str(tmp_path / "nosuch.yaml")
+    assert main(["demo", "--scenario", missing, "--no-analytics", "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == f"kreassign demo: error: {missing}: No such file or directory\n"
+    assert not (tmp_path / "out").exists()
+
+
 def test_the_demo_folder_is_a_new_one_under_the_cache_directory(tmp_path, monkeypatch):
     from engine.cli import CliError
     from engine.cli.demo import output_folder

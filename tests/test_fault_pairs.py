@@ -321,7 +321,7 @@ def test_a_plain_cancel_stops_a_rollback_where_it_stands_and_says_so():
     evs = core.feed(Cancel("r"))  # the operator stops the rollback
     [cancel] = core.sent(evs, CancelStep)
     verdict = verdict_of("c", evs)
-    assert "1 rollbacks stopped where they stand" in verdict.summary and "1 copies in flight being aborted" in \
+    assert "1 rollback stopped where it stands" in verdict.summary and "1 copy in flight being aborted" in \
         verdict.summary, verdict
     core.answer(cancel, OK, 5.0)
     core.look(6.0, {TP: in_sync((0, 1, 3))})  # KRaft's revert: RS - AR, here in CR's own order

@@ -413,6 +413,7 @@ def test_replay_list_and_status_say_how_a_request_ended_in_the_same_words():
     line = "r: ended: 3 completed, 1 rolled back (of 4 partitions)"
     assert request_line(r["id"], r["outcome"], r["partitions"], r) == line  # list
     assert f"\n  {line}\n" in to_text(summarize(state))  # replay
+    assert request_line("r1", "completed", 1, {}) == "r1: completed (of 1 partition)"  # not "1 partitions"
 
 
 def test_after_a_rollback_status_says_what_was_rolled_back_not_100_percent_as_if_moved_forward():

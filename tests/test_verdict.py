@@ -69,7 +69,7 @@ def test_an_accepted_submit_says_how_many_partitions_start_wait_or_are_done_and_
     v = log.verdict("c1")
     assert v.accepted and v.request_id == "r1"
     assert v.summary.startswith("accepted: request r1: 3 partitions (2 ready to start")
-    assert "1 already at their target" in v.summary  # t-2 is at (2,3,0) already
+    assert "1 already at its target" in v.summary  # t-2 is at (2,3,0) already
     assert "throttle rate for new steps: 2 MB/s" in v.details
     assert any(d.startswith("Kafka's rate is the throttle plus the limit throttle_margin_pct") for d in v.details)
 
@@ -98,11 +98,30 @@ def test_cancel_verdicts_unknown_request_aborts_in_flight_and_skips():
     v = log.verdict("c2", since)
     assert v.accepted and v.request_id == "r1"
     assert "(the whole request, with rollback to the original replicas): 3 partitions cancelled" in v.summary
-    assert f"{in_flight} copies in flight being aborted" in v.summary
+    assert f"{in_flight} {'copy' if in_flight == 1 else 'copies'} in flight being aborted" in v.summary
     since = len(log.envelopes)
     log.decide(Cancel("r1", (tp(0), tp(5)), command_id="c3"))
     v = log.verdict("c3", since)
     assert not v.accepted and "are not part of request 'r1'" in v.details[0]
+
+
+def test_a_verdict_of_one_says_one():
+    """'1 partitions cancelled, 1 copies in flight being aborted' was what an operator read after
+    cancelling one partition."""
+    log = Log()
+    log.decide(submit("r1", {0: (5, 1, 2)}, "c1"))
+    assert log.verdict("c1").summary.startswith("accepted: request r1: 1 partition (")
+    log.d.tick()  # its step starts
+    assert len(log.d.state.steps) == 1
+    since = len(log.envelopes)
+    log.decide(Cancel("r1", (tp(0),), rollback=True, command_id="c2"))
+    v = log.verdict("c2", since)
+    assert "(1 named partition, with rollback to the original replicas): 1 partition cancelled, " \
+           "1 copy in flight being aborted" in v.summary, v.summary
+    since = len(log.envelopes)
+    log.decide(submit("r2", {0: (5, 1, 3)}, "c3"))  # the same partition, its copy still being aborted
+    assert log.verdict("c3", since).summary == "accepted: request r2: 1 partition (0 ready to start, " \
+                                               "1 finishes a step in flight first)"
 
 
 def test_control_command_verdicts():

@@ -30,6 +30,18 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
+    def unrecognized(self, extras: list[str]):
+        """argparse leaves a subcommand's unknown options to the top parser, which names neither the
+        subcommand nor its --help: say them here, each with the option it is closest to, if any."""
+        import difflib
+
+        known = [o for action in self._actions for o in action.option_strings if o.startswith("--")]
+        words = []
+        for extra in extras:
+            close = difflib.get_close_matches(extra.split("=", 1)[0], known, n=1)
+            words.append(f"{extra} (did you mean {close[0]}?)" if extra.startswith("-") and close else extra)
+        self.error(f"unrecognized arguments: {' '.join(words)}")
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
@@ -44,7 +56,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:  # said by the (sub)command that was given them, e.g. 'kreassign topics create'
+        chosen = parser
+        while (subs := [a for a in chosen._actions if isinstance(a, argparse._SubParsersAction)]) \
+                and getattr(args, subs[0].dest, None) in subs[0].choices:
+            chosen = subs[0].choices[getattr(args, subs[0].dest)]
+        chosen.unrecognized(extras)
     try:
         return args.func(args) or 0
     except CliError as e:

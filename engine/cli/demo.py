@@ -149,8 +149,8 @@ def run(args) -> int:
 
     try:
         scenario = load(args.scenario)
-    except ScenarioError as e:
-        raise CliError(f"{args.scenario}: {e}") from None
+    except ScenarioError as e:  # it names the file
+        raise CliError(str(e)) from None
     if not scenario.targets:
         raise CliError(f"{args.scenario}: the scenario moves nothing")
     if not args.speed > 0:

@@ -42,8 +42,22 @@ def parse_changes(items: list[str]) -> dict[str, int]:
             raise CliError(f"--set {item!r}: {value!r} is not an integer") from None
     _resolved, problems = resolve_changes(changes)
     if problems:
-        raise CliError("; ".join(problems))
+        unknown = [name for name in changes if not settings_named(name)]
+        raise CliError("; ".join(problems) + (f" ({_closest(unknown)}kreassign limits --list names them all)"
+                                              if unknown else ""))
     return changes
+
+
+def _closest(names: list[str]) -> str:
+    """'did you mean X? ' for the first of ``names`` close to a limit's name or alias, or ''."""
+    import difflib
+
+    known = [n for s in SETTINGS for n in (s.name, *s.aliases)]
+    for name in names:
+        close = difflib.get_close_matches(name, known, n=1)
+        if close:
+            return f"did you mean {close[0]}? "
+    return ""
 
 
 def run(args) -> int:
@@ -96,7 +110,7 @@ def explain(name: str) -> int:
 
     found = settings_named(name)
     if not found:
-        raise CliError(f"unknown limit '{name}' (kreassign limits --list names them all)")
+        raise CliError(f"unknown limit '{name}' ({_closest([name])}kreassign limits --list names them all)")
     if len(found) > 1:
         print(f"{name.strip()} sets {len(found)} limits at once: {', '.join(s.name for s in found)}.")
     for i, s in enumerate(found):

@@ -27,11 +27,16 @@ from engine.cli.status import Follower
 from engine.core.decide import kept_for_others
 from engine.core.outcomes import Unavailable
 from engine.core.partition import Replicas, TopicPartition
-from engine.core.state import CANCELLED, COMPLETED, FINISHED_KEPT, REVERTED, State
+from engine.core.state import (ABORTING, CANCELLED, COMPLETED, FINISHED_KEPT, IN_FLIGHT, PENDING, READY,
+                               REVERTED, WAITING, State)
 from engine.core.throttles import ThrottleSet
 
 
-ROLLED_BACK = "original replicas (rolled back)"
+TARGET = "target"
+ORIGINAL = "original replicas"
+# a partition the engine has not finished yet, in the words of ``kreassign status``
+UNFINISHED = {PENDING: "queued", READY: "queued", WAITING: "waiting: kreassign status says why",
+              IN_FLIGHT: "in flight", ABORTING: "its step being aborted"}
 
 
 def add_parser(sub) -> None:
@@ -44,8 +49,9 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
-def expectations(args) -> tuple[dict[TopicPartition, tuple[Replicas | None, str]], State | None]:
-    """Partition -> (replicas it should have or None, what was asked); the state folded from the log
+def expectations(args) -> tuple[dict[TopicPartition, tuple[Replicas | None, str, str]], State | None]:
+    """Partition -> (replicas it should have or None, what they are (or, with None, where the partition
+    went), a note on where the engine stands with it or ""); the state folded from the log
     (``--request``), or None."""
     if args.reassignment_json_file:
         path = args.reassignment_json_file
@@ -53,7 +59,7 @@ def expectations(args) -> tuple[dict[TopicPartition, tuple[Replicas | None, str]
             targets = reassignment_json.parse(read_text(path))
         except reassignment_json.ReassignmentJsonError as e:
             raise CliError(f"{path}: {e}") from None
-        return {t.tp: (t.replicas, "target") for t in targets}, None
+        return {t.tp: (t.replicas, TARGET, "") for t in targets}, None
     follower = Follower(args)
     follower.poll()
     request = follower.state.requests.get(args.request)
@@ -67,17 +73,21 @@ def expectations(args) -> tuple[dict[TopicPartition, tuple[Replicas | None, str]
     for tp in sorted(request.members.keys()):
         entry = follower.state.partitions.get(tp)
         if entry is None:
-            out[tp] = (None, "taken over by a later request (since ended)")
+            out[tp] = (None, "taken over by a later request (since ended)", "")
         elif entry.request_id != args.request:
-            out[tp] = (None, f"taken over by request {entry.request_id}")
+            out[tp] = (None, f"taken over by request {entry.request_id}", "")
         elif entry.status == REVERTED:
-            out[tp] = (entry.original, ROLLED_BACK)
+            out[tp] = (entry.original, ORIGINAL, " (rolled back)")
         elif entry.status == CANCELLED:
-            out[tp] = (None, "cancelled")
+            out[tp] = (None, "cancelled", "")
         elif entry.status == COMPLETED:
-            out[tp] = (entry.target, "target")
+            out[tp] = (entry.target, TARGET, "")
         else:
-            out[tp] = (entry.goal, f"{entry.status}: goal")
+            word = UNFINISHED.get(entry.status, entry.status)
+            if entry.rolling_back:
+                out[tp] = (entry.original, ORIGINAL, f" yet (rolling back, {word})")
+            else:
+                out[tp] = (entry.target, TARGET, f" yet ({word})")
     return out, follower.state
 
 
@@ -98,7 +108,7 @@ def run(args) -> int:
         cluster.close()
     ok = True
     print("Status of partition reassignment:")
-    for tp, (want, what) in expected.items():
+    for tp, (want, what, note) in expected.items():
         p = obs.partitions.get(tp)
         if p is None:
             print(f"Partition {tp} does not exist on the cluster.")
@@ -108,12 +118,12 @@ def run(args) -> int:
         elif p.reassignment_in_progress:
             print(f"Reassignment of partition {tp} is still in progress.")
             ok = False
-        elif p.replicas == tuple(want) and what == ROLLED_BACK:
+        elif p.replicas == tuple(want) and note == " (rolled back)":
             print(f"Reassignment of partition {tp} was rolled back: it is at its original replicas {_fmt(p.replicas)}.")
         elif p.replicas == tuple(want):
             print(f"Reassignment of partition {tp} is completed.")
         else:
-            print(f"Partition {tp} is not at its {what}: replicas {_fmt(p.replicas)}, {what} {_fmt(want)}.")
+            print(f"Partition {tp} is not at its {what}{note}: replicas {_fmt(p.replicas)}, {what} {_fmt(want)}.")
             ok = False
     print()
     left, kept = kept_for_others(state, getattr(args, "request", None), throttles)

@@ -187,10 +187,11 @@ def request_line(request_id: str, outcome_words: str, partitions: int, row: dict
     """One line per request, the same in ``list`` and ``replay``: "r: ended: 168 completed, 20 rolled
     back (of 188 partitions)" once it has ended (its outcome says it all), "r: running: 3 completed, 2 in
     flight, 7 queued (of 12 partitions)" while it runs. ``row``: counts keyed as ``PARTITION_WORDS``."""
+    of = f"(of {partitions} partition{'' if partitions == 1 else 's'})"
     if outcome_words != "running":
-        return f"{request_id}: {outcome_words} (of {partitions} partitions)"
+        return f"{request_id}: {outcome_words} {of}"
     where = ", ".join(f"{row[k]} {word}" for k, word in PARTITION_WORDS if row.get(k) or k == "completed")
-    return f"{request_id}: running: {where} (of {partitions} partitions)"
+    return f"{request_id}: running: {where} {of}"
 
 
 def kafka_rate(state: State) -> dict:

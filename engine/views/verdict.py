@@ -139,14 +139,15 @@ def _submit(command_id: str, first: ev.RequestAccepted, decision: list[ev.Event]
                 details.append(KAFKAS_RATE)
     inherited = first.partitions - ready - waiting - done
     parts = [f"{ready} ready to start"] + ([f"{waiting} waiting"] if waiting else []) + (
-        [f"{done} already at their target"] if done else []) + (
-        [f"{inherited} finish a step in flight first"] if inherited > 0 else [])
+        [f"{done} already at {'its' if done == 1 else 'their'} target"] if done else []) + (
+        [f"{inherited} finish{'es' if inherited == 1 else ''} a step in flight first"] if inherited > 0 else [])
     for reason, n in reasons.most_common():
         details.append(f"waiting ({n}): {reason}")
     for other, n in sorted(taken_from.items()):
-        details.append(f"took over {n} partitions from request {other} (its pending steps there are dropped)")
+        details.append(f"took over {_count(n, 'partition')} from request {other} (its pending steps there are dropped)")
     return Verdict(command_id, True, "submit", rid,
-                   f"accepted: request {rid}: {first.partitions} partitions ({', '.join(parts)})", tuple(details), at)
+                   f"accepted: request {rid}: {_count(first.partitions, 'partition')} ({', '.join(parts)})",
+                   tuple(details), at)
 
 
 def _cancel(command_id: str, first: ev.CancelRequested, decision: list[ev.Event], at) -> Verdict:
@@ -182,16 +183,17 @@ def _cancel(command_id: str, first: ev.CancelRequested, decision: list[ev.Event]
         elif isinstance(e, ev.PartitionReverted):
             untouched.add(e.tp)  # rolled back within the cancel itself: it was where it began
             said.pop(e.tp, None)
-    which = "the whole request" if first.partitions is None else f"{len(first.partitions)} named partitions"
+    which = "the whole request" if first.partitions is None else _count(len(first.partitions), "named partition")
     mode = ("without rollback" if not first.rollback else "with rollback to the original replicas"
             + (", completed partitions too" if first.include_completed else ""))
-    parts = [f"{len(cancelled)} partitions cancelled"]
+    parts = [f"{_count(len(cancelled), 'partition')} cancelled"]
     if stopped:
-        parts.append(f"{len(stopped)} rollbacks stopped where they stand")
+        parts.append(f"{_count(len(stopped), 'rollback')} stopped where {'it stands' if len(stopped) == 1 else 'they stand'}")
     if aborting:
-        parts.append(f"{len(aborting)} copies in flight being aborted")
+        parts.append(f"{_count(len(aborting), 'copy', 'copies')} in flight being aborted")
     if untouched:
-        parts.append(f"{len(untouched)} still at their original replicas (nothing to undo)")
+        parts.append(f"{len(untouched)} still at {'its' if len(untouched) == 1 else 'their'} original replicas "
+                     "(nothing to undo)")
     if skipped:
         parts.append(f"{len(skipped)} skipped")
     if not cancelled and not skipped:
@@ -199,6 +201,11 @@ def _cancel(command_id: str, first: ev.CancelRequested, decision: list[ev.Event]
     return Verdict(command_id, True, "cancel", rid,
                    f"accepted: cancel of request {rid} ({which}, {mode}): {', '.join(parts)}",
                    tuple(skipped + list(said.values())), at)
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    """'1 partition', '3 partitions': a verdict's counts are often one."""
+    return f"{n} {one if n == 1 else (many or one + 's')}"
 
 
 AT_ORIGINAL = "cancelled: back at its original replicas"
