@@ -185,3 +185,150 @@ def test_a_rate_read_as_kafkas_default_is_not_set():
     assert t.leader_brokers == {1} and t.follower_brokers == {3} and t.rate == 7
     assert [r.broker for r in t.rates] == [1, 3]
     assert read_back([], [], []) == ThrottleSet()
+
+
+# --- the decider's cadence ------------------------------------------------------------------------
+
+
+def decider_on_sim(verify_interval=10.0):
+    """A decider on the in-process simulated cluster, on a clock the test moves; the cluster's own clock
+    stands still, so the move stays in flight."""
+    from engine.runtime.decider import Decider, MemoryLog
+    from engine.sim.cluster import SimulatedCluster
+    from tests.sim_helpers import scenario
+
+    cluster = SimulatedCluster.from_scenario(scenario([((1, 2, 3), 500_000_000, 0)], brokers=4))
+    clock = [1000.0]
+    d = Decider(MemoryLog(), cluster, clock=lambda: clock[0], verify_interval=verify_interval, poll_interval=30.0)
+    d.recover(None)
+    d.decide(ChangeThrottle(RATE))
+    d.decide(Submit("r", (PartitionTarget("t", 0, (1, 2, 4)),)))
+    d.tick()
+    assert d.state.steps[TP].started and 4 in d.state.throttles.follower_brokers
+    return d, cluster, clock
+
+
+def test_a_difference_seen_is_read_again_metadata_settle_later_not_a_verify_interval_later():
+    d, cluster, clock = decider_on_sim()
+    cluster.set_throttle_rate(4, "follower", None)  # another tool deleted the rate: the copy runs unthrottled
+    clock[0] += 10.0  # the next read-back
+    d.tick()
+    assert d.state.throttles_differed is not None and d.state.throttles_differed.at == clock[0]
+    seen = clock[0]
+    assert abs(d.due_in() - METADATA_SETTLE) < 1e-3, d.due_in()  # not verify_interval (10 s)
+    clock[0] += d.due_in()
+    d.tick()
+    assert d.state.throttles_differed is None
+    assert cluster.state.throttles.follower_rate[4] == rate_in_kafka(d.state)  # restored
+    assert clock[0] - seen < METADATA_SETTLE + 0.01
+
+
+
+def test_with_no_difference_waiting_the_read_back_keeps_its_interval():
+    d, cluster, clock = decider_on_sim()
+    clock[0] += 10.0
+    d.tick()
+    assert d.state.throttles_differed is None and d.verified_at == clock[0]
+    assert d.due_in() > METADATA_SETTLE  # nothing to confirm: the next read-back a verify_interval on
+
+
+# --- the real Kafka adapter through the simulated cluster's Kafka front -----------------------------
+
+
+def test_through_the_kafka_front_a_rate_another_client_changed_mid_move_is_restored():
+    """kreassign moves t-0 from (1, 2, 3) to (1, 2, 4) through the real adapter (confluent-kafka and
+    kafka-python against the Kafka front). Mid-move another client sets broker 1's
+    leader.replication.throttled.rate to 500 MB/s (what ``kafka-configs.sh --alter --entity-type brokers
+    --entity-name 1 --add-config leader.replication.throttled.rate=500000000`` sends). The next read-back
+    records it, the one METADATA_SETTLE later confirms it and sets kreassign's rate again. The cluster's
+    clock stands still (speed 0: the copy stays in flight); the decider's clock is moved by hand."""
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    from engine.cluster.kafka import KafkaCluster
+    from engine.kafka.client_config import ClientConfig
+    from engine.runtime.decider import Decider, MemoryLog
+    from engine.sim import scenario as S
+    from engine.sim.kafka_front import KafkaFront
+    from engine.sim.server import SimServer
+
+    sc = S.from_document({"seed": 3, "brokers": {"count": 4},
+                          "topics": [{"name": "t", "partitions": 1, "replication_factor": 3, "size": "500 MB"}],
+                          "throttle": "none"})
+    sim = SimServer(sc, speed=0)
+    sim.start()
+    front = KafkaFront(sim)
+    front.start()
+    cluster = KafkaCluster(ClientConfig({"bootstrap.servers": front.bootstrap}), timeout=10)
+    admin = AdminClient({"bootstrap.servers": front.bootstrap})
+
+    def broker_rate(b: int) -> str:
+        resource = ConfigResource(ResourceType.BROKER, str(b))
+        configs = admin.describe_configs([resource])[resource].result(timeout=10)
+        return configs["leader.replication.throttled.rate"].value
+
+    try:
+        with sim.lock:
+            start = tuple(sim.cluster.state.partitions[TP].replicas)
+        target = start[:2] + tuple(b for b in (1, 2, 3, 4) if b not in start)[:1]
+        clock = [1000.0]
+        log = MemoryLog()
+        d = Decider(log, cluster, clock=lambda: clock[0], verify_interval=10.0, poll_interval=30.0)
+        d.recover(None)
+        d.decide(ChangeThrottle(RATE))
+        d.decide(Submit("r", (PartitionTarget("t", 0, target),)))
+        d.tick()
+        assert d.state.steps[TP].started
+        ours = rate_in_kafka(d.state)
+        origin = sorted(d.state.throttles.leader_brokers)[0]
+        assert broker_rate(origin) == str(ours)
+
+        entry = ConfigEntry("leader.replication.throttled.rate", str(OTHER), incremental_operation=AlterConfigOpType.SET)
+        for f in admin.incremental_alter_configs(
+                [ConfigResource(ResourceType.BROKER, str(origin), incremental_configs=[entry])]).values():
+            f.result(timeout=10)
+        assert broker_rate(origin) == str(OTHER)
+
+        clock[0] += 10.0  # the read-back's interval
+        d.tick()
+        differed = [e.payload for e in log.records if isinstance(e.payload, ev.ThrottlesDiffered)]
+        assert differed and RateRead(origin, OTHER, None) in differed[-1].missing.rates, differed
+        assert broker_rate(origin) == str(OTHER)  # recorded only: a broker's configs may lag
+        wait = d.due_in()
+        assert wait is not None and wait <= METADATA_SETTLE + 1e-3, wait  # confirmed METADATA_SETTLE later
+        clock[0] += wait
+        d.tick()
+        drifted = [e.payload for e in log.records if isinstance(e.payload, ev.ThrottlesDrifted)]
+        assert len(drifted) == 1 and drifted[0].missing.leader_brokers == {origin}
+        assert f"{OTHER} read, {ours} in force" in describe(drifted[0])
+        assert broker_rate(origin) == str(ours)  # restored through the front
+        assert d.state.steps[TP].started and d.state.requests["r"].status != COMPLETED  # mid-move all along
+    finally:
+        cluster.close()
+        front.shutdown()
+        sim.shutdown()
+
+
+def test_a_drift_reaches_metrics_and_the_status_pages_events_with_the_values_read():
+    import re
+    from collections import Counter
+    from types import SimpleNamespace
+
+    from engine.runtime.decider import _event_line
+    from engine.runtime.metrics import exposition
+
+    d, cluster, clock = decider_on_sim()
+    ours = rate_in_kafka(d.state)
+    cluster.set_throttle_rate(4, "follower", 1_000)  # another tool's rate, far below kreassign's
+    clock[0] += 10.0
+    d.tick()
+    clock[0] += d.due_in()
+    d.tick()
+    assert cluster.state.throttles.follower_rate[4] == ours
+    line = [_event_line(e) for e in d.recent if isinstance(e.payload, ev.ThrottlesDrifted)]
+    assert len(line) == 1 and f"follower.replication.throttled.rate 1000 read, {ours} in force" in line[0]["detail"]
+    engine = SimpleNamespace(counters=Counter(), active=True, decider=d, needs_recovery=False, recovery_error=None,
+                             s=SimpleNamespace(request_budget=None))
+    text = exposition(engine)[0].decode()
+    samples = dict(re.findall(r'^kreassign_throttle_drifts_total\{kind="(\w+)"\} (\S+)$', text, re.M))
+    assert samples == {"entry_missing": "0.0", "entry_left_over": "0.0", "rate_missing": "0.0",
+                       "rate_changed": "1.0"}, samples
