@@ -36,7 +36,7 @@ from engine.core.decide import handle, watched
 from engine.runtime.executor import Executor, actions
 from engine.core.partition import Broker, PartitionState, TopicInfo, TopicPartition, in_sync
 from engine.core.state import EMPTY, State
-from engine.core.throttles import ThrottleSet
+from engine.core.throttles import RateRead, ThrottleSet
 
 
 class KRaftEpochs(dict):
@@ -64,6 +64,9 @@ class FakeCluster:
         self.min_isr = min_isr
         self.min_isr_seen = {tp: len(p.isr) for tp, p in self.parts.items()}
         self.throttles = {"leader": set(), "follower": set(), "brokers_l": set(), "brokers_f": set()}
+        # (side, broker) -> the rate set there (bytes/s), side "l" or "f": what a read-back reads (a broker
+        # a test names in brokers_l / brokers_f by hand without a value is read as present, value unknown)
+        self.rates: dict[tuple[str, int], int] = {}
         self.alters: list[tuple[TopicPartition, tuple[int, ...] | None]] = []  # every alter/cancel received
         self.throttle_calls: list[tuple[str, ThrottleSet]] = []
         self.remaining: dict[TopicPartition, int] = {}  # what catch_up answers
@@ -166,6 +169,9 @@ class FakeCluster:
         self.throttles["follower"] |= t.follower
         self.throttles["brokers_l"] |= t.leader_brokers
         self.throttles["brokers_f"] |= t.follower_brokers
+        if t.rate is not None:
+            self.rates.update({("l", b): t.rate for b in t.leader_brokers})
+            self.rates.update({("f", b): t.rate for b in t.follower_brokers})
         return OK
 
     def remove_throttles(self, t: ThrottleSet) -> Result:
@@ -177,12 +183,32 @@ class FakeCluster:
         self.throttles["follower"] -= t.follower
         self.throttles["brokers_l"] -= t.leader_brokers
         self.throttles["brokers_f"] -= t.follower_brokers
+        for b in t.leader_brokers:
+            self.rates.pop(("l", b), None)
+        for b in t.follower_brokers:
+            self.rates.pop(("f", b), None)
         return OK
 
     def throttle_set(self) -> ThrottleSet:
+        """What a read-back reads: the entries, the brokers with a rate, and the values of those set through
+        ``apply_throttles`` or ``set_rate`` (``ThrottleSet.rates``)."""
         t = self.throttles
-        return ThrottleSet(frozenset(t["leader"]), frozenset(t["follower"]), frozenset(t["brokers_l"]),
-                           frozenset(t["brokers_f"]), 1)
+        lead, follow = t["brokers_l"], t["brokers_f"]
+        known = sorted({b for side, b in self.rates if b in (lead if side == "l" else follow)})
+        rates = tuple(RateRead(b, self.rates.get(("l", b)) if b in lead else None,
+                               self.rates.get(("f", b)) if b in follow else None) for b in known)
+        return ThrottleSet(frozenset(t["leader"]), frozenset(t["follower"]), frozenset(lead), frozenset(follow),
+                           1, rates)
+
+    def set_rate(self, side: str, broker: int, rate: int | None) -> None:
+        """Another tool sets (or deletes: ``None``) a broker's ``leader`` / ``follower`` replication rate."""
+        key, names = ("l", "brokers_l") if side == "leader" else ("f", "brokers_f")
+        if rate is None:
+            self.rates.pop((key, broker), None)
+            self.throttles[names].discard(broker)
+        else:
+            self.rates[(key, broker)] = rate
+            self.throttles[names].add(broker)
 
     def throttles_of(self, topics, brokers) -> ThrottleSet:
         return self.throttle_set()

@@ -216,6 +216,9 @@ def test_throttles_read_back_what_was_applied_and_leave_other_entries_alone(harn
     assert isinstance(seen, ThrottleSet), seen
     assert seen.leader == ours.leader | other.leader and seen.follower == ours.follower
     assert seen.leader_brokers == {1, 2} and seen.follower_brokers == {3} and seen.rate == 7_000_000
+    # each broker's values as read (the core compares them with the rate in force): 4 has none set
+    assert {r.broker: (r.leader, r.follower) for r in seen.rates} == {
+        1: (7_000_000, None), 2: (7_000_000, None), 3: (None, 7_000_000)}, seen.rates
     assert isinstance(c.remove_throttles(ours), Ok)
     seen = c.throttles([TOPIC], [1, 2, 3, 4])
     assert seen.leader == other.leader and not seen.follower  # SUBTRACT left the other tool's entry

@@ -62,7 +62,7 @@ from engine.core.outcomes import OK, Ok, Refused, Result, Unavailable, first_fai
 from engine.core.cluster_snapshot import ClusterSnapshot
 from engine.core.commands import Observation
 from engine.core.partition import Broker, PartitionState, Replicas, TopicInfo, TopicPartition, runs
-from engine.core.throttles import ThrottleSet, parse_config_entries
+from engine.core.throttles import RateRead, ThrottleSet, parse_config_entries, rate_value, read_back
 from engine.cluster.requests import ANY, RequestCounter
 from engine.core.budget import RequestsSent
 
@@ -1079,7 +1079,7 @@ class KafkaCluster:
         resources += [ConfigResource(ResourceType.BROKER, str(b)) for b in sorted(set(brokers))]
         if not resources:
             return ThrottleSet()
-        leader, follower, leader_b, follower_b, rates = set(), set(), set(), set(), []
+        leader, follower, rates = set(), set(), []
         for resource, (configs, err) in self._describe_configs(resources).items():
             if isinstance(err, Refused) and err.code == "UNKNOWN_TOPIC_OR_PARTITION":
                 continue
@@ -1095,14 +1095,10 @@ class KafkaCluster:
                     else:
                         self._covered = {k: v for k, v in self._covered.items() if k != (resource.name, name)}
                         side.update(parse_config_entries(resource.name, text))
-            else:
-                for name, side in ((LEADER_RATE, leader_b), (FOLLOWER_RATE, follower_b)):
-                    rate = _value(configs, name)
-                    if rate not in (None, "", str(2**63 - 1)):  # unset reads as Long.MAX_VALUE
-                        side.add(int(resource.name))
-                        rates.append(int(rate))
-        return ThrottleSet(frozenset(leader), frozenset(follower), frozenset(leader_b), frozenset(follower_b),
-                           max(rates) if rates else None)
+            else:  # each broker's rates as read: the core compares them with the rate it has in force
+                rates.append(RateRead(int(resource.name), rate_value(_value(configs, LEADER_RATE)),
+                                      rate_value(_value(configs, FOLLOWER_RATE))))  # unset: Long.MAX_VALUE
+        return read_back(leader, follower, rates)
 
     def close(self) -> None:
         if self._brokers_watch is not None:

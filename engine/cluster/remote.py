@@ -19,7 +19,7 @@ from engine.core.outcomes import Result, Unavailable
 from engine.core.cluster_snapshot import ClusterSnapshot
 from engine.core.commands import Observation
 from engine.core.partition import Replicas, TopicPartition
-from engine.core.throttles import ThrottleSet, parse_config_entries
+from engine.core.throttles import RateRead, ThrottleSet, parse_config_entries, read_back
 
 
 class RemoteCluster:
@@ -113,11 +113,12 @@ class RemoteCluster:
             return frozenset(e for topic, values in lists.items() if topic in wanted_topics
                              for e in parse_config_entries(topic, ",".join(values)))
 
-        leader_b = frozenset(int(b) for b in t["leader_rate"] if int(b) in wanted_brokers)
-        follower_b = frozenset(int(b) for b in t["follower_rate"] if int(b) in wanted_brokers)
-        rates = [t["leader_rate"][str(b)] for b in leader_b] + [t["follower_rate"][str(b)] for b in follower_b]
-        return ThrottleSet(entries(t["leader"]), entries(t["follower"]), leader_b, follower_b,
-                           max(rates) if rates else None)
+        def rate(side, b):
+            value = t[side].get(str(b))
+            return None if value is None else int(value)
+
+        return read_back(entries(t["leader"]), entries(t["follower"]),
+                         [RateRead(b, rate("leader_rate", b), rate("follower_rate", b)) for b in sorted(wanted_brokers)])
 
     def requests_sent(self) -> None:
         """None: counted nothing. Its calls are HTTP to the sim-cluster, not Kafka requests (the

@@ -61,7 +61,7 @@ from engine.core.state import (
     RELEASE_REFILL, REVERT_SKIPPED, UNCLEAN_REVERT, release_debt, set_back,
 )
 from engine.core.step import DEFAULT_STEP_MODE, PlanResult, Step, Waiting, plan_step
-from engine.core.throttles import ThrottleSet, in_force, minus, needed, reconcile, union, with_margin
+from engine.core.throttles import ThrottleSet, in_force, minus, needed, reads_of, reconcile, union, with_margin
 from engine.core.validation import submission_problems
 
 OTHER_TOOLS_REASSIGNMENT = "a reassignment not started by kreassign is in progress"
@@ -942,7 +942,12 @@ def _throttles_observed(d: _Decision, o: ThrottlesObserved) -> None:
     """Compare the throttle configuration read back with what the log says is in force. A broker
     answers configs from its metadata, which may lag the controller: a difference is first recorded
     (``ThrottlesDiffered``) and corrected (``ThrottlesDrifted``) only where a read-back taken at least
-    ``METADATA_SETTLE`` seconds later still shows it (a piece changed meanwhile is judged afresh)."""
+    ``METADATA_SETTLE`` seconds later still shows it (a piece changed meanwhile is judged afresh).
+
+    A broker's rate counts as missing when it is not set, and also when it is set to another value
+    than the rate in force (another tool's ``kafka-configs.sh --alter``, or Kafka's reassign tool's
+    ``--throttle``): kreassign would copy at a rate it did not choose. The values read travel with the
+    difference (``ThrottleSet.rates``) so that its events say "rate X read, Y in force"."""
     s = d.state
     force, read = s.throttles, o.throttles
     pending = minus(force, s.throttle_failed)  # pieces being retried are known not to match
@@ -951,11 +956,20 @@ def _throttles_observed(d: _Decision, o: ThrottlesObserved) -> None:
     # in force, is removed when the broker is back if no step needs it then; read as missing, it would
     # be forgotten while set (the fault simulator's seed 11532: a rate left on a broker back from the dead)
     read_brokers = frozenset(b for b in o.brokers if live is None or b in live)
+    values = {r.broker: r for r in read.rates}  # a reader that gives no values is judged on presence alone
+
+    def absent(b: int, present: frozenset[int], side: str) -> bool:
+        if b not in present:
+            return True
+        r = values.get(b)
+        return r is not None and force.rate is not None and getattr(r, side) != force.rate
+
     missing = ThrottleSet(
         frozenset(e for e in pending.leader if e.topic in o.topics and e not in read.leader),
         frozenset(e for e in pending.follower if e.topic in o.topics and e not in read.follower),
-        frozenset(b for b in pending.leader_brokers if b in read_brokers and b not in read.leader_brokers),
-        frozenset(b for b in pending.follower_brokers if b in read_brokers and b not in read.follower_brokers),
+        frozenset(b for b in pending.leader_brokers if b in read_brokers and absent(b, read.leader_brokers, "leader")),
+        frozenset(b for b in pending.follower_brokers
+                  if b in read_brokers and absent(b, read.follower_brokers, "follower")),
     )
     want = needed(throttled(s), rate_in_kafka(s))
     ours = s.partitions
@@ -973,17 +987,27 @@ def _throttles_observed(d: _Decision, o: ThrottlesObserved) -> None:
         if prior is not None:
             d.emit(ev.ThrottlesDiffered(ThrottleSet(), ThrottleSet(), o.now))  # it was the lag
         return
+
+    def noted(t: ThrottleSet) -> ThrottleSet:  # the rate in force and the values read on its brokers
+        brokers = t.leader_brokers | t.follower_brokers
+        return t._replace(rate=force.rate if brokers else None, rates=reads_of(read, brokers))
+
     if prior is None or not _stood(o.now, prior.at):
-        if prior is None or (missing, unexpected) != (prior.missing, prior.unexpected):
-            d.emit(ev.ThrottlesDiffered(missing, unexpected, o.now))  # too soon to judge: read again later
+        if prior is None or (missing, unexpected) != (_bare(prior.missing), _bare(prior.unexpected)):
+            d.emit(ev.ThrottlesDiffered(noted(missing), unexpected, o.now))  # too soon to judge: read again later
         return
     drift = (_common(missing, prior.missing), _common(unexpected, prior.unexpected))
     rest = (minus(missing, drift[0]), minus(unexpected, drift[1]))
     if not (drift[0].is_empty() and drift[1].is_empty()):
-        d.emit(ev.ThrottlesDrifted(*drift))
+        d.emit(ev.ThrottlesDrifted(noted(drift[0]), drift[1]))
         _reconcile_throttles(d, restore=drift[0])
     if not (rest[0].is_empty() and rest[1].is_empty()) or d.state.throttles_differed is not None:
-        d.emit(ev.ThrottlesDiffered(*rest, o.now))  # seen now for the first time: judged at a later read-back
+        d.emit(ev.ThrottlesDiffered(noted(rest[0]), rest[1], o.now))  # seen now for the first time: judged later
+
+
+def _bare(t: ThrottleSet) -> ThrottleSet:
+    """``t`` as pieces alone: without the rate in force and the values read that a difference carries."""
+    return t._replace(rate=None, rates=()) if t.rates or t.rate is not None else t
 
 
 def _common(a: ThrottleSet, b: ThrottleSet) -> ThrottleSet:

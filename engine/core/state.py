@@ -14,6 +14,7 @@ whole state. Finished requests beyond ``FINISHED_KEPT`` retire from it.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, Iterable, NamedTuple
 
 import immutables
@@ -23,7 +24,7 @@ from engine.core.limits import DEFAULT_LIMITS, Limits
 from engine.core.partition import Replicas, TopicPartition
 from engine.core.scheduler import CONTINUING, FRESH, Chain, InFlight, Ranks, ReadyIndex, SchedulingKey, Slot
 from engine.core.step import Step
-from engine.core.throttles import DEFAULT_THROTTLE_RATE, ThrottleSet, after_apply, after_remove, minus, union
+from engine.core.throttles import DEFAULT_THROTTLE_RATE, ThrottleSet, after_apply, after_remove, minus, reads_of, union
 
 # Partition statuses
 PENDING = "pending"  # needs a planning decision (transient within a decision)
@@ -749,8 +750,16 @@ def _changed(differed, delta: ThrottleSet):
     missing, unexpected = minus(differed.missing, delta), minus(differed.unexpected, delta)
     if missing.is_empty() and unexpected.is_empty():
         return None
-    return differed if (missing, unexpected) == (differed.missing, differed.unexpected) else \
-        ev.ThrottlesDiffered(missing, unexpected, differed.at)
+    if _pieces(missing) == _pieces(differed.missing) and unexpected == differed.unexpected:
+        return differed
+    brokers = missing.leader_brokers | missing.follower_brokers  # the values read of those still judged
+    missing = missing._replace(rate=differed.missing.rate if brokers else None,
+                               rates=reads_of(differed.missing, brokers))
+    return dataclasses.replace(differed, missing=missing, unexpected=unexpected)
+
+
+def _pieces(t: ThrottleSet) -> tuple:
+    return t.leader, t.follower, t.leader_brokers, t.follower_brokers
 
 
 @_on(ev.ThrottleReleased)
@@ -898,7 +907,7 @@ def _(s: State, e: ev.ClockSetBack) -> State:
     missing = immutables.Map({t: back(at) for t, at in s.missing.items()})
     differed = s.throttles_differed  # when a read-back first showed a difference: judged METADATA_SETTLE later
     if differed is not None and differed.at is not None:
-        differed = ev.ThrottlesDiffered(differed.missing, differed.unexpected, back(differed.at))
+        differed = dataclasses.replace(differed, at=back(differed.at))
     return s._replace(steps=steps, partitions=partitions, elections=elections, release_debt=debt, known_at=known,
                       throttle_retry_at=back(s.throttle_retry_at), throttles_differed=differed, clock=e.now,
                       creation=creation, missing=missing)

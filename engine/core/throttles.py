@@ -74,14 +74,41 @@ def parse_config_entries(topic: str, value: str | None) -> list[ThrottledReplica
     return out
 
 
+UNSET_RATE = 2**63 - 1
+"""What Kafka answers for a ``*.replication.throttled.rate`` no one set: Long.MAX_VALUE (KIP-73's
+default, no throttle)."""
+
+
+def rate_value(text: str | None) -> int | None:
+    """A broker's ``*.replication.throttled.rate`` config value as read back (bytes/s), ``None`` when it
+    is not set: absent, empty, or Kafka's default Long.MAX_VALUE."""
+    if text is None or text.strip() == "":
+        return None
+    value = int(text)
+    return None if value >= UNSET_RATE else value
+
+
+class RateRead(NamedTuple):
+    """The rates a read-back found on one broker (bytes/s; ``None``: not set)."""
+
+    broker: int
+    leader: int | None = None
+    follower: int | None = None
+
+
 class ThrottleSet(NamedTuple):
-    """Throttle configuration in force (or needed) on the cluster."""
+    """Throttle configuration in force (or needed) on the cluster.
+
+    ``rate`` is the one rate of every broker named (what kreassign sets; in a read-back, the highest
+    read). ``rates`` are the values read back, one per broker read that has a rate: only a read-back
+    and the differences it shows (``ThrottlesDiffered``, ``ThrottlesDrifted``) carry them."""
 
     leader: frozenset[ThrottledReplica] = frozenset()
     follower: frozenset[ThrottledReplica] = frozenset()
     leader_brokers: frozenset[int] = frozenset()
     follower_brokers: frozenset[int] = frozenset()
     rate: int | None = None
+    rates: tuple[RateRead, ...] = ()
 
     def is_empty(self) -> bool:
         return not (self.leader or self.follower or self.leader_brokers or self.follower_brokers)
@@ -96,6 +123,28 @@ class ThrottleSet(NamedTuple):
 
 
 EMPTY = ThrottleSet()
+
+
+def read_back(leader: Iterable[ThrottledReplica], follower: Iterable[ThrottledReplica],
+              rates: Iterable[RateRead]) -> ThrottleSet:
+    """A read-back as the core takes it: the entries found, and each broker's rates as read (a broker with
+    neither rate set may be left out); ``leader_brokers`` / ``follower_brokers`` name those with one, and
+    ``rate`` is the highest read."""
+    reads = tuple(sorted((r for r in rates if r.leader is not None or r.follower is not None),
+                         key=lambda r: r.broker))
+    values = [v for r in reads for v in (r.leader, r.follower) if v is not None]
+    return ThrottleSet(frozenset(leader), frozenset(follower),
+                       frozenset(r.broker for r in reads if r.leader is not None),
+                       frozenset(r.broker for r in reads if r.follower is not None),
+                       max(values) if values else None, reads)
+
+
+def reads_of(t: ThrottleSet, brokers: Iterable[int] | None = None) -> tuple[RateRead, ...]:
+    """``t``'s rates read, of ``brokers`` only when given."""
+    if brokers is None:
+        return t.rates
+    keep = frozenset(brokers)
+    return tuple(r for r in t.rates if r.broker in keep)
 
 
 @lru_cache(maxsize=1 << 16)

@@ -24,7 +24,10 @@ done freed their capacity), the adaptive throttle's proposal if any, then a
 due and starts only steps of partitions it looked at: every step is charged to
 its partition's leader as it is now. Every ``verify_interval`` seconds it also reads the
 throttle configuration back from the cluster (``ThrottlesObserved``): what the
-log says is in force and the cluster lacks is set again, and said.
+log says is in force and the cluster lacks (or holds at another rate) is set again, and said.
+A difference the core recorded and has not judged yet (``ThrottlesDiffered``) is read again
+``METADATA_SETTLE`` seconds after it was seen, not ``verify_interval``: a rate another tool
+deleted or changed is restored within that and a tick.
 
 ``recover(executed)`` is how a decider starts (first start, restart after a
 crash, failover): fold the events topic to its end, then bring the cluster in
@@ -58,8 +61,8 @@ from engine.cluster import Cluster
 from engine.core.outcomes import Unavailable
 from engine.core.commands import CatchUpObserved, Input, LooksPaced, ObservationFailed, Submit, ThrottlesObserved, Tick
 from engine.core.budget import ANY, WINDOW, busiest, look_at
-from engine.core.decide import (handle, held_over_caps, measure_due, measured_after, next_looks, next_measures,
-                                releasing, starting, watched)
+from engine.core.decide import (METADATA_SETTLE, handle, held_over_caps, measure_due, measured_after, next_looks,
+                                next_measures, releasing, starting, watched)
 from engine.log.envelope import EventEnvelope, new_id, now
 from engine.runtime.executor import Executor, recovery_actions
 from engine.core.partition import TopicPartition
@@ -226,6 +229,7 @@ class Decider:
         self.blocked: str | None = None  # why actions or observations are held back
         self.counts: Counter = Counter()  # events appended, by type name; "_inputs", "_ticks"
         self.failures: Counter = Counter()  # (action, code) -> ActionFailed events appended
+        self.drifts: Counter = Counter()  # what a ThrottlesDrifted corrected -> pieces (drift_kinds)
         self._meta: dict[TopicPartition, tuple[int | None, int, float, tuple[int, ...]]] = {}
         # the rest of the fold beside the state, for snapshots (engine.log.snapshot.Fold)
         self.window: deque[str] = deque(maxlen=DEDUPE_WINDOW)
@@ -580,12 +584,27 @@ class Decider:
             self.stepped = step
 
     def _verify_due(self, now: float) -> bool:
-        """A read-back of the throttle configuration is due: ``verify_interval`` since the last, and
-        something to read (throttles in force or steps in flight)."""
+        """A read-back of the throttle configuration is due: ``verify_interval`` since the last, or
+        ``METADATA_SETTLE`` since a difference not judged yet was seen (``_confirm_at``), and something
+        to read (throttles in force or steps in flight)."""
         s = self.state
         if s.throttles.is_empty() and not s.steps:
             return False
+        differed = s.throttles_differed  # judged by the core once ``now - at >= METADATA_SETTLE``: the same sum
+        if (differed is not None and differed.at is not None and self.verified_at is not None
+                and self.verified_at < differed.at + METADATA_SETTLE and now - differed.at >= METADATA_SETTLE):
+            return True
         return self.verified_at is None or not 0 <= now - self.verified_at < self.verify_interval
+
+    def _confirm_at(self) -> float | None:
+        """When the read-back that judges the difference the last one showed is due (the core confirms a
+        difference only on a read-back ``METADATA_SETTLE`` after it was first seen): waiting the whole
+        ``verify_interval`` would leave a rate another tool deleted or changed in place 10 to 20 s.
+        ``None``: no difference waits (or it was seen without a clock)."""
+        differed = self.state.throttles_differed
+        if differed is None or differed.at is None:
+            return None
+        return differed.at + METADATA_SETTLE + EARLY  # never before the core would judge it
 
     def _schedule(self, now: float) -> None:
         """When the next tick has something to do (``due_in``): the earliest look the core asks for, a
@@ -602,6 +621,9 @@ class Decider:
             times.append((self.full_at if self.full_at is not None else now) + self.poll_interval)
         if not s.throttles.is_empty() or s.steps:
             times.append((self.verified_at if self.verified_at is not None else now) + self.verify_interval)
+            confirm = self._confirm_at()
+            if confirm is not None and (self.verified_at is None or self.verified_at < confirm - EARLY):
+                times.append(confirm)
         asked = self.asked_at if self.asked_at is not None else now
         times.append(asked + (self.poll_interval if self.blocked is not None else self.idle_look))
         if s.looks_paced is not None and self.paced is not None:  # to record that the pacing has ended
@@ -712,6 +734,8 @@ class Decider:
                 log.warning("%s", describe(e))
             if kind is ev.ActionFailed:
                 self.failures[(e.action, e.code)] += 1
+            elif kind is ev.ThrottlesDrifted:
+                self.drifts.update(drift_kinds(e))
             if kind is ev.StepPlanned:
                 self.planned_at[e.tp] = t
                 if e.step.nr:
@@ -825,6 +849,19 @@ class Decider:
         return found() if found is not None else []
 
 
+def drift_kinds(e: ev.ThrottlesDrifted) -> Counter:
+    """The pieces a throttle drift corrected, by kind: ``entry_missing``, ``entry_left_over``,
+    ``rate_missing`` (a broker rate not set) and ``rate_changed`` (set to another value than in force)."""
+    reads = {r.broker: r for r in e.missing.rates}
+    out: Counter = Counter(entry_missing=len(e.missing.leader) + len(e.missing.follower),
+                           entry_left_over=len(e.unexpected.leader) + len(e.unexpected.follower))
+    for side, brokers in (("leader", e.missing.leader_brokers), ("follower", e.missing.follower_brokers)):
+        for b in brokers:
+            read = getattr(reads[b], side) if b in reads else None
+            out["rate_missing" if read is None else "rate_changed"] += 1
+    return +out
+
+
 _WARN = frozenset({ev.ActionFailed, ev.StepFailed, ev.ClusterUnreachable, ev.ThrottlesDrifted, ev.CancelSkipped,
                    ev.TopicAccessDenied, ev.ClockSetBack, ev.TopicMissing, ev.LooksPaced})
 """Events that report a failure or a correction: each is also a WARNING line of the engine's log."""
@@ -841,7 +878,7 @@ def _event_line(envelope: EventEnvelope) -> dict:
         detail = f"{e.action.replace('_', ' ')} of step {e.number} answered: {e.note or 'ok'}"
     elif isinstance(e, ev.StepAborted):
         detail = f"step {e.number} aborted: the partition is at {list(e.replicas)}"
-    elif isinstance(e, ev.ClockSetBack):
+    elif isinstance(e, (ev.ClockSetBack, ev.ThrottlesDrifted)):
         detail = describe(e)
     elif isinstance(e, ev.ThrottleRateChanged):
         detail = throttle_change(e)

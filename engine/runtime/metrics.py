@@ -94,6 +94,13 @@ class _Collector:
         for (action, code), n in sorted(d.failures.items()):
             failed.add_metric([action, code], n)
         yield failed
+        drifts = CounterMetricFamily("kreassign_throttle_drifts", "Throttle pieces another tool changed that this "
+                                     "worker's decider set right (ThrottlesDrifted), by kind: entry_missing, "
+                                     "entry_left_over, rate_missing, rate_changed (a broker's rate read at another "
+                                     "value than the one in force)", labels=["kind"])
+        for kind in ("entry_missing", "entry_left_over", "rate_missing", "rate_changed"):
+            drifts.add_metric([kind], getattr(d, "drifts", {}).get(kind, 0))
+        yield drifts
         now = GaugeMetricFamily("kreassign_problems", "Failures in force now (status' problems), by kind",
                                 labels=["kind"])
         for kind, n in sorted(Counter(p["kind"] for p in problems(s)).items()):

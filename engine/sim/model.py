@@ -44,7 +44,7 @@ from typing import Collection, NamedTuple
 import immutables
 
 from engine.core.partition import PartitionState, Replicas, TopicInfo, TopicPartition
-from engine.core.throttles import ThrottledReplica, ThrottleSet
+from engine.core.throttles import RateRead, ThrottledReplica, ThrottleSet, read_back
 
 REPLICA_LAG_TIME_MAX = 30.0  # replica.lag.time.max.ms: a follower behind this long leaves the ISR
 JOIN_EPSILON = 1.0  # bytes: a replica this close to its leader has caught up
@@ -208,13 +208,9 @@ class Throttles(NamedTuple):
                 if topics is None or topic in topics for e in es if e != "*" for p, b in [e]
             )
 
-        def rated(rates):
-            return frozenset(b for b in rates if brokers is None or b in brokers)
-
-        leader_brokers, follower_brokers = rated(self.leader_rate), rated(self.follower_rate)
-        rates = [self.leader_rate[b] for b in leader_brokers] + [self.follower_rate[b] for b in follower_brokers]
-        return ThrottleSet(entries(self.leader), entries(self.follower), leader_brokers, follower_brokers,
-                           max(rates) if rates else None)
+        rated = {b for b in (*self.leader_rate.keys(), *self.follower_rate.keys()) if brokers is None or b in brokers}
+        return read_back(entries(self.leader), entries(self.follower),
+                         [RateRead(b, self.leader_rate.get(b), self.follower_rate.get(b)) for b in sorted(rated)])
 
 
 def listed_brokers(follower: immutables.Map, rated: Collection[int]) -> frozenset:

@@ -14,6 +14,7 @@ the status page show it first, in this order:
 | ``waiting`` | warning | partitions that cannot take their next step, one entry per reason (and when a refused step is planned again) |
 | ``paused`` | warning | the engine starts no new step |
 | ``paced`` | warning | the decider's looks wait for the request budget (``LooksPaced``): steps are seen to end, and the next started, up to a second later |
+| ``throttles_differ`` | warning | a throttle read-back differs from the log and is not judged yet (``ThrottlesDiffered``): a piece or broker rate missing, a broker rate at another value than the one in force ("rate X read, Y in force"), or an entry left over; set right if the read-back ``METADATA_SETTLE`` after still shows it |
 | ``skipped`` | warning | partitions a cancel left alone (KIP-236's rules), one entry per reason |
 | ``rejected`` | error | the latest rejected commands, each with every reason and its time, for ``REJECTIONS_NEED_ATTENTION_FOR`` after the rejection (then only in history: ``rejection_history``, ``kreassign replay``) |
 
@@ -35,8 +36,9 @@ from collections import defaultdict
 from datetime import datetime, timezone
 from typing import Iterable
 
+from engine.core.decide import METADATA_SETTLE
 from engine.core.state import CANCELLED, State
-from engine.views.summary import problems
+from engine.views.summary import problems, rates_differing
 
 SHOWN_PARTITIONS = 12  # partitions named per entry; the rest are counted
 SHOWN_REJECTIONS = 5
@@ -101,6 +103,18 @@ def attention(state: State, rejected_at: dict | None = None, only: str | None = 
             "the engine's reads of the cluster wait for it (kreassign engine --request-budget); its actions never do",
             "a step's end may be seen, and the next step started, up to a second later"],
             reason=state.looks_paced))
+    differed = state.throttles_differed
+    if differed is not None and members is None:
+        m, u = differed.missing, differed.unexpected
+        entries, left = len(m.leader) + len(m.follower), len(u.leader) + len(u.follower)
+        lines = rates_differing(m) + [x for x in (
+            f"{_entries(entries)} missing" if entries else "",
+            f"{_entries(left)} left over" if left else "") if x]
+        confirm = None if differed.at is None else differed.at + METADATA_SETTLE
+        lines.append(f"set right if the read-back {_when(confirm, now) if confirm else 'after the next'} still shows "
+                     f"it (a broker's configs may lag the controller)")
+        out.append(_entry("throttles_differ", "warning", "the throttle configuration read back differs from the log",
+                          lines, reason="; ".join(lines[:-1]) or None, at=_iso(differed.at), retry_at=_iso(confirm)))
     skipped: dict[str, list] = defaultdict(list)
     for tp, entry in state.partitions.items():
         # a cancelled partition's note says where the cancel left it: no skip
@@ -261,6 +275,10 @@ def _named(tps) -> str:
     names = _names(tps)
     more = len(names) - SHOWN_PARTITIONS
     return "partitions " + ", ".join(names[:SHOWN_PARTITIONS]) + (f" and {more} more" if more > 0 else "")
+
+
+def _entries(n: int) -> str:
+    return f"{n} throttled-replica {'entry' if n == 1 else 'entries'}"
 
 
 def _n(n: int, word: str) -> str:

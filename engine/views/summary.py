@@ -132,8 +132,9 @@ def describe(e: ev.Event) -> str:
     if isinstance(e, ev.TopicAccessDenied):
         return f"topic {e.topic}: {e.reason}" if e.reason else f"topic {e.topic} can be described again"
     if isinstance(e, ev.ThrottlesDrifted):
-        return (f"throttle configuration differed from the log: {_count(e.missing)} missing (set again), "
-                f"{_count(e.unexpected)} left over (removed)")
+        rates = rates_differing(e.missing)
+        return (f"throttle configuration differed from the log: {_count(e.missing)} missing or at another rate "
+                f"(set again), {_count(e.unexpected)} left over (removed)" + (f"; {'; '.join(rates)}" if rates else ""))
     if isinstance(e, ev.CancelSkipped):
         return f"{where}: cancel skipped: {e.reason}"
     if isinstance(e, ev.TopicMissing):
@@ -159,6 +160,23 @@ def throttle_change(e: ev.ThrottleRateChanged) -> str:
     else:
         who = f"the adaptive throttle: {e.reason.removeprefix('adaptive: ')}" if e.reason else "the engine"
     return f"throttle rate for new steps {rate}, set by {who}"
+
+
+def rates_differing(missing) -> list[str]:
+    """A line per broker rate of a throttle difference (``ThrottlesDiffered`` / ``ThrottlesDrifted``'s
+    ``missing``) read at another value than the one in force, or not set: "broker 2:
+    leader.replication.throttled.rate 500000000 read, 54000000 in force" (bytes/s, as Kafka's configs
+    hold them). Empty for a difference recorded without the rate in force (a log from before it was)."""
+    if missing.rate is None:
+        return []
+    reads = {r.broker: r for r in missing.rates}
+    out = []
+    for side, brokers in (("leader", missing.leader_brokers), ("follower", missing.follower_brokers)):
+        for b in sorted(brokers):
+            value = getattr(reads[b], side) if b in reads else None  # a broker with no rate is not read
+            out.append(f"broker {b}: {side}.replication.throttled.rate "
+                       f"{'not set' if value is None else f'{value} read'}, {missing.rate} in force")
+    return out
 
 
 def _count(t) -> str:

@@ -1,0 +1,334 @@
+"""KIP-73 rates another tool changes on a broker kreassign throttles: the throttle read-back compares each
+broker's ``leader`` / ``follower.replication.throttled.rate`` with the rate kreassign has in force (the
+throttle plus ``throttle_margin_pct``), not only whether one is set. A rate at another value is a
+difference like a missing one: recorded (``ThrottlesDiffered``), confirmed by a read-back
+``METADATA_SETTLE`` later, then set again (``ThrottlesDrifted``), saying "rate X read, Y in force".
+
+The core on the fake cluster (whose read-back reports each broker's values, as the adapters do), the
+decider's cadence (the confirming read-back comes ``METADATA_SETTLE`` after the first, not
+``verify_interval``), and the real Kafka adapter against the simulated cluster's Kafka front, where
+another client changes a broker's rate mid-move (time driven by hand: the cluster's clock stands still)."""
+
+from __future__ import annotations
+
+from engine.core import events as ev
+from engine.core.commands import ChangeThrottle, PartitionTarget, Submit, ThrottlesObserved
+from engine.core.decide import METADATA_SETTLE, rate_in_kafka
+from engine.core.partition import TopicPartition
+from engine.core.state import COMPLETED, fold
+from engine.core.throttles import RateRead, ThrottleSet, rate_value, read_back
+from engine.views.attention import attention
+from engine.views.summary import describe
+from tests.fake_cluster import Driver, FakeCluster
+
+TP = TopicPartition("t", 0)
+RATE = 10_000_000
+OTHER = 500_000_000  # what another tool set (kafka-configs.sh --alter, or the reassign tool's --throttle)
+TOPICS, BROKERS = frozenset({"t"}), frozenset(range(6))
+
+
+def of_type(events, kind):
+    return [e for e in events if isinstance(e, kind)]
+
+
+def started():
+    """One step in flight copying (0, 1, 2) -> (0, 1, 4): broker 4 receives (follower rate), 0, 1 and 2
+    serve (leader rates)."""
+    c = FakeCluster({TP: (0, 1, 2)}, range(6))
+    d = Driver(c)
+    d.now = 1000.0
+    d.feed(ChangeThrottle(RATE))
+    d.feed(Submit("r", (PartitionTarget("t", 0, (0, 1, 4)),)))
+    d.tick()
+    assert d.state.steps[TP].started
+    force = d.state.throttles
+    assert force.follower_brokers == {4} and 2 in force.leader_brokers
+    assert c.rates[("f", 4)] == c.rates[("l", 2)] == rate_in_kafka(d.state) == force.rate
+    return c, d
+
+
+def read_back_now(d):
+    d.feed(ThrottlesObserved(d.cluster.throttle_set(), TOPICS, BROKERS, d.now))
+
+
+def test_a_rate_another_tool_changed_is_set_again_once_a_later_read_back_confirms_it():
+    c, d = started()
+    ours = rate_in_kafka(d.state)
+    c.set_rate("leader", 2, OTHER)
+    d.now += 1
+    read_back_now(d)
+    assert not of_type(d.events, ev.ThrottlesDrifted)  # a broker's configs may lag: recorded only
+    differed = of_type(d.events, ev.ThrottlesDiffered)[-1]
+    assert differed.missing.leader_brokers == {2} and not differed.missing.follower_brokers
+    assert differed.missing.rate == ours and RateRead(2, OTHER, None) in differed.missing.rates
+    assert c.rates[("l", 2)] == OTHER  # nothing changed yet
+    d.now += METADATA_SETTLE - 1
+    read_back_now(d)
+    assert not of_type(d.events, ev.ThrottlesDrifted)  # too soon after the first
+    d.now += 1
+    read_back_now(d)
+    drifted = of_type(d.events, ev.ThrottlesDrifted)
+    assert len(drifted) == 1 and drifted[0].missing.leader_brokers == {2}
+    assert c.rates[("l", 2)] == ours  # set again, at kreassign's rate
+    line = describe(drifted[0])
+    assert f"broker 2: leader.replication.throttled.rate {OTHER} read, {ours} in force" in line, line
+    assert d.state.throttles_differed is None and d.state.throttles.rate == ours
+    assert fold(d.events) == d.state
+    d.now += METADATA_SETTLE
+    read_back_now(d)  # as the log says now: nothing more
+    assert len(of_type(d.events, ev.ThrottlesDrifted)) == 1 and d.state.throttles_differed is None
+
+
+def test_a_follower_rate_lowered_by_another_tool_is_set_again_too():
+    c, d = started()
+    ours = rate_in_kafka(d.state)
+    c.set_rate("follower", 4, 1_000)  # a throttle far below kreassign's would stall the copy
+    read_back_now(d)
+    d.now += METADATA_SETTLE
+    read_back_now(d)
+    drifted = of_type(d.events, ev.ThrottlesDrifted)
+    assert len(drifted) == 1 and drifted[0].missing.follower_brokers == {4}
+    assert c.rates[("f", 4)] == ours
+
+
+def test_a_rate_read_back_at_the_rate_in_force_again_is_no_drift():
+    """A read-back that lagged (or a change undone meanwhile): what the confirming read-back shows as in
+    force is forgotten, nothing is set."""
+    c, d = started()
+    ours = rate_in_kafka(d.state)
+    c.set_rate("leader", 2, OTHER)
+    read_back_now(d)
+    assert d.state.throttles_differed is not None
+    c.set_rate("leader", 2, ours)
+    d.now += METADATA_SETTLE
+    applied = len(c.throttle_calls)
+    read_back_now(d)
+    assert not of_type(d.events, ev.ThrottlesDrifted) and d.state.throttles_differed is None
+    assert len(c.throttle_calls) == applied
+
+
+def test_a_rate_on_a_broker_kreassign_does_not_throttle_is_left_alone():
+    c, d = started()
+    c.set_rate("leader", 5, OTHER)  # another tool's throttle elsewhere
+    read_back_now(d)
+    d.now += METADATA_SETTLE
+    read_back_now(d)
+    assert not of_type(d.events, ev.ThrottlesDiffered) and not of_type(d.events, ev.ThrottlesDrifted)
+    assert c.rates[("l", 5)] == OTHER
+
+
+def test_a_read_back_that_gives_no_values_is_judged_on_presence_alone():
+    c, d = started()
+    bare = c.throttle_set()._replace(rates=())
+    d.feed(ThrottlesObserved(bare, TOPICS, BROKERS, d.now))
+    d.now += METADATA_SETTLE
+    d.feed(ThrottlesObserved(bare, TOPICS, BROKERS, d.now))
+    assert not of_type(d.events, ev.ThrottlesDiffered)
+
+
+def test_kreassigns_own_rate_change_read_back_late_is_judged_afresh():
+    """The operator changes the throttle: kreassign sets the new rate on every broker, which clears a
+    difference recorded of those rates; a read-back still showing the old one (lag) is recorded anew, and
+    one showing the new rate clears it."""
+    c, d = started()
+    c.set_rate("leader", 2, OTHER)
+    read_back_now(d)
+    assert d.state.throttles_differed is not None
+    old = c.throttle_set()
+    d.feed(ChangeThrottle(2 * RATE))
+    new = rate_in_kafka(d.state)
+    assert c.rates[("l", 2)] == new and d.state.throttles_differed is None  # the re-apply changed the piece
+    d.now += 1
+    d.feed(ThrottlesObserved(old, TOPICS, BROKERS, d.now))  # a broker that has not applied it yet
+    assert not of_type(d.events, ev.ThrottlesDrifted)
+    d.now += METADATA_SETTLE
+    read_back_now(d)
+    assert not of_type(d.events, ev.ThrottlesDrifted) and d.state.throttles_differed is None
+    assert fold(d.events) == d.state
+
+
+def test_a_difference_waiting_is_in_the_attention_list_with_the_values_read():
+    c, d = started()
+    ours = rate_in_kafka(d.state)
+    c.set_rate("leader", 2, OTHER)
+    read_back_now(d)
+    entry = [a for a in attention(d.state, now=d.now) if a["kind"] == "throttles_differ"]
+    assert len(entry) == 1
+    assert f"broker 2: leader.replication.throttled.rate {OTHER} read, {ours} in force" in entry[0]["lines"]
+    assert entry[0]["retry_at"] is not None  # when it is judged
+    d.now += METADATA_SETTLE
+    read_back_now(d)
+    assert not [a for a in attention(d.state, now=d.now) if a["kind"] == "throttles_differ"]
+
+
+def test_the_request_completes_and_leaves_no_rate_after_a_drift():
+    c, d = started()
+    c.set_rate("leader", 2, OTHER)
+    read_back_now(d)
+    d.now += METADATA_SETTLE
+    read_back_now(d)
+    assert of_type(d.events, ev.ThrottlesDrifted)
+    c.finish(TP)
+    d.now += 1
+    d.observe()
+    d.tick()
+    assert d.state.requests["r"].status == COMPLETED
+    assert d.state.throttles.is_empty() and not c.throttles["brokers_l"] and not c.throttles["brokers_f"]
+    assert fold(d.events) == d.state
+
+
+def test_a_rate_read_as_kafkas_default_is_not_set():
+    """KIP-73: a rate no one set reads as Long.MAX_VALUE."""
+    assert rate_value(str(2**63 - 1)) is None and rate_value("") is None and rate_value(None) is None
+    assert rate_value("54000000") == 54_000_000
+    t = read_back([], [], [RateRead(1, 5, None), RateRead(2, None, None), RateRead(3, None, 7)])
+    assert t.leader_brokers == {1} and t.follower_brokers == {3} and t.rate == 7
+    assert [r.broker for r in t.rates] == [1, 3]
+    assert read_back([], [], []) == ThrottleSet()
+
+
+# --- the decider's cadence ------------------------------------------------------------------------
+
+
+def decider_on_sim(verify_interval=10.0):
+    """A decider on the in-process simulated cluster, on a clock the test moves; the cluster's own clock
+    stands still, so the move stays in flight."""
+    from engine.runtime.decider import Decider, MemoryLog
+    from engine.sim.cluster import SimulatedCluster
+    from tests.sim_helpers import scenario
+
+    cluster = SimulatedCluster.from_scenario(scenario([((1, 2, 3), 500_000_000, 0)], brokers=4))
+    clock = [1000.0]
+    d = Decider(MemoryLog(), cluster, clock=lambda: clock[0], verify_interval=verify_interval, poll_interval=30.0)
+    d.recover(None)
+    d.decide(ChangeThrottle(RATE))
+    d.decide(Submit("r", (PartitionTarget("t", 0, (1, 2, 4)),)))
+    d.tick()
+    assert d.state.steps[TP].started and 4 in d.state.throttles.follower_brokers
+    return d, cluster, clock
+
+
+def test_a_difference_seen_is_read_again_metadata_settle_later_not_a_verify_interval_later():
+    d, cluster, clock = decider_on_sim()
+    cluster.set_throttle_rate(4, "follower", None)  # another tool deleted the rate: the copy runs unthrottled
+    clock[0] += 10.0  # the next read-back
+    d.tick()
+    assert d.state.throttles_differed is not None and d.state.throttles_differed.at == clock[0]
+    seen = clock[0]
+    assert abs(d.due_in() - METADATA_SETTLE) < 1e-3, d.due_in()  # not verify_interval (10 s)
+    clock[0] += d.due_in()
+    d.tick()
+    assert d.state.throttles_differed is None
+    assert cluster.state.throttles.follower_rate[4] == rate_in_kafka(d.state)  # restored
+    assert clock[0] - seen < METADATA_SETTLE + 0.01
+
+
+
+def test_with_no_difference_waiting_the_read_back_keeps_its_interval():
+    d, cluster, clock = decider_on_sim()
+    clock[0] += 10.0
+    d.tick()
+    assert d.state.throttles_differed is None and d.verified_at == clock[0]
+    assert d.due_in() > METADATA_SETTLE  # nothing to confirm: the next read-back a verify_interval on
+
+
+# --- the real Kafka adapter through the simulated cluster's Kafka front -----------------------------
+
+
+def test_through_the_kafka_front_a_rate_another_client_changed_mid_move_is_restored():
+    """kreassign moves t-0 from (1, 2, 3) to (1, 2, 4) through the real adapter (confluent-kafka and
+    kafka-python against the Kafka front). Mid-move another client sets broker 1's
+    leader.replication.throttled.rate to 500 MB/s (what ``kafka-configs.sh --alter --entity-type brokers
+    --entity-name 1 --add-config leader.replication.throttled.rate=500000000`` sends). The next read-back
+    records it, the one METADATA_SETTLE later confirms it and sets kreassign's rate again. The cluster's
+    clock stands still (speed 0: the copy stays in flight); the decider's clock is moved by hand."""
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    from engine.cluster.kafka import KafkaCluster
+    from engine.kafka.client_config import ClientConfig
+    from engine.runtime.decider import Decider, MemoryLog
+    from engine.sim import scenario as S
+    from engine.sim.kafka_front import KafkaFront
+    from engine.sim.server import SimServer
+
+    sc = S.from_document({"seed": 3, "brokers": {"count": 4},
+                          "topics": [{"name": "t", "partitions": 1, "replication_factor": 3, "size": "500 MB"}],
+                          "throttle": "none"})
+    sim = SimServer(sc, speed=0)
+    sim.start()
+    front = KafkaFront(sim)
+    front.start()
+    cluster = KafkaCluster(ClientConfig({"bootstrap.servers": front.bootstrap}), timeout=10)
+    admin = AdminClient({"bootstrap.servers": front.bootstrap})
+
+    def broker_rate(b: int) -> str:
+        resource = ConfigResource(ResourceType.BROKER, str(b))
+        configs = admin.describe_configs([resource])[resource].result(timeout=10)
+        return configs["leader.replication.throttled.rate"].value
+
+    try:
+        with sim.lock:
+            start = tuple(sim.cluster.state.partitions[TP].replicas)
+        target = start[:2] + tuple(b for b in (1, 2, 3, 4) if b not in start)[:1]
+        clock = [1000.0]
+        log = MemoryLog()
+        d = Decider(log, cluster, clock=lambda: clock[0], verify_interval=10.0, poll_interval=30.0)
+        d.recover(None)
+        d.decide(ChangeThrottle(RATE))
+        d.decide(Submit("r", (PartitionTarget("t", 0, target),)))
+        d.tick()
+        assert d.state.steps[TP].started
+        ours = rate_in_kafka(d.state)
+        origin = sorted(d.state.throttles.leader_brokers)[0]
+        assert broker_rate(origin) == str(ours)
+
+        entry = ConfigEntry("leader.replication.throttled.rate", str(OTHER), incremental_operation=AlterConfigOpType.SET)
+        for f in admin.incremental_alter_configs(
+                [ConfigResource(ResourceType.BROKER, str(origin), incremental_configs=[entry])]).values():
+            f.result(timeout=10)
+        assert broker_rate(origin) == str(OTHER)
+
+        clock[0] += 10.0  # the read-back's interval
+        d.tick()
+        differed = [e.payload for e in log.records if isinstance(e.payload, ev.ThrottlesDiffered)]
+        assert differed and RateRead(origin, OTHER, None) in differed[-1].missing.rates, differed
+        assert broker_rate(origin) == str(OTHER)  # recorded only: a broker's configs may lag
+        wait = d.due_in()
+        assert wait is not None and wait <= METADATA_SETTLE + 1e-3, wait  # confirmed METADATA_SETTLE later
+        clock[0] += wait
+        d.tick()
+        drifted = [e.payload for e in log.records if isinstance(e.payload, ev.ThrottlesDrifted)]
+        assert len(drifted) == 1 and drifted[0].missing.leader_brokers == {origin}
+        assert f"{OTHER} read, {ours} in force" in describe(drifted[0])
+        assert broker_rate(origin) == str(ours)  # restored through the front
+        assert d.state.steps[TP].started and d.state.requests["r"].status != COMPLETED  # mid-move all along
+    finally:
+        cluster.close()
+        front.shutdown()
+        sim.shutdown()
+
+
+def test_a_drift_reaches_metrics_and_the_status_pages_events_with_the_values_read():
+    import re
+    from collections import Counter
+    from types import SimpleNamespace
+
+    from engine.runtime.decider import _event_line
+    from engine.runtime.metrics import exposition
+
+    d, cluster, clock = decider_on_sim()
+    ours = rate_in_kafka(d.state)
+    cluster.set_throttle_rate(4, "follower", 1_000)  # another tool's rate, far below kreassign's
+    clock[0] += 10.0
+    d.tick()
+    clock[0] += d.due_in()
+    d.tick()
+    assert cluster.state.throttles.follower_rate[4] == ours
+    line = [_event_line(e) for e in d.recent if isinstance(e.payload, ev.ThrottlesDrifted)]
+    assert len(line) == 1 and f"follower.replication.throttled.rate 1000 read, {ours} in force" in line[0]["detail"]
+    engine = SimpleNamespace(counters=Counter(), active=True, decider=d, needs_recovery=False, recovery_error=None,
+                             s=SimpleNamespace(request_budget=None))
+    text = exposition(engine)[0].decode()
+    samples = dict(re.findall(r'^kreassign_throttle_drifts_total\{kind="(\w+)"\} (\S+)$', text, re.M))
+    assert samples == {"entry_missing": "0.0", "entry_left_over": "0.0", "rate_missing": "0.0",
+                       "rate_changed": "1.0"}, samples
