@@ -267,7 +267,9 @@ def test_the_engine_rejects_a_request_it_may_not_describe_and_waits_visibly_for_
     describe_configs = alter_configs.replace("AlterConfigs", "DescribeConfigs")  # what AlterConfigs implied
     acl_change(front, add=[describe_configs], remove=[alter_configs])
     try:
-        d.decide(Submit("r1", (PartitionTarget("orders", 0, (3, 4)),), throttle_rate=50_000_000))
+        # 2 MB at 1 MB/s: more than the throttle gives it in throttle_release_ms, so it needs its entries (at
+        # 50 MB/s it would start released, with no throttle to set: release_at_start)
+        d.decide(Submit("r1", (PartitionTarget("orders", 0, (3, 4)),), throttle_rate=1_000_000))
 
         def waiting_for_the_grant(d):
             return any("--operation AlterConfigs --topic orders" in p["message"] for p in problems(d.state))
