@@ -254,3 +254,38 @@ def test_catch_up_of_a_copy_in_flight(harness):
             harness._wait()
     assert isinstance(c.cancel_reassignments([P2])[P2], Ok)
     assert isinstance(c.remove_throttles(slow), Ok)
+
+
+def test_a_wildcard_list_set_outside_kreassign_is_answered(harness, request):
+    """A throttled-replicas list that is ``*`` (set by an operator: over the Kafka protocol, or in process)
+    is answered by ``wildcard_throttles``, and left out of ``throttles``' entries; deleted, it is gone."""
+    where = request.node.callspec.params["harness"]
+    c = harness.cluster
+
+    def set_follower(value):
+        if where == "sim":
+            c.set_throttled_replicas(TOPIC, "follower", frozenset({"*"}) if value else frozenset())
+            return
+        from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+        bootstrap = request.getfixturevalue("kafka_bootstrap" if where == "kafka" else "sim_process")
+        bootstrap = bootstrap if where == "kafka" else bootstrap[1]
+        op = AlterConfigOpType.SET if value else AlterConfigOpType.DELETE
+        entry = ConfigEntry("follower.replication.throttled.replicas", value, incremental_operation=op)
+        resource = ConfigResource(ResourceType.TOPIC, TOPIC, incremental_configs=[entry])
+        admin = AdminClient({"bootstrap.servers": bootstrap})  # held until answered: its futures end with it
+        for future in admin.incremental_alter_configs([resource]).values():
+            future.result()
+
+    def until(expected):  # a broker's configs may lag the controller's
+        deadline = time.monotonic() + 30
+        while (seen := c.wildcard_throttles([TOPIC, "no-such-topic"])) != expected:
+            assert time.monotonic() < deadline, seen
+            harness._wait()
+
+    assert c.wildcard_throttles([TOPIC]) == {}
+    set_follower("*")
+    until({TOPIC: frozenset({"follower"})})
+    assert not c.throttles([TOPIC], [1, 2, 3, 4]).follower
+    set_follower(None)
+    until({})

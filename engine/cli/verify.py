@@ -16,6 +16,11 @@ name) is *kept*: named, with that request, and not counted against this one. A t
 failing to remove (its removal refused and retried) is not kept: it counts. Kafka's
 tool cannot tell whose a throttle is; the event log can. With a reassignment JSON file every throttle
 left counts, as in Kafka's tool.
+
+A topic's throttled-replicas list that is the wildcard ``*`` (every replica) was set outside kreassign,
+which never writes one: it is named with the ``kafka-configs.sh`` command that deletes it. With a
+reassignment JSON file it counts (Kafka's tool's ``--verify`` deletes it); with ``--request`` it does not
+(``_print_wildcards``).
 """
 
 from __future__ import annotations
@@ -101,9 +106,13 @@ def run(args) -> int:
         if obs.denied:  # never "does not exist": Kafka hides what a principal may not describe
             raise CliError("; ".join(obs.denied[t] for t in sorted(obs.denied)))
         brokers = [b.id for b in obs.brokers]
-        throttles = cluster.throttles(sorted({tp.topic for tp in expected}), brokers)
+        topics = sorted({tp.topic for tp in expected})
+        throttles = cluster.throttles(topics, brokers)
         if isinstance(throttles, Unavailable):
             raise CliError(f"cannot read the throttle configs: {throttles}")
+        wild = cluster.wildcard_throttles(topics)
+        if isinstance(wild, Unavailable):
+            raise CliError(f"cannot read the throttle configs: {wild}")
     finally:
         cluster.close()
     ok = True
@@ -126,14 +135,19 @@ def run(args) -> int:
             print(f"Partition {tp} is not at its {what}{note}: replicas {_fmt(p.replicas)}, {what} {_fmt(want)}.")
             ok = False
     print()
-    left, kept = kept_for_others(state, getattr(args, "request", None), throttles)
+    request = getattr(args, "request", None)
+    left, kept = kept_for_others(state, request, throttles)
     ours = {e for e in left.leader | left.follower if e.topic in {tp.topic for tp in expected}}
-    if ours or left.leader_brokers or left.follower_brokers:
+    counted = bool(wild) and not request  # with --request: not this request's (kreassign never writes '*')
+    if ours or left.leader_brokers or left.follower_brokers or counted:
         ok = False
         _print_throttles(left, "still set", "still have")
     else:
-        print("Throttles are cleared: no throttled replicas on these topics and no throttle rate on any broker"
-              + (" but those kept for other running requests (below)." if kept else "."))
+        print("Throttles are cleared: no throttled replicas" + (" of kreassign's" if wild else "")
+              + " on these topics and no throttle rate on any broker"
+              + (" but those kept for other running requests (below)" if kept else "")
+              + (" (the '*' lists set outside kreassign are below)." if wild else "."))
+    _print_wildcards(wild, request, _kafka_configs(args, cluster))
     for rid, ts in kept.items():
         _print_throttles(ts, "kept", "keep", f" for request {rid} (running)")
     if kept:
@@ -149,6 +163,39 @@ def _print_throttles(ts: ThrottleSet, entries: str, rates: str, why: str = "") -
     for name, brokers_set in (("leader", ts.leader_brokers), ("follower", ts.follower_brokers)):
         if brokers_set:
             print(f"Brokers {_fmt(sorted(brokers_set))} {rates} a {name}.replication.throttled.rate{why}")
+
+
+def _print_wildcards(wild: dict[str, frozenset[str]], request: str | None, kafka_configs: str) -> None:
+    """A topic's throttled-replicas list that is the wildcard ``*`` (KIP-73: every replica of the topic, on
+    every broker that has a rate). kreassign never writes one, so an operator or another tool set it. Kafka's
+    tool's ``--verify`` deletes both lists of every topic of its file, a ``*`` too: with a reassignment JSON
+    file it counts as a throttle left. With ``--request`` it is not that request's leftover; alone it throttles
+    nothing (a rate on a broker does, and counts above): it is named, not counted."""
+    for topic, sides in sorted(wild.items()):
+        names = [f"{side}.replication.throttled.replicas" for side in ("leader", "follower") if side in sides]
+        print(f"Throttled replicas {'set outside kreassign' if request else 'still set'} on topic {topic}: "
+              f"{' and '.join(names)} {'is' if len(names) == 1 else 'are'} '*' (every replica of the topic), "
+              + ("set by an operator or another tool (kreassign never writes '*')." if request else
+                 "set outside kreassign (by an operator or another tool: kreassign never writes '*')."))
+        print(f"  To remove: {kafka_configs} --alter --entity-type topics --entity-name {topic} "
+              f"--delete-config {','.join(names)}")
+    if not wild:
+        return
+    if request:
+        print(f"Not counted against request {request}: kreassign did not leave it, and it throttles replication "
+              "only on a broker with a replication.throttled.rate (a rate left counts here, whoever set it); while "
+              "it stays, kreassign's rates throttle every replica of the topic on the brokers of its moves.")
+    else:
+        print("Kafka's tool's --verify deletes these configs once none of its file's partitions is reassigning; "
+              "kreassign verify removes nothing, so they count as throttles left.")
+
+
+def _kafka_configs(args, cluster) -> str:
+    """``kafka-configs.sh`` with the options that reach the cluster verified (HOST:PORT where it is no Kafka
+    cluster, e.g. a sim-cluster over HTTP: its Kafka front's, if it has one)."""
+    bootstrap = getattr(cluster, "bootstrap", None) or "HOST:PORT"
+    config = args.cluster_command_config if (args.cluster or "").startswith("kafka://") else args.command_config
+    return f"kafka-configs.sh --bootstrap-server {bootstrap}" + (f" --command-config {config}" if config else "")
 
 
 def _fmt(replicas) -> str:

@@ -96,3 +96,10 @@ class Cluster(Protocol):
         ...
 
     def close(self) -> None: ...
+
+    def wildcard_throttles(self, topics: Collection[str]) -> dict[str, frozenset[str]] | Unavailable:
+        """Topic -> its sides ("leader", "follower") whose ``*.replication.throttled.replicas`` is the wildcard
+        ``*`` (KIP-73: every replica of the topic throttled wherever a broker has a rate). kreassign never
+        writes ``*``: each was set outside it. ``throttles`` does not read a ``*`` as every replica;
+        ``verify`` reports these beside it."""
+        ...

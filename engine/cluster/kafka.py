@@ -1006,6 +1006,27 @@ class KafkaCluster:
         self._covered = {(t, name): left for (t, name), entries in self._covered.items()
                          if (left := entries - gone[name])}
 
+    def wildcard_throttles(self, topics: Collection[str]) -> dict[str, frozenset[str]] | Unavailable:
+        """Topic -> its sides ("leader", "follower") whose throttled-replicas list is the wildcard ``*`` (every
+        replica throttled), from one DescribeConfigs of the topics. kreassign never writes ``*``
+        (``_past_wildcards`` leaves one as it is), so each was set outside it; ``throttles`` reads a ``*`` as the
+        entries of kreassign's this adapter found it covering, none in a new process (``verify``'s). A topic
+        that does not exist has none."""
+        from confluent_kafka.admin import ConfigResource, ResourceType
+
+        out = {}
+        resources = [ConfigResource(ResourceType.TOPIC, t) for t in sorted(set(topics))]
+        for resource, (configs, err) in self._describe_configs(resources).items():
+            if isinstance(err, Refused) and err.code == "UNKNOWN_TOPIC_OR_PARTITION":
+                continue
+            if err is not None:
+                return _unavailable(_about(resource, err))
+            sides = frozenset(side for side, name in (("leader", LEADER_REPLICAS), ("follower", FOLLOWER_REPLICAS))
+                              if _wildcard(_value(configs, name)))
+            if sides:
+                out[resource.name] = sides
+        return out
+
     def _send_alter_configs(self, resources: list) -> tuple[float, dict[Any, Any]]:
         """One IncrementalAlterConfigs call, not awaited: its timeout and each resource's future (or
         its failure, if the call could not be made)."""

@@ -128,3 +128,14 @@ class RemoteCluster:
 
     def close(self) -> None:
         pass
+
+    def wildcard_throttles(self, topics: Collection[str]) -> dict[str, frozenset[str]] | Unavailable:
+        """Topic -> its sides ("leader", "follower") whose throttled-replicas list is the wildcard ``*`` (/v1/state
+        gives it as ["*"]; ``throttles`` leaves it out)."""
+        answer = self.state()
+        if isinstance(answer, Unavailable):
+            return answer
+        t = answer["throttles"]
+        out = {topic: frozenset(side for side in ("leader", "follower") if "*" in t[side].get(topic, ()))
+               for topic in set(topics)}
+        return {topic: sides for topic, sides in out.items() if sides}

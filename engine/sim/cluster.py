@@ -295,6 +295,15 @@ class SimulatedCluster:
     def close(self) -> None:
         pass
 
+    def wildcard_throttles(self, topics: Collection[str]) -> dict[str, frozenset[str]]:
+        """Topic -> its sides ("leader", "follower") whose throttled-replicas list is the wildcard ``*``, as
+        ``throttles`` reads them (it leaves a ``*`` out)."""
+        self._sync()
+        t = self._metadata_source().throttles
+        out = {topic: frozenset(side for side, lists in (("leader", t.leader), ("follower", t.follower))
+                                if "*" in lists.get(topic, ())) for topic in set(topics)}
+        return {topic: sides for topic, sides in out.items() if sides}
+
 
 def _look(metadata: SimState, now: SimState, tp: TopicPartition) -> PartitionState:
     """A partition as a client sees it: RS, ISR and leader from a broker's ``metadata`` (a partition it

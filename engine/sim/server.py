@@ -17,7 +17,7 @@ one lock around the simulated cluster):
 | POST /v1/catch_up | {"steps": [{"topic", "partition", "leader", "adding"}]} | {"remaining": [{"topic", "partition", "remaining"}]} |
 | POST /v1/throttles/apply, /v1/throttles/remove | a throttle set | {"result": ...} |
 | POST /v1/faults | {"broker", "action": down/up/slow/lag/hang/resume, "factor", "seconds"} (``engine.sim.cluster``) | {"time"} |
-| GET /v1/state | | time, reassignments in progress, throttles in force, brokers, partitions under min ISR now and ever, lowest ISR headroom |
+| GET /v1/state | | time, reassignments in progress, throttles in force (a topic's list ["*"] where it is the wildcard), brokers, partitions under min ISR now and ever, lowest ISR headroom |
 | GET /v1/alters | | every alter received: [{"time", "topic", "partition", "replicas"}] in order |
 | GET /v1/completions | | every reassignment the controller completed (Phase B) or reverted: [{"time", "topic", "partition"}] in order |
 | GET /v1/requests[?reset=1] | | the Kafka front's count of the requests that arrived, per broker and API, with the bytes of their responses and the clients that sent them (``engine.sim.kafka_front.KafkaFront.counts``; ``reset``: start counting anew) |
@@ -167,8 +167,8 @@ class SimServer:
             "reassigning": [wire.partition_document(tp, p.view()) for tp, p in sorted(s.partitions.items())
                             if p.reassigning],
             "throttles": {
-                "leader": {topic: sorted(f"{p}:{b}" for p, b in e) for topic, e in t.leader.items() if e},
-                "follower": {topic: sorted(f"{p}:{b}" for p, b in e) for topic, e in t.follower.items() if e},
+                "leader": {topic: _listed(e) for topic, e in t.leader.items() if e},
+                "follower": {topic: _listed(e) for topic, e in t.follower.items() if e},
                 "leader_rate": {str(b): r for b, r in t.leader_rate.items()},
                 "follower_rate": {str(b): r for b, r in t.follower_rate.items()},
             },
@@ -208,6 +208,14 @@ class SimServer:
         self.security.authorizer.add(add)
         self.security.authorizer.remove(remove)
         return {"acls": len(self.security.authorizer.acls)}
+
+
+def _listed(entries) -> list[str]:
+    """A topic's throttled-replicas list as /v1/state gives it: ["*"] for the wildcard (set over the Kafka
+    front: every replica), else its "partition:broker" entries."""
+    if "*" in entries:
+        return ["*"]
+    return sorted(f"{p}:{b}" for p, b in entries)
 
 
 _ROUTES: dict[tuple[str, str], Callable[[SimServer, dict], dict]] = {
