@@ -481,3 +481,71 @@ def test_status_says_kafkas_rate_beside_the_throttle_when_the_margin_makes_them_
         state = apply(state, e)
     doc = {"attention": [], **report(state, progress, timed[cut - 1][0])}
     assert doc["kafka_rate"] == 50_000_000 and "Kafka's rate" not in render_text(doc)
+
+
+# --- a skipped cancel needs attention while its request runs, and a while after, then is history ----------
+
+
+def skipped_completed():
+    """Request r: partition 0 completed, then ``cancel --rollback`` naming 0 and 1 (1 still in flight):
+    0 is skipped ("already completed"), 1 rolls back, and the request ends."""
+    from engine.core.commands import Cancel
+
+    c = FakeCluster({tp(i): (0, 1, 2) for i in range(2)}, range(8))
+    d = Driver(c)
+    d.feed(Observation(partitions={tp(i): c.parts[tp(i)]._replace(size_bytes=GB) for i in range(2)}))
+    d.feed(submit("r", {tp(i): (3, 4, 2) for i in range(2)}))
+    d.tick()
+    while d.state.partitions[tp(0)].status != "completed":
+        for t in c.in_progress():
+            if t == tp(0):
+                c.finish(t)
+        d.observe()
+        d.tick()
+    d.feed(Cancel("r", (tp(0), tp(1)), rollback=True))
+    return d
+
+
+def test_a_skipped_cancel_needs_attention_while_its_request_runs_and_ten_minutes_after_it_ended():
+    from engine.views.attention import SKIPS_NEED_ATTENTION_FOR, attention
+
+    d = skipped_completed()
+    running = d.state
+    assert running.request("r").status != "completed"
+    cut = len(d.events)
+    d.run()
+    timed = timeline(d.events, step=timedelta(minutes=1))  # a minute between events
+    state, progress = fold(timed)
+    assert state.request("r").status == "completed" and state.partitions[tp(0)].note.startswith("already completed")
+    ended = progress.requests["r"].completed_at.timestamp()
+
+    def skips(state, now):
+        return [e for e in attention(state, progress.rejected_at, now=now, ended_at=progress.requests)
+                if e["kind"] == "skipped"]
+
+    # while it runs: shown whatever the time
+    [shown] = skips(fold(timed[:cut])[0], ended + 10**6)
+    assert shown["title"].startswith("1 partition not cancelled: already completed") and shown["partitions"] == [str(tp(0))]
+    assert "request r (running)" in shown["lines"]
+    assert SKIPS_NEED_ATTENTION_FOR == 600
+    [shown] = skips(state, ended + 599)
+    assert any("request r ended at" in line and "kreassign list" in line for line in shown["lines"])
+    assert skips(state, ended + 601) == []  # the request ended more than ten minutes ago: history
+    assert len(skips(state, None)) == 1  # no time given: nothing is aged
+    # and status --request r says the same as status
+    assert [e for e in attention(state, progress.rejected_at, "r", now=ended + 601, ended_at=progress.requests)
+            if e["kind"] == "skipped"] == []
+
+
+def test_a_skipped_cancel_stays_in_its_requests_history_list_and_replay():
+    from engine.views.progress import report, request_line, skip_lines
+    from engine.views.summary import summarize, to_text
+
+    d = skipped_completed()
+    d.run()
+    state, progress = fold(timeline(d.events))
+    text = to_text(summarize(state))  # kreassign replay
+    assert ("  r: ended: 1 completed, 1 rolled back (of 2 partitions)\n    not cancelled (1): already completed: a cancel "
+            "touches only what is in progress (cancel --rollback --include-completed moves it back): t-0") in text
+    [r] = report(state, progress, T0 + timedelta(days=1))["requests"]  # kreassign list
+    assert skip_lines(r["cancel_skipped"]) == [text.splitlines()[2].strip()]

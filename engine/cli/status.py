@@ -224,7 +224,8 @@ def document(follower: "Follower", request: str | None, time_scale: float) -> di
     now = datetime.now(timezone.utc)
     doc = report(follower.state, follower.progress, now, request)
     rejected_at = follower.progress.rejected_at
-    return {"attention": attention(follower.state, rejected_at, request, now=now.timestamp()),
+    return {"attention": attention(follower.state, rejected_at, request, now=now.timestamp(),
+                                   ended_at=follower.progress.requests),
             "rejection_history": rejection_history(follower.state, rejected_at, now.timestamp()),
             "time_scale": time_scale, **doc, "rejected": dict(sorted(follower.state.rejected.items()))}
 

@@ -152,6 +152,30 @@ def _settle(r: RequestProgress, tp) -> RequestProgress:
     total = None if r.bytes_total is None else r.bytes_total - left
     return r._replace(bytes_total=total, owed=owed)
 
+def cancel_skips(state: State, request) -> list[dict]:
+    """The cancels of ``request`` (a ``Request``) that left partitions alone (KIP-236's rules), one per
+    reason: ``{"reason", "partitions": [str]}``. ``status`` shows them in what needs attention while
+    the request runs and a while after (``engine.views.attention``); ``list`` and ``replay`` show them
+    as long as the engine keeps the request (a cancelled partition's note says where the cancel left
+    it: no skip)."""
+    by: dict[str, list[str]] = {}
+    for tp in sorted(request.members.keys()):
+        e = state.partitions.get(tp)
+        if e is not None and e.request_id == request.request_id and e.note and e.status != CANCELLED:
+            by.setdefault(e.note, []).append(str(tp))
+    return [{"reason": reason, "partitions": tps} for reason, tps in sorted(by.items(), key=lambda x: (-len(x[1]), x[0]))]
+
+
+def skip_lines(skips: list[dict], shown: int = 12) -> list[str]:
+    """``cancel_skips`` as lines under a request's line in ``list`` and ``replay``."""
+    out = []
+    for s in skips:
+        tps = s["partitions"]
+        names = ", ".join(tps[:shown]) + (f" and {len(tps) - shown} more" if len(tps) > shown else "")
+        out.append(f"not cancelled ({len(tps)}): {s['reason']}: {names}")
+    return out
+
+
 DONE = (COMPLETED, CANCELLED, REVERTED)
 ENDINGS = ((COMPLETED, "completed"), (REVERTED, "rolled back"), (CANCELLED, "cancelled"))
 """How a partition's part in a request ended, in the words status uses."""
@@ -241,6 +265,7 @@ def report(state: State, progress: Progress, now: datetime, only: str | None = N
                           else "unknown" if eta is None else "estimated"),
             "accepted_at": p.accepted_at.isoformat() if p and p.accepted_at else None,
             "completed_at": p.completed_at.isoformat() if p and p.completed_at else None,
+            "cancel_skipped": cancel_skips(state, r),
         })
     members = None
     if only is not None:
