@@ -245,3 +245,15 @@ def test_the_report_says_why_throttled_traffic_passes_the_throttle(tmp_path, cap
     doc = json.loads(capsys.readouterr().out)
     assert any("11 samples of 1 s" in n for n in doc["notes"])
 
+
+def test_the_report_says_the_kafka_tools_throttles_are_cleared_by_verify_not_by_the_move(tmp_path, capsys):
+    assert main(["simulate", "--scenario", str(tiny_throttled(tmp_path)), "--compare"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    left = next(line for line in lines if line.startswith("throttle entries left when the move ends"))
+    cleared = next(line for line in lines if line.startswith("ends at target, throttles cleared"))
+    # kreassign, all-at-once, per-broker-cap
+    assert "12 (until --verify)" in left and left.endswith(" 0")
+    assert "yes, yes (by --verify)" in cleared and cleared.count("(by --verify)") == 1
+    assert main(["simulate", "--scenario", str(tiny_throttled(tmp_path)), "--format", "json", "--compare"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [r["throttles_cleared_by_verify"] for r in doc["results"]] == [False, True, False]

@@ -48,9 +48,10 @@ def measures(result: RunResult, bound: Bound) -> dict:
             str(r.broker): {"requests": r.requests, "mean_per_second": round(r.mean, 2), "peak_per_second": r.peak}
             for r in result.request_rates()
         },
-        "throttle_entries_left_when_done": result.throttles_after,
+        "throttle_entries_left_when_done": result.throttles_after,  # when the move ended
         "at_target": result.at_target,
-        "throttles_left": result.throttles_left,
+        "throttles_left": result.throttles_left,  # after the settling (and --verify, for Kafka's tool)
+        "throttles_cleared_by_verify": result.cleared_by_verify,
     }
 
 
@@ -107,9 +108,11 @@ _ROWS = (
                                                   if m["acks_all_blocked_seconds"] is not None else "-"),
     ("ISR joins throttled and saturated", lambda m: str(m["isr_joins_throttled_and_saturated"])),
     ("engine requests/s, busiest broker", lambda m: _busiest(m["engine_requests_per_broker"])),
-    ("throttle entries left when done", lambda m: str(m["throttle_entries_left_when_done"])),
+    ("throttle entries left when the move ends", lambda m: str(m["throttle_entries_left_when_done"])
+     + (" (until --verify)" if m["throttles_cleared_by_verify"] else "")),
     ("ends at target, throttles cleared", lambda m: f"{'yes' if m['at_target'] else 'NO'}, "
-                                                    f"{'NO' if m['throttles_left'] else 'yes'}"),
+                                                    f"{'NO' if m['throttles_left'] else 'yes'}"
+                                                    + (" (by --verify)" if m["throttles_cleared_by_verify"] else "")),
 )
 _NOTED = ("peak throttled traffic per broker in", "peak throttled traffic per broker out")
 """The rows ``BURST_NOTE`` explains: marked (*) when the note is printed."""
