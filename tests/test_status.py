@@ -549,3 +549,26 @@ def test_a_skipped_cancel_stays_in_its_requests_history_list_and_replay():
             "touches only what is in progress (cancel --rollback --include-completed moves it back): t-0") in text
     [r] = report(state, progress, T0 + timedelta(days=1))["requests"]  # kreassign list
     assert skip_lines(r["cancel_skipped"]) == [text.splitlines()[2].strip()]
+
+
+# --- a request with nothing to copy: not 'sizes unknown' ----------------------------------------------------
+
+def test_a_request_with_nothing_to_copy_says_so_not_sizes_unknown():
+    from engine.views.progress import report
+
+    c = FakeCluster({tp(0): (0, 1, 2)}, range(8))
+    d = Driver(c)
+    d.feed(Observation(partitions={tp(0): c.parts[tp(0)]._replace(size_bytes=GB)}))
+    d.feed(submit("r", {tp(0): (0, 1, 2)}))  # already at its target
+    d.run()
+    state, progress = fold(timeline(d.events))
+    doc = {"attention": [], **report(state, progress, T0 + timedelta(hours=1))}
+    assert doc["requests"][0]["bytes_total"] == 0
+    text = render_text(doc)
+    assert "sizes unknown" not in text and "copied 0 B: nothing to copy" in text
+    c = FakeCluster({tp(0): (0, 1, 2)}, range(8))
+    d = Driver(c)
+    d.feed(submit("r", {tp(0): (3, 1, 2)}))  # no size known
+    d.run()
+    state, progress = fold(timeline(d.events))
+    assert "copied 0 B (sizes unknown)" in render_text({"attention": [], **report(state, progress, T0)})

@@ -162,7 +162,8 @@ def render(doc: dict, time_scale: float = 1.0):
             copied = f"{format_size(r['bytes_done'])} in all (moves forward and the rollback's copies back)"
         else:
             copied = (f"{format_size(r['bytes_done'])} of {format_size(total)}" if total
-                      else f"{format_size(r['bytes_done'])} (sizes unknown)")
+                      else f"{format_size(r['bytes_done'])} (sizes unknown)" if total is None
+                      else f"{format_size(r['bytes_done'])}: nothing to copy (no replica to add)")
         rate = r["rate_bytes_per_s"]
         rate_text = format_rate(rate / time_scale) if rate else "-"
         where = (" (all brokers, cluster time)" if scaled else " (all brokers)") if rate else ""
