@@ -551,7 +551,30 @@ def test_a_skipped_cancel_stays_in_its_requests_history_list_and_replay():
     assert skip_lines(r["cancel_skipped"]) == [text.splitlines()[2].strip()]
 
 
-# --- a request with nothing to copy: not 'sizes unknown' ----------------------------------------------------
+# --- a request that takes over a partition mid-step: the inherited step's copy is its own ------------------
+
+
+def taken_over():
+    """r1 copies t-0 and t-1 (a replica each, 1 GB); while t-0's step is in flight, r2 takes t-0 over
+    with the step's own target: the step goes on under r2 (``decide._cancels_step``)."""
+    c = FakeCluster({tp(i): (0, 1, 2) for i in range(2)}, range(8))
+    d = Driver(c)
+    d.feed(Observation(partitions={tp(i): c.parts[tp(i)]._replace(size_bytes=GB) for i in range(2)}))
+    d.feed(submit("r1", {tp(i): (3, 1, 2) for i in range(2)}))
+    d.tick()
+    assert tp(0) in d.state.steps and d.state.steps[tp(0)].step.nr == (3,)
+    d.feed(submit("r2", {tp(0): (3, 1, 2)}))
+    d.run()
+    return d
+
+
+def test_a_request_that_takes_over_a_step_in_flight_is_credited_with_its_copy():
+    state, progress = fold(timeline(taken_over().events))
+    r1, r2 = progress.requests["r1"], progress.requests["r2"]
+    assert state.request("r2").status == "completed"
+    assert (r2.bytes_total, r2.bytes_done) == (GB, GB)  # it owed the copy of broker 3, which the inherited step made
+    assert (r1.bytes_total, r1.bytes_done) == (GB, GB)  # t-1's copy only: t-0 was handed over before it ended
+
 
 def test_a_request_with_nothing_to_copy_says_so_not_sizes_unknown():
     from engine.views.progress import report

@@ -10,7 +10,9 @@ recorded it, next to the state they apply to:
   copying back costs, a step that copies more than its partition owed adds the
   difference, and a finished partition settles its account, so bytes copied
   never pass the total and a finished request has copied exactly its total;
-* bytes copied grow when a step that adds replicas completes (size times NR);
+* bytes copied grow when a step that adds replicas completes (size times NR),
+  for the request that owns the partition then (a step inherited by a request
+  that took the partition over mid-step is the new owner's);
 * the rate is the bytes copied in the recent window divided by that window,
   and the ETA the bytes left at that rate. Sizes unknown to the engine make
   bytes unknown (``None``), never a guess.
@@ -86,6 +88,13 @@ class Progress(NamedTuple):
         if kind not in _TRACKED:
             return self
         rid = event.request_id
+        if kind is ev.StepCompleted:
+            # a step inherited from a request it took the partition over from goes on under the new
+            # owner and names its own request: its copy pays what the owner owes (and the request it
+            # was taken from settled the partition when it was handed over)
+            owner = state.partitions.get(event.tp)
+            if owner is not None and owner.request_id != rid and owner.request_id in self.requests:
+                rid = owner.request_id
         r = self.requests.get(rid) or RequestProgress(rid)
         if kind is ev.RequestAccepted:
             r = r._replace(accepted_at=at)
