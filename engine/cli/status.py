@@ -34,7 +34,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser("status", help="progress of each reassignment request (from the event log)")
     p.add_argument("--request", metavar="ID", help="only this request")
     p.add_argument("--watch", action="store_true", help="follow the log and redraw every second (Ctrl-C stops)")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="text (default): what needs attention, then each request with its bar, bytes, rate and ETA; json: the same as one object")
     p.add_argument("--time-scale", type=positive_seconds, default=1.0, metavar="X",
                    help="the cluster's clock runs X times the wall clock (a simulated cluster, e.g. the demo's "
                         "--speed): rates are shown in cluster time, labelled (default 1)")
