@@ -4,6 +4,7 @@ rejections then stay listed by ``status`` and ``replay`` and counted in ``/metri
 
 from __future__ import annotations
 
+import argparse
 import json
 import urllib.request
 
@@ -126,3 +127,23 @@ def test_a_web_port_in_use_is_one_line_naming_the_option(capsys, tmp_path):
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1
     assert f"port {port} is in use on 127.0.0.1: pass --web-port with another port" in err
+
+
+def test_execute_throttle_takes_none_as_throttle_rate_does_and_every_format_option_says_what_it_gives():
+    from engine.cli import build_parser
+    from engine.cli.connection import KEEP
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    b = ["--bootstrap-server", "127.0.0.1:9"]
+    args = parser.parse_args(["execute", *b, "--reassignment-json-file", "x.json", "--throttle", "none"])
+    throttle = parser.parse_args(["throttle", *b, "--rate", "none"])
+    assert args.throttle is None and throttle.rate is None  # the same parser: none lifts the throttle
+    assert parser.parse_args(["execute", *b, "--reassignment-json-file", "x.json", "--throttle", "50000000"]).throttle == 50_000_000
+    assert parser.parse_args(["execute", *b, "--reassignment-json-file", "x.json"]).throttle is KEEP
+    for name in ("execute", "balance"):
+        text = sub[name].format_help()
+        assert "BYTES_PER_SEC|none" in text and "'none': unthrottled" in " ".join(text.split()), name
+    for name in ("status", "plan", "replay", "simulate", "balance"):
+        [fmt] = [a for a in sub[name]._actions if "--format" in a.option_strings]
+        assert fmt.help and "json" in fmt.help, name

@@ -984,3 +984,18 @@ def test_a_retried_abort_is_judged_again_by_the_min_insync_rule():
     aborts = [a for a in c.alters if a[1] is None]
     assert c.in_progress() == [tp(0)] and len(aborts) == 1  # only the first abort, which failed: none since
     assert tp(0) in d.state.steps and not d.state.steps[tp(0)].aborting  # the step goes on
+
+
+def test_a_submit_may_lift_the_throttle_for_this_and_later_moves_as_throttle_none_does():
+    """kreassign execute --throttle none: the request's steps and later ones run unthrottled, the same
+    ThrottleRateChanged(None) kreassign throttle --rate none gives, naming the request."""
+    from engine.core.commands import ChangeThrottle
+
+    c = cluster()
+    d = Driver(c)
+    d.feed(ChangeThrottle(50_000_000))
+    assert d.state.throttle_rate == 50_000_000
+    d.feed(submit("r", {TopicPartition("t", 0): (3, 4, 5)}, unthrottled=True, command_id="c9"))
+    [changed] = of_type(d.events, ev.ThrottleRateChanged)[1:]
+    assert (changed.rate, changed.reason, changed.command_id) == (None, "request r", "c9")
+    assert d.state.throttle_rate is None

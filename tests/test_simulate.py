@@ -219,3 +219,41 @@ def test_no_replica_joins_the_isr_throttled_on_a_saturated_broker_under_kreassig
     r = run(sc, "kreassign")
     assert r.finished and r.at_target
     assert r.stats.throttled_joins == 0
+
+
+def tiny_throttled(tmp_path):
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps({"name": "tiny", "seed": 2, "brokers": {"count": 4, "racks": ["a", "b"]},
+                             "throttle": "10 MB/s",
+                             "topics": [{"name": "t", "partitions": 8, "replication_factor": 2, "size": "100 MB"}],
+                             "reassignment": {"kind": "decommission", "brokers": [1]}}))
+    return f
+
+
+def test_the_report_says_why_throttled_traffic_passes_the_throttle(tmp_path, capsys):
+    """Peak throttled traffic of 125 MB/s under a 10 MB/s throttle: Kafka's quota window lets saved-up
+    bytes through at network speed, which the report says where the figure is."""
+    assert main(["simulate", "--scenario", str(tiny_throttled(tmp_path)), "--compare"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    row = next(line for line in lines if line.startswith("peak throttled traffic per broker in"))
+    assert "125 MB/s" in row and row.split()[6] == "(*)"  # the label points at the note
+    start = next(i for i, line in enumerate(lines) if line.startswith("(*)"))
+    note = " ".join(line.strip() for line in lines[start:])  # the note, wrapped to the table's width
+    assert all(len(line) <= len(row) for line in lines[start:])
+    assert "above the throttle (10 MB/s)" in note and "11 samples of 1 s" in note and "network speed" in note
+    assert main(["simulate", "--scenario", str(tiny_throttled(tmp_path)), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert any("11 samples of 1 s" in n for n in doc["notes"])
+
+
+def test_the_report_says_the_kafka_tools_throttles_are_cleared_by_verify_not_by_the_move(tmp_path, capsys):
+    assert main(["simulate", "--scenario", str(tiny_throttled(tmp_path)), "--compare"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    left = next(line for line in lines if line.startswith("throttle entries left when the move ends"))
+    cleared = next(line for line in lines if line.startswith("ends at target, throttles cleared"))
+    # kreassign, all-at-once, per-broker-cap
+    assert "12 (until --verify)" in left and left.endswith(" 0")
+    assert "yes, yes (by --verify)" in cleared and cleared.count("(by --verify)") == 1
+    assert main(["simulate", "--scenario", str(tiny_throttled(tmp_path)), "--format", "json", "--compare"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [r["throttles_cleared_by_verify"] for r in doc["results"]] == [False, True, False]

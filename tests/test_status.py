@@ -481,3 +481,117 @@ def test_status_says_kafkas_rate_beside_the_throttle_when_the_margin_makes_them_
         state = apply(state, e)
     doc = {"attention": [], **report(state, progress, timed[cut - 1][0])}
     assert doc["kafka_rate"] == 50_000_000 and "Kafka's rate" not in render_text(doc)
+
+
+# --- a skipped cancel needs attention while its request runs, and a while after, then is history ----------
+
+
+def skipped_completed():
+    """Request r: partition 0 completed, then ``cancel --rollback`` naming 0 and 1 (1 still in flight):
+    0 is skipped ("already completed"), 1 rolls back, and the request ends."""
+    from engine.core.commands import Cancel
+
+    c = FakeCluster({tp(i): (0, 1, 2) for i in range(2)}, range(8))
+    d = Driver(c)
+    d.feed(Observation(partitions={tp(i): c.parts[tp(i)]._replace(size_bytes=GB) for i in range(2)}))
+    d.feed(submit("r", {tp(i): (3, 4, 2) for i in range(2)}))
+    d.tick()
+    while d.state.partitions[tp(0)].status != "completed":
+        for t in c.in_progress():
+            if t == tp(0):
+                c.finish(t)
+        d.observe()
+        d.tick()
+    d.feed(Cancel("r", (tp(0), tp(1)), rollback=True))
+    return d
+
+
+def test_a_skipped_cancel_needs_attention_while_its_request_runs_and_ten_minutes_after_it_ended():
+    from engine.views.attention import SKIPS_NEED_ATTENTION_FOR, attention
+
+    d = skipped_completed()
+    running = d.state
+    assert running.request("r").status != "completed"
+    cut = len(d.events)
+    d.run()
+    timed = timeline(d.events, step=timedelta(minutes=1))  # a minute between events
+    state, progress = fold(timed)
+    assert state.request("r").status == "completed" and state.partitions[tp(0)].note.startswith("already completed")
+    ended = progress.requests["r"].completed_at.timestamp()
+
+    def skips(state, now):
+        return [e for e in attention(state, progress.rejected_at, now=now, ended_at=progress.requests)
+                if e["kind"] == "skipped"]
+
+    # while it runs: shown whatever the time
+    [shown] = skips(fold(timed[:cut])[0], ended + 10**6)
+    assert shown["title"].startswith("1 partition not cancelled: already completed") and shown["partitions"] == [str(tp(0))]
+    assert "request r (running)" in shown["lines"]
+    assert SKIPS_NEED_ATTENTION_FOR == 600
+    [shown] = skips(state, ended + 599)
+    assert any("request r ended at" in line and "kreassign list" in line for line in shown["lines"])
+    assert skips(state, ended + 601) == []  # the request ended more than ten minutes ago: history
+    assert len(skips(state, None)) == 1  # no time given: nothing is aged
+    # and status --request r says the same as status
+    assert [e for e in attention(state, progress.rejected_at, "r", now=ended + 601, ended_at=progress.requests)
+            if e["kind"] == "skipped"] == []
+
+
+def test_a_skipped_cancel_stays_in_its_requests_history_list_and_replay():
+    from engine.views.progress import report, request_line, skip_lines
+    from engine.views.summary import summarize, to_text
+
+    d = skipped_completed()
+    d.run()
+    state, progress = fold(timeline(d.events))
+    text = to_text(summarize(state))  # kreassign replay
+    assert ("  r: ended: 1 completed, 1 rolled back (of 2 partitions)\n    not cancelled (1): already completed: a cancel "
+            "touches only what is in progress (cancel --rollback --include-completed moves it back): t-0") in text
+    [r] = report(state, progress, T0 + timedelta(days=1))["requests"]  # kreassign list
+    assert skip_lines(r["cancel_skipped"]) == [text.splitlines()[2].strip()]
+
+
+# --- a request that takes over a partition mid-step: the inherited step's copy is its own ------------------
+
+
+def taken_over():
+    """r1 copies t-0 and t-1 (a replica each, 1 GB); while t-0's step is in flight, r2 takes t-0 over
+    with the step's own target: the step goes on under r2 (``decide._cancels_step``)."""
+    c = FakeCluster({tp(i): (0, 1, 2) for i in range(2)}, range(8))
+    d = Driver(c)
+    d.feed(Observation(partitions={tp(i): c.parts[tp(i)]._replace(size_bytes=GB) for i in range(2)}))
+    d.feed(submit("r1", {tp(i): (3, 1, 2) for i in range(2)}))
+    d.tick()
+    assert tp(0) in d.state.steps and d.state.steps[tp(0)].step.nr == (3,)
+    d.feed(submit("r2", {tp(0): (3, 1, 2)}))
+    d.run()
+    return d
+
+
+def test_a_request_that_takes_over_a_step_in_flight_is_credited_with_its_copy():
+    state, progress = fold(timeline(taken_over().events))
+    r1, r2 = progress.requests["r1"], progress.requests["r2"]
+    assert state.request("r2").status == "completed"
+    assert (r2.bytes_total, r2.bytes_done) == (GB, GB)  # it owed the copy of broker 3, which the inherited step made
+    assert (r1.bytes_total, r1.bytes_done) == (GB, GB)  # t-1's copy only: t-0 was handed over before it ended
+
+
+def test_a_request_with_nothing_to_copy_says_so_not_sizes_unknown():
+    from engine.views.progress import report
+
+    c = FakeCluster({tp(0): (0, 1, 2)}, range(8))
+    d = Driver(c)
+    d.feed(Observation(partitions={tp(0): c.parts[tp(0)]._replace(size_bytes=GB)}))
+    d.feed(submit("r", {tp(0): (0, 1, 2)}))  # already at its target
+    d.run()
+    state, progress = fold(timeline(d.events))
+    doc = {"attention": [], **report(state, progress, T0 + timedelta(hours=1))}
+    assert doc["requests"][0]["bytes_total"] == 0
+    text = render_text(doc)
+    assert "sizes unknown" not in text and "copied 0 B: nothing to copy" in text
+    c = FakeCluster({tp(0): (0, 1, 2)}, range(8))
+    d = Driver(c)
+    d.feed(submit("r", {tp(0): (3, 1, 2)}))  # no size known
+    d.run()
+    state, progress = fold(timeline(d.events))
+    assert "copied 0 B (sizes unknown)" in render_text({"attention": [], **report(state, progress, T0)})

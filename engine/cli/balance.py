@@ -19,7 +19,9 @@ from engine.core import reassignment_json
 from engine.core.balancer import BalanceError, Proposal, cluster_state, propose
 from engine.cli import CliError, read_text
 from engine.cli import verdicts
-from engine.cli.connection import add_arguments, add_cluster_arguments, fail_fast, positive_rate
+from engine.cli.connection import (
+    KEEP, NONE_MEANS, RATE_OR_NONE, add_arguments, add_cluster_arguments, fail_fast, rate_or_none, submit_throttle,
+)
 from engine.core.cluster_snapshot import ClusterSnapshot
 from engine.core.commands import PartitionTarget, Submit
 from engine.log.envelope import new_id
@@ -35,8 +37,9 @@ def add_parser(sub) -> None:
     verdicts.add_arguments(p)
     p.add_argument("--execute", action="store_true",
                    help="submit the proposal to the engine as a request (published to --bootstrap-server)")
-    p.add_argument("--throttle", type=positive_rate, metavar="BYTES_PER_SEC",
-                   help="with --execute: replication throttle for this and later moves")
+    p.add_argument("--throttle", type=rate_or_none, default=KEEP, metavar=RATE_OR_NONE,
+                   help=f"with --execute: replication throttle for this and later moves, bytes/s per broker and "
+                        f"direction; {NONE_MEANS}; as kreassign throttle --rate (default: keep the current rate)")
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--show-cluster-state", action="store_true", help="replicas, leaders and bytes per broker and rack")
     mode.add_argument("--leader-balance", action="store_true", help="spread preferred leaders (reorders replicas only)")
@@ -51,7 +54,8 @@ def add_parser(sub) -> None:
                    help="replica counts within this %% of the average count as balanced (default 10)")
     p.add_argument("--disable-rack-aware", action="store_true", help="ignore racks, as Kafka's tool does")
     p.add_argument("--output-file", metavar="FILE", help="also write the proposed reassignment JSON here")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="text (default): the proposal in words (--show-cluster-state: the table); json: one object with the current and proposed assignments, the summary and the verdict (--show-cluster-state: the state)")
     p.set_defaults(func=run)
 
 
@@ -133,7 +137,7 @@ def run(args) -> int:
     request_id = command = envelope = verdict = None
     if args.execute and proposal.proposed:
         targets = tuple(PartitionTarget(tp.topic, tp.partition, r) for tp, r in sorted(proposal.proposed.items()))
-        command = Submit(new_id(), targets, args.throttle)
+        command = Submit(new_id(), targets, **submit_throttle(args.throttle))
         request_id = command.request_id
         envelope, verdict = verdicts.publish_and_wait(args, command)
     if args.format == "json":

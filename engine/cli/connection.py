@@ -153,6 +153,36 @@ def int_at_least(minimum: int, what: str):
 positive_rate = int_at_least(1, "a number of bytes per second")
 
 
+RATE_OR_NONE = "BYTES_PER_SEC|none"
+"""The metavar of every option that takes a throttle rate."""
+NONE_MEANS = "'none': unthrottled (no replication throttle on the moves)"
+"""What ``none`` means, in every such option's help."""
+class _Keep:
+    def __repr__(self) -> str:
+        return "keep"
+
+
+KEEP = _Keep()
+"""The default of an option that may leave the throttle as it is (execute --throttle, balance --throttle):
+not a string, which argparse would parse as a value."""
+
+
+def submit_throttle(value) -> dict:
+    """An option parsed by ``rate_or_none`` with default ``KEEP``, as a ``Submit``'s throttle fields."""
+    return {"throttle_rate": None if value is KEEP else value, "unthrottled": value is None}
+
+
+def rate_or_none(text: str) -> int | None:
+    """An argparse type: a throttle rate in bytes per second (at least 1), or ``none`` (``None``): the
+    one parser of ``throttle --rate``, ``execute --throttle`` and ``balance --throttle``."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        return positive_rate(text)
+    except argparse.ArgumentTypeError as e:
+        raise argparse.ArgumentTypeError(f"{e} (or 'none')") from None
+
+
 def positive_seconds(text: str) -> float:
     """An argparse type: a number of seconds above 0."""
     return _seconds(text)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from engine.core import reassignment_json
 from engine.cli import CliError, read_text
 from engine.cli import verdicts
-from engine.cli.connection import add_arguments, positive_rate
+from engine.cli.connection import KEEP, NONE_MEANS, RATE_OR_NONE, add_arguments, rate_or_none, submit_throttle
 from engine.core.commands import PartitionTarget, Submit
 from engine.core.step import DEFAULT_STEP_MODE, STEP_MODES
 from engine.log.envelope import new_id
@@ -26,8 +26,9 @@ from engine.core.validation import submission_problems
 def add_parser(sub) -> None:
     p = sub.add_parser("execute", help="publish a reassignment (Kafka reassignment JSON); prints the engine's verdict and the request id")
     p.add_argument("--reassignment-json-file", required=True, metavar="FILE", help="proposed assignment (Kafka JSON)")
-    p.add_argument("--throttle", type=positive_rate, metavar="BYTES_PER_SEC",
-                   help="replication throttle for this and later moves (default: keep the current rate)")
+    p.add_argument("--throttle", type=rate_or_none, default=KEEP, metavar=RATE_OR_NONE,
+                   help=f"replication throttle for this and later moves, bytes/s per broker and direction; "
+                        f"{NONE_MEANS}; the same as kreassign throttle --rate (default: keep the current rate)")
     p.add_argument("--request-id", metavar="ID", help="request id to use (default: a new UUID)")
     p.add_argument("--steps", choices=STEP_MODES, default=DEFAULT_STEP_MODE,
                    help="how the partitions step (docs/algorithm.md, section 1): incremental (default: KIP-435's "
@@ -67,7 +68,7 @@ def run(args) -> int:
     problems = local_problems(targets, args.request_id)
     if problems:
         raise CliError(f"{path}: " + "; ".join(problems))
-    command = Submit(args.request_id or new_id(), targets, args.throttle,
+    command = Submit(args.request_id or new_id(), targets, **submit_throttle(args.throttle),
                      allow_below_min_insync=args.allow_below_min_insync, steps=args.steps)
     if args.request_id is not None and not args.no_wait:
         from engine.core.decide import _digest  # the core's digest of a submit's targets

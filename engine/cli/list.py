@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from engine.cli import CliError
 from engine.cli.connection import add_arguments, add_cluster_arguments, open_cluster_of
 from engine.cli.status import Follower
-from engine.views.progress import report, request_line
+from engine.views.progress import report, request_line, skip_lines
 from engine.core.outcomes import Unavailable
 
 
@@ -30,6 +30,8 @@ def run(args) -> int:
     print("Requests:" if doc["requests"] else "Requests: none")
     for r in doc["requests"]:
         print(request_line(r["id"], r["outcome"], r["partitions"], r))
+        for line in skip_lines(r["cancel_skipped"]):
+            print(f"  {line}")
     cluster = open_cluster_of(args)
     try:
         obs = cluster.observe(None)

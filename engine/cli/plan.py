@@ -32,7 +32,8 @@ def add_parser(sub) -> None:
                    help="min.insync.replicas of the topics (default 1)")
     p.add_argument("--steps", choices=STEP_MODES, default=DEFAULT_STEP_MODE,
                    help="how the partitions step, as execute --steps (default: incremental)")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="text (default): each partition's steps, in words; json: one object, each partition's steps as target replica lists")
     p.set_defaults(func=run)
 
 

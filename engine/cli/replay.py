@@ -31,7 +31,8 @@ def add_parser(sub) -> None:
                        help="stop before the first event recorded after T (ISO 8601 or epoch milliseconds)")
     p.add_argument("--from-start", action="store_true",
                    help="fold every event from offset 0, not from the latest snapshot (same result: a check)")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="text (default): the summary in words; json: the summary as one object, with the latest rejected commands")
     add_arguments(p)
     p.set_defaults(func=run)
 

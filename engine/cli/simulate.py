@@ -29,7 +29,8 @@ def add_parser(sub) -> None:
     p.add_argument("--steps", choices=STEP_MODES, metavar="MODE",
                    help="how kreassign's request steps (incremental, kip-435, whole; default: the scenario's "
                         "steps, else incremental)")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="text (default): a table, a column per strategy; json: one object with every measure (and per broker)")
     p.set_defaults(func=run)
 
 

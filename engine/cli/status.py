@@ -34,7 +34,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser("status", help="progress of each reassignment request (from the event log)")
     p.add_argument("--request", metavar="ID", help="only this request")
     p.add_argument("--watch", action="store_true", help="follow the log and redraw every second (Ctrl-C stops)")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="text (default): what needs attention, then each request with its bar, bytes, rate and ETA; json: the same as one object")
     p.add_argument("--time-scale", type=positive_seconds, default=1.0, metavar="X",
                    help="the cluster's clock runs X times the wall clock (a simulated cluster, e.g. the demo's "
                         "--speed): rates are shown in cluster time, labelled (default 1)")
@@ -162,7 +163,8 @@ def render(doc: dict, time_scale: float = 1.0):
             copied = f"{format_size(r['bytes_done'])} in all (moves forward and the rollback's copies back)"
         else:
             copied = (f"{format_size(r['bytes_done'])} of {format_size(total)}" if total
-                      else f"{format_size(r['bytes_done'])} (sizes unknown)")
+                      else f"{format_size(r['bytes_done'])} (sizes unknown)" if total is None
+                      else f"{format_size(r['bytes_done'])}: nothing to copy (no replica to add)")
         rate = r["rate_bytes_per_s"]
         rate_text = format_rate(rate / time_scale) if rate else "-"
         where = (" (all brokers, cluster time)" if scaled else " (all brokers)") if rate else ""
@@ -224,7 +226,8 @@ def document(follower: "Follower", request: str | None, time_scale: float) -> di
     now = datetime.now(timezone.utc)
     doc = report(follower.state, follower.progress, now, request)
     rejected_at = follower.progress.rejected_at
-    return {"attention": attention(follower.state, rejected_at, request, now=now.timestamp()),
+    return {"attention": attention(follower.state, rejected_at, request, now=now.timestamp(),
+                                   ended_at=follower.progress.requests),
             "rejection_history": rejection_history(follower.state, rejected_at, now.timestamp()),
             "time_scale": time_scale, **doc, "rejected": dict(sorted(follower.state.rejected.items()))}
 

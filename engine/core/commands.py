@@ -47,6 +47,7 @@ class Submit:
     allow_below_min_insync: bool = False  # accept targets with fewer replicas than min.insync.replicas
     # how its partitions step (engine.core.step.STEP_MODES): incremental, kip-435 or whole
     steps: str = "incremental"
+    unthrottled: bool = False  # this and later moves unthrottled (execute --throttle none); throttle_rate is None
 
 
 @dataclass(frozen=True, slots=True)

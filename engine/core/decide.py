@@ -491,8 +491,9 @@ def _submit(d: _Decision, cmd: Submit) -> None:
         d.emit(ev.CommandRejected("submit", tuple(problems), cmd.request_id, cmd.command_id))
         return
     d.emit(ev.RequestAccepted(cmd.request_id, len(cmd.partitions), digest, cmd.command_id, cmd.steps))
-    if cmd.throttle_rate is not None and cmd.throttle_rate != s.throttle_rate:
-        d.emit(ev.ThrottleRateChanged(cmd.throttle_rate, f"request {cmd.request_id}", cmd.command_id))
+    rate = None if cmd.unthrottled else cmd.throttle_rate
+    if (cmd.unthrottled or rate is not None) and rate != s.throttle_rate:  # (None: keep the current rate)
+        d.emit(ev.ThrottleRateChanged(rate, f"request {cmd.request_id}", cmd.command_id))
     for p in cmd.partitions:
         _queue(d, cmd.request_id, p.tp, p.replicas)
     _settle(d, tuple(p.tp for p in cmd.partitions))

@@ -824,7 +824,8 @@ class Decider:
         doc["brokers_unresponsive"] = [{"broker": b, **info} for b, info in sorted(silent.items())]
         doc["cluster_calls_waiting"] = calls = self.calls_waiting()
         silent = {b: {**info, "calls_waiting": calls} for b, info in silent.items()}
-        doc["attention"] = attention(s, self.progress.rejected_at, blocked=self.blocked, now=t, brokers=silent)
+        doc["attention"] = attention(s, self.progress.rejected_at, blocked=self.blocked, now=t, brokers=silent,
+                                     ended_at=self.progress.requests)
         doc["rejection_history"] = rejection_history(s, self.progress.rejected_at, t)
         doc["partitions_remaining"] = self.remaining()
         doc["bytes_remaining"] = bytes_remaining(s, self.sizes) if self.sizes else None

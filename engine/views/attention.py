@@ -15,7 +15,7 @@ the status page show it first, in this order:
 | ``paused`` | warning | the engine starts no new step |
 | ``paced`` | warning | the decider's looks wait for the request budget (``LooksPaced``): steps are seen to end, and the next started, up to a second later |
 | ``throttles_differ`` | warning | a throttle read-back differs from the log and is not judged yet (``ThrottlesDiffered``): a piece or broker rate missing, a broker rate at another value than the one in force ("rate X read, Y in force"), or an entry left over; set right if the read-back ``METADATA_SETTLE`` after still shows it |
-| ``skipped`` | warning | partitions a cancel left alone (KIP-236's rules), one entry per reason |
+| ``skipped`` | warning | partitions a cancel left alone (KIP-236's rules), one entry per reason, while their request runs and for ``SKIPS_NEED_ATTENTION_FOR`` after it ended (then only in its history: ``kreassign list``, ``kreassign replay``) |
 | ``rejected`` | error | the latest rejected commands, each with every reason and its time, for ``REJECTIONS_NEED_ATTENTION_FOR`` after the rejection (then only in history: ``rejection_history``, ``kreassign replay``) |
 
 Every entry has the same shape, so a renderer needs no knowledge of kinds::
@@ -34,10 +34,10 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from datetime import datetime, timezone
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from engine.core.decide import METADATA_SETTLE
-from engine.core.state import CANCELLED, State
+from engine.core.state import CANCELLED, COMPLETED, State
 from engine.views.summary import problems, rates_differing
 
 SHOWN_PARTITIONS = 12  # partitions named per entry; the rest are counted
@@ -49,17 +49,27 @@ it must not hold the top of ``status`` and the status page for ever. Ten minutes
 watches the page see a colleague's rejected command; after that it is history (``rejection_history``:
 ``status`` says how many and when the latest was; ``replay --format json`` and ``/metrics`` keep
 them)."""
+SKIPS_NEED_ATTENTION_FOR = 600.0
+"""Seconds a skipped cancel needs attention after its request ended. While the request runs a skip
+is a condition (the partition stays where the cancel did not reach it); once the request has ended it
+is an answer like a rejection: the engine keeps the partition (the latest finished requests) but
+nothing will change it, so it leaves ``status`` and the status page ten minutes after the end, and
+stays in the request's history (``kreassign list``, ``kreassign replay``)."""
 
 
 def attention(state: State, rejected_at: dict | None = None, only: str | None = None,
               blocked: str | None = None, now: float | None = None, brokers: dict | None = None,
-              rejections_for: float = REJECTIONS_NEED_ATTENTION_FOR) -> list[dict]:
+              rejections_for: float = REJECTIONS_NEED_ATTENTION_FOR, ended_at: Mapping | None = None,
+              skips_for: float = SKIPS_NEED_ATTENTION_FOR) -> list[dict]:
     """The entries, most urgent first (see the module doc). ``only``: one request's partitions
     (and its rejections); ``blocked``: the decider's reason for holding actions back, if any;
     ``now``: the time of the question (epoch seconds; the caller's clock, never read here), to say
     how soon a retry comes and which rejections are recent: those of the last ``rejections_for``
     seconds (all of them when ``now`` is not given); ``brokers``: the brokers that do not answer
-    (broker -> {"seconds", "waiting"}, the engine's broker watch)."""
+    (broker -> {"seconds", "waiting"}, the engine's broker watch); ``ended_at``: request id -> its
+    progress (``engine.views.progress.Progress.requests``), whose ``completed_at`` says when it
+    ended: its skipped cancels need attention for ``skips_for`` seconds after (all of them when
+    ``now`` is not given; none of an ended request whose end time is unknown)."""
     from engine.views.brokers import stuck_brokers
 
     rejected_at = rejected_at or {}
@@ -115,14 +125,25 @@ def attention(state: State, rejected_at: dict | None = None, only: str | None = 
                      f"it (a broker's configs may lag the controller)")
         out.append(_entry("throttles_differ", "warning", "the throttle configuration read back differs from the log",
                           lines, reason="; ".join(lines[:-1]) or None, at=_iso(differed.at), retry_at=_iso(confirm)))
-    skipped: dict[str, list] = defaultdict(list)
+    skipped: dict[tuple[str, str], list] = defaultdict(list)
+    ended_at = ended_at or {}
     for tp, entry in state.partitions.items():
         # a cancelled partition's note says where the cancel left it: no skip
         if entry.note and entry.status != CANCELLED and (members is None or tp in members):
-            skipped[entry.note].append(tp)
-    for reason, tps in sorted(skipped.items(), key=lambda x: (-len(x[1]), x[0])):
+            skipped[(entry.note, entry.request_id)].append(tp)
+    for (reason, rid), tps in sorted(skipped.items(), key=lambda x: (-len(x[1]), x[0])):
+        r = state.request(rid)
+        if r is None or r.status != COMPLETED:
+            where = f"request {rid} (running)"
+        else:
+            p = ended_at.get(rid)
+            end = p.completed_at if p is not None else None
+            if now is not None and not _recent(end, now, skips_for):
+                continue  # its request ended a while ago: history (list, replay)
+            where = (f"request {rid} ended" + (f" at {end.astimezone(timezone.utc):%H:%M:%S} UTC" if end else "")
+                     + f": shown for {_span(skips_for)} after, then in kreassign list and replay")
         out.append(_entry("skipped", "warning", f"{_n(len(tps), 'partition')} not cancelled: {reason}",
-                          [_named(tps)], count=len(tps), partitions=tps, reason=reason))
+                          [_named(tps), where], count=len(tps), partitions=tps, reason=reason))
     rejections = [e for e in state.rejections if (only is None or e.request_id == only)
                   and _recent(rejected_at.get(e.command_id), now, rejections_for)]
     shown = rejections[-SHOWN_REJECTIONS:]

@@ -10,7 +10,9 @@ recorded it, next to the state they apply to:
   copying back costs, a step that copies more than its partition owed adds the
   difference, and a finished partition settles its account, so bytes copied
   never pass the total and a finished request has copied exactly its total;
-* bytes copied grow when a step that adds replicas completes (size times NR);
+* bytes copied grow when a step that adds replicas completes (size times NR),
+  for the request that owns the partition then (a step inherited by a request
+  that took the partition over mid-step is the new owner's);
 * the rate is the bytes copied in the recent window divided by that window,
   and the ETA the bytes left at that rate. Sizes unknown to the engine make
   bytes unknown (``None``), never a guess.
@@ -86,6 +88,13 @@ class Progress(NamedTuple):
         if kind not in _TRACKED:
             return self
         rid = event.request_id
+        if kind is ev.StepCompleted:
+            # a step inherited from a request it took the partition over from goes on under the new
+            # owner and names its own request: its copy pays what the owner owes (and the request it
+            # was taken from settled the partition when it was handed over)
+            owner = state.partitions.get(event.tp)
+            if owner is not None and owner.request_id != rid and owner.request_id in self.requests:
+                rid = owner.request_id
         r = self.requests.get(rid) or RequestProgress(rid)
         if kind is ev.RequestAccepted:
             r = r._replace(accepted_at=at)
@@ -151,6 +160,30 @@ def _settle(r: RequestProgress, tp) -> RequestProgress:
     owed = r.owed.delete(tp)
     total = None if r.bytes_total is None else r.bytes_total - left
     return r._replace(bytes_total=total, owed=owed)
+
+def cancel_skips(state: State, request) -> list[dict]:
+    """The cancels of ``request`` (a ``Request``) that left partitions alone (KIP-236's rules), one per
+    reason: ``{"reason", "partitions": [str]}``. ``status`` shows them in what needs attention while
+    the request runs and a while after (``engine.views.attention``); ``list`` and ``replay`` show them
+    as long as the engine keeps the request (a cancelled partition's note says where the cancel left
+    it: no skip)."""
+    by: dict[str, list[str]] = {}
+    for tp in sorted(request.members.keys()):
+        e = state.partitions.get(tp)
+        if e is not None and e.request_id == request.request_id and e.note and e.status != CANCELLED:
+            by.setdefault(e.note, []).append(str(tp))
+    return [{"reason": reason, "partitions": tps} for reason, tps in sorted(by.items(), key=lambda x: (-len(x[1]), x[0]))]
+
+
+def skip_lines(skips: list[dict], shown: int = 12) -> list[str]:
+    """``cancel_skips`` as lines under a request's line in ``list`` and ``replay``."""
+    out = []
+    for s in skips:
+        tps = s["partitions"]
+        names = ", ".join(tps[:shown]) + (f" and {len(tps) - shown} more" if len(tps) > shown else "")
+        out.append(f"not cancelled ({len(tps)}): {s['reason']}: {names}")
+    return out
+
 
 DONE = (COMPLETED, CANCELLED, REVERTED)
 ENDINGS = ((COMPLETED, "completed"), (REVERTED, "rolled back"), (CANCELLED, "cancelled"))
@@ -241,6 +274,7 @@ def report(state: State, progress: Progress, now: datetime, only: str | None = N
                           else "unknown" if eta is None else "estimated"),
             "accepted_at": p.accepted_at.isoformat() if p and p.accepted_at else None,
             "completed_at": p.completed_at.isoformat() if p and p.completed_at else None,
+            "cancel_skipped": cancel_skips(state, r),
         })
     members = None
     if only is not None:

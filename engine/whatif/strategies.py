@@ -82,6 +82,7 @@ class RunResult:
     first_alter: float | None = None  # when the first AlterPartitionReassignments reached the cluster
     delays: Mapping[int, tuple[tuple[float, float], ...]] = dataclasses.field(default_factory=dict)
     # kreassign: broker -> what the engine's requests delayed its produce requests, (time, seconds) breakpoints
+    cleared_by_verify: bool = False  # the Kafka tool's --verify removed those entries (``throttles_left`` is after)
 
     def done_times(self) -> dict[TopicPartition, float]:
         """When each partition's last reassignment completed on the cluster (Phase B), by partition."""
@@ -134,7 +135,7 @@ class _Clock:
             strategy, finished, makespan, stats, moves, at_target, not s.throttles.is_empty(), events,
             felt, entries, {b: tuple(ts) for b, ts in requests.items()}, apis,
             engine.first_alter if engine is not None else self.first_alter,
-            {b: tuple(points) for b, points in delays.items() if points},
+            {b: tuple(points) for b, points in delays.items() if points}, verify and not left.is_empty(),
         )
 
     first_alter: float | None = None
