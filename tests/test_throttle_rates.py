@@ -242,70 +242,67 @@ def test_through_the_kafka_front_a_rate_another_client_changed_mid_move_is_resto
     --entity-name 1 --add-config leader.replication.throttled.rate=500000000`` sends). The next read-back
     records it, the one METADATA_SETTLE later confirms it and sets kreassign's rate again. The cluster's
     clock stands still (speed 0: the copy stays in flight); the decider's clock is moved by hand."""
-    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+    from confluent_kafka.admin import AdminClient
 
     from engine.cluster.kafka import KafkaCluster
     from engine.kafka.client_config import ClientConfig
-    from engine.runtime.decider import Decider, MemoryLog
-    from engine.sim import scenario as S
-    from engine.sim.kafka_front import KafkaFront
-    from engine.sim.server import SimServer
+    from tests.sim_helpers import kafka_front
 
-    sc = S.from_document({"seed": 3, "brokers": {"count": 4},
-                          "topics": [{"name": "t", "partitions": 1, "replication_factor": 3, "size": "500 MB"}],
-                          "throttle": "none"})
-    sim = SimServer(sc, speed=0)
-    sim.start()
-    front = KafkaFront(sim)
-    front.start()
-    cluster = KafkaCluster(ClientConfig({"bootstrap.servers": front.bootstrap}), timeout=10)
-    admin = AdminClient({"bootstrap.servers": front.bootstrap})
+    doc = {"seed": 3, "brokers": {"count": 4},
+           "topics": [{"name": "t", "partitions": 1, "replication_factor": 3, "size": "500 MB"}], "throttle": "none"}
+    with kafka_front(doc, 0) as front:
+        cluster = KafkaCluster(ClientConfig({"bootstrap.servers": front.bootstrap}), timeout=10)
+        try:
+            _restored_through_the_front(front.sim, cluster, AdminClient({"bootstrap.servers": front.bootstrap}))
+        finally:
+            cluster.close()
+
+
+def _restored_through_the_front(sim, cluster, admin):
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    from engine.runtime.decider import Decider, MemoryLog
 
     def broker_rate(b: int) -> str:
         resource = ConfigResource(ResourceType.BROKER, str(b))
         configs = admin.describe_configs([resource])[resource].result(timeout=10)
         return configs["leader.replication.throttled.rate"].value
 
-    try:
-        with sim.lock:
-            start = tuple(sim.cluster.state.partitions[TP].replicas)
-        target = start[:2] + tuple(b for b in (1, 2, 3, 4) if b not in start)[:1]
-        clock = [1000.0]
-        log = MemoryLog()
-        d = Decider(log, cluster, clock=lambda: clock[0], verify_interval=10.0, poll_interval=30.0)
-        d.recover(None)
-        d.decide(ChangeThrottle(RATE))
-        d.decide(Submit("r", (PartitionTarget("t", 0, target),)))
-        d.tick()
-        assert d.state.steps[TP].started
-        ours = rate_in_kafka(d.state)
-        origin = sorted(d.state.throttles.leader_brokers)[0]
-        assert broker_rate(origin) == str(ours)
+    with sim.lock:
+        start = tuple(sim.cluster.state.partitions[TP].replicas)
+    target = start[:2] + tuple(b for b in (1, 2, 3, 4) if b not in start)[:1]
+    clock = [1000.0]
+    log = MemoryLog()
+    d = Decider(log, cluster, clock=lambda: clock[0], verify_interval=10.0, poll_interval=30.0)
+    d.recover(None)
+    d.decide(ChangeThrottle(RATE))
+    d.decide(Submit("r", (PartitionTarget("t", 0, target),)))
+    d.tick()
+    assert d.state.steps[TP].started
+    ours = rate_in_kafka(d.state)
+    origin = sorted(d.state.throttles.leader_brokers)[0]
+    assert broker_rate(origin) == str(ours)
 
-        entry = ConfigEntry("leader.replication.throttled.rate", str(OTHER), incremental_operation=AlterConfigOpType.SET)
-        for f in admin.incremental_alter_configs(
-                [ConfigResource(ResourceType.BROKER, str(origin), incremental_configs=[entry])]).values():
-            f.result(timeout=10)
-        assert broker_rate(origin) == str(OTHER)
+    entry = ConfigEntry("leader.replication.throttled.rate", str(OTHER), incremental_operation=AlterConfigOpType.SET)
+    for f in admin.incremental_alter_configs(
+            [ConfigResource(ResourceType.BROKER, str(origin), incremental_configs=[entry])]).values():
+        f.result(timeout=10)
+    assert broker_rate(origin) == str(OTHER)
 
-        clock[0] += 10.0  # the read-back's interval
-        d.tick()
-        differed = [e.payload for e in log.records if isinstance(e.payload, ev.ThrottlesDiffered)]
-        assert differed and RateRead(origin, OTHER, None) in differed[-1].missing.rates, differed
-        assert broker_rate(origin) == str(OTHER)  # recorded only: a broker's configs may lag
-        wait = d.due_in()
-        assert wait is not None and wait <= METADATA_SETTLE + 1e-3, wait  # confirmed METADATA_SETTLE later
-        clock[0] += wait
-        d.tick()
-        drifted = [e.payload for e in log.records if isinstance(e.payload, ev.ThrottlesDrifted)]
-        assert len(drifted) == 1 and drifted[0].missing.leader_brokers == {origin}
-        assert f"{OTHER} read, {ours} in force" in describe(drifted[0])
-        assert broker_rate(origin) == str(ours)  # restored through the front
-        assert d.state.steps[TP].started and d.state.requests["r"].status != COMPLETED  # mid-move all along
-    finally:
-        cluster.close()
-        front.shutdown()
-        sim.shutdown()
+    clock[0] += 10.0  # the read-back's interval
+    d.tick()
+    differed = [e.payload for e in log.records if isinstance(e.payload, ev.ThrottlesDiffered)]
+    assert differed and RateRead(origin, OTHER, None) in differed[-1].missing.rates, differed
+    assert broker_rate(origin) == str(OTHER)  # recorded only: a broker's configs may lag
+    wait = d.due_in()
+    assert wait is not None and wait <= METADATA_SETTLE + 1e-3, wait  # confirmed METADATA_SETTLE later
+    clock[0] += wait
+    d.tick()
+    drifted = [e.payload for e in log.records if isinstance(e.payload, ev.ThrottlesDrifted)]
+    assert len(drifted) == 1 and drifted[0].missing.leader_brokers == {origin}
+    assert f"{OTHER} read, {ours} in force" in describe(drifted[0])
+    assert broker_rate(origin) == str(ours)  # restored through the front
+    assert d.state.steps[TP].started and d.state.requests["r"].status != COMPLETED  # mid-move all along
 
 
 def test_a_drift_reaches_metrics_and_the_status_pages_events_with_the_values_read():

@@ -400,42 +400,39 @@ def test_the_kafka_adapter_gives_each_topic_its_id_and_unclean_election_through_
     look of some partitions (DescribeTopicPartitions, kafka-python) give the same topic id (as Kafka writes it,
     22 URL-safe base64 characters, whichever client's type), and unclean.leader.election.enable set by AlterConfigs reaches both the
     simulated controller (a cancel then reverts uncleanly) and the topic's info (docs/algorithm.md, 4)."""
-    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
-
     from engine.cluster.kafka import KafkaCluster
     from engine.kafka.client_config import ClientConfig
-    from engine.sim import scenario as S
-    from engine.sim.kafka_front import KafkaFront
-    from engine.sim.server import SimServer
+    from tests.sim_helpers import kafka_front
 
-    sc = S.from_document({"seed": 1, "brokers": {"count": 3},
-                          "topics": [{"name": "t", "partitions": 2, "replication_factor": 2, "size": "1 MB"}],
-                          "throttle": "none"})
-    sim = SimServer(sc, speed=1)
-    sim.start()
-    front = KafkaFront(sim)
-    front.start()
-    cluster = KafkaCluster(ClientConfig({"bootstrap.servers": front.bootstrap}), timeout=10)
-    try:
-        whole = cluster.observe(None)
-        some = cluster.observe([TopicPartition("t", 1)])
-        ids = {whole.topics["t"].topic_id, some.topics["t"].topic_id}
-        assert len(ids) == 1 and len(ids.pop()) == 22, (whole.topics, some.topics)
-        assert not whole.topics["t"].unclean_leader_election
-        admin = AdminClient({"bootstrap.servers": front.bootstrap})
-        entry = ConfigEntry("unclean.leader.election.enable", "true",
-                            incremental_operation=AlterConfigOpType.SET)
-        for f in admin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, "t",
-                                                                 incremental_configs=[entry])]).values():
-            f.result(timeout=10)
-        with sim.lock:
-            assert sim.cluster.state.topics["t"].unclean_leader_election
-        cluster.throttles(["t"], [])  # a read-back refreshes the topic's configs (else every 30 s)
-        assert cluster.observe([TopicPartition("t", 0)]).topics["t"].unclean_leader_election
-    finally:
-        cluster.close()
-        front.shutdown()
-        sim.shutdown()
+    doc = {"seed": 1, "brokers": {"count": 3},
+           "topics": [{"name": "t", "partitions": 2, "replication_factor": 2, "size": "1 MB"}], "throttle": "none"}
+    with kafka_front(doc, 1) as front:
+        cluster = KafkaCluster(ClientConfig({"bootstrap.servers": front.bootstrap}), timeout=10)
+        try:
+            _ids_and_unclean(front, cluster)
+        finally:
+            cluster.close()
+
+
+def _ids_and_unclean(front, cluster):
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    sim = front.sim
+    whole = cluster.observe(None)
+    some = cluster.observe([TopicPartition("t", 1)])
+    ids = {whole.topics["t"].topic_id, some.topics["t"].topic_id}
+    assert len(ids) == 1 and len(ids.pop()) == 22, (whole.topics, some.topics)
+    assert not whole.topics["t"].unclean_leader_election
+    admin = AdminClient({"bootstrap.servers": front.bootstrap})
+    entry = ConfigEntry("unclean.leader.election.enable", "true",
+                        incremental_operation=AlterConfigOpType.SET)
+    for f in admin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, "t",
+                                                             incremental_configs=[entry])]).values():
+        f.result(timeout=10)
+    with sim.lock:
+        assert sim.cluster.state.topics["t"].unclean_leader_election
+    cluster.throttles(["t"], [])  # a read-back refreshes the topic's configs (else every 30 s)
+    assert cluster.observe([TopicPartition("t", 0)]).topics["t"].unclean_leader_election
 
 
 # --- leader epochs: a look older than the one recorded, however long after (the review's finding 7) --------------
