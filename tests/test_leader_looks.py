@@ -182,3 +182,34 @@ def test_a_partition_a_look_cannot_confirm_says_why_it_waits_and_starts_at_the_n
     assert tp not in d.state.waiting
     assert d.state.observed[tp].leader == 0
     assert sim.state.partitions[tp].reassigning
+
+
+def test_a_look_set_aside_for_replicas_back_says_so_not_that_it_was_taken_too_early():
+    # t-0's step 0,1,2 -> 3,2,1 has ended (recorded at 1000.002); a look one second later shows broker 0
+    # back and leading with nothing in progress: a broker's metadata from before the end. It is set aside
+    # until a look METADATA_SETTLE later confirms it (``_came_back``), and the ready partition waits. Its
+    # reason said the look was "taken no later than what the log knows (two looks at one instant, or a
+    # clock set back)", which it was not: status named a cause that had not happened.
+    from engine.core.commands import Observation, Tick
+    from engine.core.decide import LEADER_UNCONFIRMED, handle
+    from engine.core.partition import PartitionState
+    from tests.fake_cluster import Driver, FakeCluster
+
+    tp = TopicPartition("t", 0)
+    c = FakeCluster({tp: (0, 1, 2)}, range(6))
+    d = Driver(c)
+    d.now = 1000.0
+    d.feed(Submit("r", (PartitionTarget("t", 0, (3, 4, 2)),)))
+    d.tick()
+    c.finish(tp)
+    d.observe()
+    assert d.state.partitions[tp].status == "ready" and d.state.observed[tp].leader == 3
+    stale = PartitionState((3, 2, 1, 0), frozenset({0, 1, 2}), 0, None, (), ())
+    obs = c.observation()
+    now = d.state.known_at[tp] + 1.0
+    s, evs = handle(d.state, Observation(obs.brokers, obs.topics, {tp: stale}, now))
+    assert s.observed[tp].leader == 3  # set aside
+    s, evs = handle(s, Tick(now, {tp: stale}))
+    why = s.waiting[tp]
+    assert why.startswith(f"{LEADER_UNCONFIRMED}: a look shows broker 0 leading where the log has broker 3"), why
+    assert "no later than" not in why and "replica(s) [0] back" in why, why

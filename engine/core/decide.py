@@ -1389,8 +1389,22 @@ def _hold_unconfirmed(d: _Decision, looked: Mapping | None) -> None:
         was = f"broker {known.leader}" if known is not None and known.leader is not None else "no leader"
         now = f"broker {looked[tp].leader}" if looked[tp].leader is not None else "no leader"
         d.emit(ev.PartitionWaiting(entry.request_id, tp, (
-            f"{LEADER_UNCONFIRMED}: a look shows {now} leading where the log has {was}, and it was taken no "
-            f"later than what the log knows of the partition (two looks at one instant, or a clock set back)")))
+            f"{LEADER_UNCONFIRMED}: a look shows {now} leading where the log has {was}, and "
+            f"{_set_aside_why(s, tp, looked[tp], d.now)}")))
+
+
+def _set_aside_why(s: State, tp: TopicPartition, look: PartitionState, now: float | None) -> str:
+    """Why ``_observe`` set aside the look ``look`` at ``tp`` (stamped ``now``, as the tick's own look is),
+    in the words of a waiting reason: the rule that held it, not a guess."""
+    known, seen = s.observed.get(tp), s.known_at.get(tp)
+    if now is not None and seen is not None and now <= seen and not set_back(now, seen):
+        return ("it was taken no later than what the log knows of the partition (two looks at one instant, or a "
+                "clock set back)")
+    if known is not None and _came_back(s, tp, known, look):
+        back = sorted(set(look.replicas) - set(known.replicas))
+        return (f"it shows replica(s) {back} back with nothing in progress, as a broker's metadata from before the "
+                f"last change does: it counts once a look {METADATA_SETTLE:g} s after the log's confirms it")
+    return "it could not be recorded (its topic is not shown as the log knows it, or may not be described)"
 
 
 def _retry_steps(d: _Decision) -> None:
