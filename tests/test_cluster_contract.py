@@ -236,6 +236,18 @@ def test_sizes_of_partitions(harness):
         assert all(v >= 0 for v in sizes.values())
 
 
+def test_catch_up_with_no_new_replica_is_the_leaders_log_size(harness):
+    # what a new replica would copy: the decider sizes a partition that may start released with it
+    c = harness.cluster
+    leader = c.observe([P0]).partitions[P0].leader
+    whole = c.catch_up({P0: (leader, ())})
+    assert isinstance(whole, dict), whole
+    if harness.simulated:
+        assert whole == {P0: c.sizes([P0])[P0]} and whole[P0] >= 10_000_000
+    else:
+        assert whole.get(P0, 0) >= 0
+
+
 def test_catch_up_of_a_copy_in_flight(harness):
     c = harness.cluster
     slow = ThrottleSet(frozenset(ThrottledReplica(TOPIC, 2, b) for b in (3, 4)),

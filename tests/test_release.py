@@ -164,10 +164,6 @@ def test_a_copy_the_release_rule_frees_at_once_starts_released_and_no_entry_is_e
     assert of_type(d.events, ev.StepCompleted) and {e.partition for e in c.throttles["follower"]} == {1}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "defect found in review6, not fixed: release_at_start trusts the size recorded at the submit (looks carry "
-    "none); on main the 2 GB copy starts with no throttle entry and runs at the network's 125 MB/s against a "
-    "20 MB/s throttle. Remove this mark with the fix."))
 def test_a_copy_sized_long_before_it_starts_does_not_start_released_on_that_size():
     # Sizes are measured when a request is submitted (DescribeLogDirs, "for progress and ETA"); a look
     # (Metadata, ListPartitionReassignments) carries none, so the log keeps the submit-time size. t-1 is
@@ -205,3 +201,31 @@ def test_a_copy_sized_long_before_it_starts_does_not_start_released_on_that_size
     follower = sim.state.throttles.as_set().follower
     assert any((e.partition, e.broker) == (1, 3) for e in follower) or not d.state.steps[tp(1)].released, (
         "a 2 GB copy started with no throttle entry, released on the 1 MB its partition had at the submit")
+
+
+def test_the_decider_sizes_a_small_copy_at_its_leader_with_the_look_and_starts_it_released():
+    # The other side of the test above: unchanged since the submit, t-1 (1 MB at 20 MB/s) starts released,
+    # judged on the size its leader (broker 0) gave with the tick's look; no throttle entry is ever set.
+    from engine.runtime.decider import Decider, MemoryLog
+    from engine.sim import scenario as S
+    from engine.sim.cluster import SimulatedCluster
+
+    sim = SimulatedCluster.from_scenario(S.from_document({
+        "seed": 1, "brokers": [{"id": b} for b in range(4)],
+        "topics": [{"name": "t", "assignment": [
+            {"partition": 0, "replicas": [1, 2], "size": "1 MB", "produce_rate": 0},
+            {"partition": 1, "replicas": [0, 1], "size": "1 MB", "produce_rate": 0}]}],
+        "reassignment": {"kind": "explicit", "targets": []}, "throttle": "20 MB/s",
+    }))
+    asked = []
+    catch_up = sim.catch_up
+    sim.catch_up = lambda steps: asked.append(dict(steps)) or catch_up(steps)
+    d = Decider(MemoryLog(), sim, clock=lambda: 1_700_000_000.0 + sim.time)
+    d.recover(None)
+    d.decide(ChangeThrottle(20_000_000))
+    d.decide(Submit("r", (PartitionTarget("t", 1, (0, 1, 3)),)))
+    sim.advance(1.0)
+    d.tick()
+    assert d.state.steps[tp(1)].released and sim.state.partitions[tp(1)].reassigning
+    assert asked == [{tp(1): (0, ())}]
+    assert not sim.state.throttles.as_set().follower and not sim.state.throttles.as_set().leader

@@ -76,8 +76,10 @@ class Cluster(Protocol):
     def catch_up(self, steps: Mapping[TopicPartition, tuple[int | None, Replicas]]) -> dict[TopicPartition, int] | Unavailable:
         """Bytes the new replicas of each step still miss: ``steps`` maps a partition to (its leader,
         its adding replicas); the answer is the leader's log size minus the smallest of theirs, for
-        the partitions where all are known. The core releases a copy this close to done from the
-        throttle before its replicas join the ISR (``engine.core.decide``)."""
+        the partitions where all are known; with no adding replica, the leader's log size (what a new
+        replica would copy: a step that may start released, ``decide.release_candidates``). The core
+        releases a copy this close to done from the throttle before its replicas join the ISR
+        (``engine.core.decide``)."""
         ...
 
     def throttles(self, topics: Collection[str], brokers: Collection[int]) -> ThrottleSet | Unavailable:

@@ -780,17 +780,17 @@ class KafkaCluster:
 
     def catch_up(self, steps: Mapping[TopicPartition, tuple[int | None, Replicas]]) -> dict[TopicPartition, int] | Unavailable:
         """What the new replicas of each step still miss: the leader's log size minus the smallest of
-        theirs (DescribeLogDirs of the leader and of the new replicas' brokers). A partition whose
-        sizes are not all known is left out."""
+        theirs (DescribeLogDirs of the leader and of the new replicas' brokers); with none, the leader's
+        log size (what a new replica would copy). A partition whose sizes are not all known is left out."""
         brokers = {b for leader, nr in steps.values() for b in ((leader,) if leader is not None else ()) + tuple(nr)}
         sizes = self._log_sizes(sorted(brokers), list(steps))
         out: dict[TopicPartition, int] = {}
         for tp, (leader, nr) in steps.items():
             lead = sizes.get(leader, {}).get(tp)
             theirs = [sizes.get(b, {}).get(tp) for b in nr]
-            if lead is None or not theirs or any(x is None for x in theirs):
+            if lead is None or any(x is None for x in theirs):
                 continue
-            out[tp] = max(0, lead - min(theirs))
+            out[tp] = max(0, lead - min(theirs, default=0))
         return out
 
     def _log_sizes(self, brokers: Iterable[int], partitions: Collection[TopicPartition]) -> dict[int, dict[TopicPartition, int]]:

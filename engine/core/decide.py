@@ -1325,7 +1325,7 @@ def _tick(d: _Decision, _t: Tick) -> None:
             _resolve(d, decision.tp, decision.result)
     if not starts:
         return
-    free = released_at_start(d.state, [(x.tp, x.step) for x in starts], d.now)
+    free = released_at_start(d.state, [(x.tp, x.step) for x in starts], d.now, _t.looked)
     want = needed(list(throttled(d.state)) + [(x.tp, x.step) for x in starts if x.tp not in free],
                   rate_in_kafka(d.state))
     _removed, to_apply = reconcile(d.state.throttles, want)
@@ -1339,10 +1339,29 @@ def _tick(d: _Decision, _t: Tick) -> None:
             d.emit(ev.ThrottleReleased(entry.request_id, x.tp, entry.steps_planned + 1, free[x.tp], d.now))
 
 
-def released_at_start(s: State, starts: list, now: float | None) -> dict[TopicPartition, int]:
+def release_candidates(s: State, tps) -> list[TopicPartition]:
+    """The ready partitions of ``tps`` that may start released (``released_at_start``) by the size the log
+    holds: the shell measures their size with the tick's look (a leader's DescribeLogDirs), as the log's
+    may be hours old (measured at the request's submit; a partition grows)."""
+    rate = s.throttle_rate
+    if rate is None or not s.limits.release_at_start:
+        return []
+    most = rate * _release_seconds(s)
+    out = []
+    for tp in tps:
+        entry, obs = s.partitions.get(tp), s.observed.get(tp)
+        if entry is not None and entry.status == READY and obs is not None and obs.size_bytes is not None \
+                and obs.size_bytes <= most:
+            out.append(tp)
+    return out
+
+
+def released_at_start(s: State, starts: list, now: float | None,
+                      looked: Mapping | None = None) -> dict[TopicPartition, int]:
     """The starting copies (``starts``: (tp, step) in the order they start) that the release rule
-    (``_catch_up``) would let go at once: the whole log a copy makes (its partition's size as last
-    measured) is no more than its share of the throttle gives it in ``throttle_release_ms``, and each of
+    (``_catch_up``) would let go at once: the whole log a copy makes (its partition's size, as the tick's
+    look measured it: ``looked``; the log's size only for a shell that gives no look, whose observations
+    all count as fresh) is no more than its share of the throttle gives it in ``throttle_release_ms``, and each of
     its receiving brokers' release bucket has room for it. They start released: no throttle entry is set
     for them and removed a moment later (two config changes, each a metadata record every broker applies,
     per small step), and their bytes are charged to the bucket as a release's are, so what a broker
@@ -1359,8 +1378,8 @@ def released_at_start(s: State, starts: list, now: float | None) -> dict[TopicPa
     out: dict[TopicPartition, int] = {}
     debt: dict[int, float] = {}
     for tp, step in starts:
-        obs = s.observed.get(tp)
-        size = obs.size_bytes if obs is not None else None
+        obs = s.observed.get(tp) if looked is None else looked.get(tp)
+        size = obs.size_bytes if obs is not None else None  # a look that measured no size: started throttled
         if not step.nr or size is None or size > rate / max(into[b] for b in step.nr) * lead:
             continue
         owed = {b: debt.get(b, release_debt(s, b, now)) for b in step.nr}

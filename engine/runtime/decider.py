@@ -62,7 +62,7 @@ from engine.core.outcomes import Unavailable
 from engine.core.commands import CatchUpObserved, Input, LooksPaced, ObservationFailed, Submit, ThrottlesObserved, Tick
 from engine.core.budget import ANY, WINDOW, busiest, look_at
 from engine.core.decide import (METADATA_SETTLE, handle, held_over_caps, measure_due, measured_after, next_looks,
-                                next_measures, releasing, starting, watched)
+                                next_measures, release_candidates, releasing, starting, watched)
 from engine.log.envelope import EventEnvelope, new_id, now
 from engine.runtime.executor import Executor, recovery_actions
 from engine.core.partition import TopicPartition
@@ -445,6 +445,7 @@ class Decider:
             self.adaptive, change = self.adaptive.propose(self.state.throttle_rate)
             if change is not None:
                 out += self.process(change)
+        self._size_for_release(partitions, looks)
         # what the tick's looks showed of the partitions it looked at: the core starts only those whose
         # record they confirm (a look it set aside starts nothing: docs/algorithm.md, section 2)
         out += self.process(Tick(now, {tp: looks[tp] for tp in partitions if tp in looks}))
@@ -649,6 +650,25 @@ class Decider:
         if self._candidates[0] is not self.state:
             self._candidates = (self.state, set(starting(self.state, now)))
         return self._candidates[1]
+
+    def _size_for_release(self, partitions, looks: dict) -> None:
+        """The partitions this tick may start released by the size the log holds (``decide.release_candidates``)
+        are sized with its look: the leader's log (DescribeLogDirs, one request per leader), put in what the
+        look showed (``looks``), from which the core judges them (``decide.released_at_start``). The log's
+        size may be hours old; a look without a size starts its copy throttled. A read the request budget
+        has no room for is not sent: they start throttled."""
+        ready = [tp for tp in sorted(partitions) if tp in looks and looks[tp].size_bytes is None
+                 and looks[tp].leader is not None]
+        candidates = release_candidates(self.state, ready)
+        if not candidates or not self._fits(self.clock(), self._cost("catch_up")):
+            return
+        sizes = self._read("catch_up", self.cluster.catch_up, {tp: (looks[tp].leader, ()) for tp in candidates})
+        if isinstance(sizes, Unavailable):
+            log.warning("cannot size the partitions that may start released: %s", sizes)
+            return
+        for tp, n in sizes.items():
+            if tp in looks:
+                looks[tp] = looks[tp]._replace(size_bytes=n)
 
     def measure_catch_up(self, now: float, tps) -> list[EventEnvelope]:
         """How much the copies ``tps`` still miss, for the core's release rule."""

@@ -214,11 +214,16 @@ class SimulatedCluster:
         return {tp: int(self.state.partitions[tp].size) for tp in partitions if tp in self.state.partitions}
 
     def catch_up(self, steps) -> dict[TopicPartition, int]:
-        """What the adding replicas of each partition still miss (its largest lag among them)."""
+        """What the adding replicas of each partition still miss (its largest lag among them); with none
+        given, its size (what a new replica would copy)."""
         self._sync()
         s = self.state
         out: dict[TopicPartition, int] = {}
         for tp, (_leader, nr) in steps.items():
+            if not nr:
+                if tp in s.partitions:
+                    out[tp] = int(s.partitions[tp].size)
+                continue
             lags = [s.lags[(tp, b)].at(s.time) for b in nr if (tp, b) in s.lags]
             out[tp] = int(max(lags, default=0.0))
         return out
