@@ -4,7 +4,8 @@ One section, one figure, per question:
 
 1. Did each request reach its target, and how long did it take against the lower bound?
 2. Is the throttle held per broker? Copy rates in and out of each broker over time, against
-   the throttle rate in force.
+   the throttle the engine ran with and Kafka's rate; the bytes released from the throttle
+   (``ThrottleReleased``) and the release bucket that bounds them.
 3. How many moves ran at once?
 4. How long did partitions wait, and why? Partition-time per reason: waiting for a slot under
    the limits, waiting for a broker, a refused step, ...
@@ -32,6 +33,8 @@ import math
 from datetime import datetime
 from pathlib import Path
 
+from engine.core.limits import DEFAULT_LIMITS
+from engine.core.throttles import DEFAULT_THROTTLE_RATE
 from spark import warehouse as wh
 
 ALL = None  # key of a lower bound that applies to every request
@@ -164,51 +167,119 @@ def _spread(source: str, t0: int, bucket_ms: float, weight: str) -> str:
 
 
 def _throttle(sql, t0, bucket_ms, n, bucket, scale) -> dict:
-    """Copy rates per broker and direction per bucket (cluster bytes/s), and Kafka's throttle rate in force
-    (what ``ThrottlesApplied`` set: the throttle plus the engine's ``throttle_margin_pct``; none once the
-    throttle is turned off)."""
-    copies = """
-        SELECT unix_millis(coalesce(started, planned)) AS s,
-               greatest(unix_millis(ended), unix_millis(coalesce(started, planned)) + 1) AS e,
-               t.broker AS broker, t.direction AS direction, t.bytes AS bytes
-        FROM steps LATERAL VIEW explode(transfers) x AS t
-        WHERE outcome = 'completed' AND t.bytes IS NOT NULL"""
-    rows = sql(f"SELECT k, broker, direction, sum(share) AS bytes FROM ({_spread(copies, t0, bucket_ms, 'bytes')}) "
-               "GROUP BY k, broker, direction")
-    totals = sql("SELECT t.broker AS broker, t.direction AS direction, sum(t.bytes) AS bytes "
-                 "FROM steps LATERAL VIEW explode(transfers) x AS t WHERE outcome = 'completed' "
-                 "GROUP BY t.broker, t.direction")
+    """Copy rates per broker and direction per bucket (cluster bytes/s), the part of them released from the
+    throttle, the throttle the engine ran with, Kafka's rate, and the bound each bucket is judged against.
+
+    The throttle (``throttle_rate``) is the operator's, as the engine's state has it: the default until a
+    ``ThrottleRateChanged``; none once turned off. Kafka's rate (``kafka_rate``) is what ``ThrottlesApplied``
+    set (the throttle plus ``throttle_margin_pct``), none until then: a run whose copies all started released
+    never sets it. A copy released from the throttle (``ThrottleReleased``: at its start, ``release_at_start``,
+    or near its end) moves its ``remaining`` bytes unthrottled from its release to its completion, and they
+    are charged to its receiving brokers' release bucket (at most ``throttle_release_ms`` of the throttle at
+    once, paid back at a quarter of it): in a bucket of D seconds, released bytes into a broker are at most
+    T * (U + D / 4) / D per second. A broker's bound in a bucket is Kafka's rate plus that allowance where
+    released bytes flowed into it (out of a leader: once per broker it sent released bytes to)."""
+    released = """
+        SELECT request_id, topic, partition, step_number, min(unix_millis(recorded_at)) AS r,
+               min_by(CAST(get_json_object(payload, '$.remaining') AS BIGINT), kafka_offset) AS remaining
+        FROM audit WHERE event_type = 'ThrottleReleased' GROUP BY request_id, topic, partition, step_number"""
+    steps = f"""
+        SELECT st.*, x.r AS released_ms, coalesce(x.remaining, 0) AS remaining
+        FROM (SELECT *, unix_millis(coalesce(started, planned)) AS s0,
+                     greatest(unix_millis(ended), unix_millis(coalesce(started, planned)) + 1) AS e0
+              FROM steps WHERE outcome = 'completed') st
+        LEFT JOIN ({released}) x USING (request_id, topic, partition, step_number)"""
+    transfers = f"""
+        SELECT s0, e0, least(greatest(coalesce(released_ms, e0), s0), e0) AS r, t.broker AS broker,
+               t.direction AS direction, t.bytes AS bytes,
+               least(t.bytes, remaining * CASE t.direction WHEN 'in' THEN 1 ELSE size(new_replicas) END) AS rel,
+               CASE t.direction WHEN 'in' THEN array(t.broker) ELSE new_replicas END AS receivers
+        FROM ({steps}) LATERAL VIEW explode(transfers) x AS t WHERE t.bytes IS NOT NULL"""
+    parts = f"""
+        SELECT s0 AS s, greatest(r, s0 + 1) AS e, broker, direction, bytes - rel AS bytes, false AS released,
+               receivers FROM ({transfers}) WHERE bytes > rel
+        UNION ALL
+        SELECT least(r, e0 - 1) AS s, e0 AS e, broker, direction, rel AS bytes, true AS released, receivers
+        FROM ({transfers}) WHERE rel > 0"""
+    rows = sql(f"SELECT k, broker, direction, released, sum(share) AS bytes, "
+               f"size(array_distinct(flatten(collect_list(receivers)))) AS receivers "
+               f"FROM ({_spread(parts, t0, bucket_ms, 'bytes')}) GROUP BY k, broker, direction, released")
+    totals = sql(f"SELECT broker, direction, sum(bytes) AS bytes, sum(rel) AS released FROM ({transfers}) "
+                 "GROUP BY broker, direction")
+    copies = sql(f"SELECT count(*) AS n, count_if(released_ms <= s0) AS at_start FROM ({steps}) "
+                 "WHERE released_ms IS NOT NULL AND size(new_replicas) > 0")[0]
+    zeros = lambda: [0.0] * n  # noqa: E731
     series: dict[int, dict[str, list[float]]] = {}
     for r in rows:
         if 0 <= r["k"] < n:
-            per = series.setdefault(r["broker"], {"in": [0.0] * n, "out": [0.0] * n})
+            per = series.setdefault(r["broker"], {key: zeros() for key in (
+                "in", "out", "released_in", "released_out", "receivers_in", "receivers_out")})
             per[r["direction"]][r["k"]] += r["bytes"] / bucket  # bytes per cluster second
-    rates = sql("SELECT unix_millis(recorded_at) AS t, rate, event_type FROM audit "
-                "WHERE event_type IN ('ThrottlesApplied', 'ThrottleRateChanged') ORDER BY kafka_offset")
-    in_force: list[float | None] = []
-    current, i = None, 0
+            if r["released"]:
+                per[f"released_{r['direction']}"][r["k"]] += r["bytes"] / bucket
+                per[f"receivers_{r['direction']}"][r["k"]] = r["receivers"]
+    changes = sql("""
+        SELECT unix_millis(recorded_at) AS t, recorded_at, event_type, rate, reason,
+               CAST(get_json_object(payload, '$.limits.throttle_release_ms') AS BIGINT) AS release_ms,
+               CAST(get_json_object(payload, '$.limits.throttle_margin_pct') AS BIGINT) AS margin_pct
+        FROM audit WHERE event_type IN ('ThrottlesApplied', 'ThrottleRateChanged', 'LimitsChanged')
+        ORDER BY kafka_offset""")
+    kafka, throttle, release_ms = [], [], []
+    now = {"kafka": None, "throttle": DEFAULT_THROTTLE_RATE, "release_ms": DEFAULT_LIMITS.throttle_release_ms,
+           "margin_pct": DEFAULT_LIMITS.throttle_margin_pct}
+    margins, i = set(), 0
     for k in range(n):
         end = t0 + (k + 1) * bucket_ms
-        while i < len(rates) and rates[i]["t"] < end:
-            if rates[i]["event_type"] == "ThrottlesApplied" and rates[i]["rate"] is not None:
-                current = rates[i]["rate"]
-            elif rates[i]["event_type"] == "ThrottleRateChanged" and rates[i]["rate"] is None:
-                current = None  # unthrottled: the rates are removed
+        while i < len(changes) and changes[i]["t"] < end:
+            c = changes[i]
+            if c["event_type"] == "ThrottlesApplied" and c["rate"] is not None:
+                now["kafka"] = c["rate"]
+            elif c["event_type"] == "ThrottleRateChanged":
+                now["throttle"] = c["rate"]
+                if c["rate"] is None:
+                    now["kafka"] = None  # unthrottled: the rates are removed
+            elif c["event_type"] == "LimitsChanged" and c["release_ms"] is not None:
+                now["release_ms"], now["margin_pct"] = c["release_ms"], c["margin_pct"]
             i += 1
-        in_force.append(current)
+        kafka.append(now["kafka"])
+        throttle.append(now["throttle"])
+        release_ms.append(now["release_ms"])
+        margins.add(now["margin_pct"])
+    allowance = [None if t is None else t * (u / 1000 + bucket / 4) / bucket for t, u in zip(throttle, release_ms)]
     moved = {}
     for r in totals:
-        moved.setdefault(r["broker"], {"in": 0, "out": 0})[r["direction"]] = r["bytes"] or 0
+        moved.setdefault(r["broker"], {"in": 0, "out": 0, "released_in": 0, "released_out": 0})
+        moved[r["broker"]][r["direction"]] = r["bytes"] or 0
+        moved[r["broker"]][f"released_{r['direction']}"] = r["released"] or 0
     busiest = sorted(moved, key=lambda b: (-(moved[b]["in"] + moved[b]["out"]), b))[:MAX_BROKERS]
     brokers = []
     for b in sorted(busiest):
-        per = series.get(b, {"in": [0.0] * n, "out": [0.0] * n})
-        peak = {d: max(per[d]) for d in ("in", "out")}
-        limit = max((r for r in in_force if r), default=None)
-        brokers.append({"broker": b, "bytes_in": moved[b]["in"], "bytes_out": moved[b]["out"],
-                        "rate_in": per["in"], "rate_out": per["out"], "peak_in": peak["in"], "peak_out": peak["out"],
-                        "peak_over_throttle": (max(peak.values()) / limit) if limit else None})
-    return {"brokers": brokers, "throttle_rate": in_force, "brokers_total": len(moved)}
+        per = series.get(b) or {key: zeros() for key in (
+            "in", "out", "released_in", "released_out", "receivers_in", "receivers_out")}
+        bound = {d: [None if a is None else (q or 0) + a * per[f"receivers_{d}"][k]
+                     for k, (q, a) in enumerate(zip(kafka, allowance))] for d in ("in", "out")}
+        over = [per[d][k] / bound[d][k] for d in ("in", "out") for k in range(n)
+                if per[d][k] > 0 and bound[d][k]]
+        brokers.append({
+            "broker": b, "bytes_in": moved[b]["in"], "bytes_out": moved[b]["out"],
+            "released_in": moved[b]["released_in"], "released_out": moved[b]["released_out"],
+            "rate_in": per["in"], "rate_out": per["out"],
+            "released_rate_in": per["released_in"], "released_rate_out": per["released_out"],
+            "bound_in": bound["in"], "bound_out": bound["out"],
+            "peak_in": max(per["in"]), "peak_out": max(per["out"]),
+            "peak_over_bound": max(over) if over else None})
+    rate_changes = [{"at": c["recorded_at"].isoformat() + "Z", "rate": c["rate"], "reason": c["reason"]}
+                    for c in changes if c["event_type"] == "ThrottleRateChanged"]
+    kafka_rates: list[int] = []  # every rate Kafka was given, in order (a bucket's value may hide a short one)
+    for c in changes:
+        if c["event_type"] == "ThrottlesApplied" and c["rate"] is not None and kafka_rates[-1:] != [c["rate"]]:
+            kafka_rates.append(c["rate"])
+    return {"brokers": brokers, "brokers_total": len(moved), "throttle_rate": throttle, "kafka_rate": kafka,
+            "throttle_release_ms": release_ms, "release_allowance": allowance,
+            "throttle_changes": rate_changes, "kafka_rates": kafka_rates,
+            "margin_pct": sorted(m for m in margins if m is not None),
+            "released_copies": copies["n"], "released_at_start": copies["at_start"],
+            "released_bytes_in": sum(m["released_in"] for m in moved.values())}
 
 
 def _in_flight(sql, t0, bucket_ms, n) -> dict:
@@ -356,19 +427,42 @@ def draw_throttle(doc: dict, path: Path) -> None:
     def draw(fig, axes):
         if not brokers:
             return False
-        limit = [(r / 1e6) if r else float("nan") for r in doc["throttle"]["throttle_rate"]]
-        top = max([max(b["peak_in"], b["peak_out"]) / 1e6 for b in brokers] + [x for x in limit if x == x] + [1])
+        t = doc["throttle"]
+        mb = lambda values: [float("nan") if v is None else v / 1e6 for v in values]  # noqa: E731
+        kafka, throttle = mb(t["kafka_rate"]), mb(t["throttle_rate"])
+        lines = [x for x in kafka + throttle if x == x]
+        top = max([max(b["peak_in"], b["peak_out"]) / 1e6 for b in brokers] + lines + [1])
+        drawn = top
         for ax, b in zip(axes, brokers):
-            ax.stairs([v / 1e6 for v in b["rate_in"]], xs, color="C0", label="in (follower: copies to it)")
-            ax.stairs([v / 1e6 for v in b["rate_out"]], xs, color="C1", linestyle="--",
+            if any(b["released_rate_in"]):
+                ax.stairs(mb(b["released_rate_in"]), xs, fill=True, color="C0", alpha=0.25, linewidth=0,
+                          label="in: released from the throttle (release bucket)")
+            ax.stairs(mb(b["rate_in"]), xs, color="C0", baseline=None, label="in (follower: copies to it)")
+            ax.stairs(mb(b["rate_out"]), xs, color="C1", linestyle="--", baseline=None,
                       label="out (leader: copies from it)")
-            ax.stairs(limit, xs, color="C3", linestyle=":", label="Kafka's throttle rate")
-            ax.set_ylim(0, top * 1.15)
+            ax.stairs(throttle, xs, color="0.45", linewidth=0.9, baseline=None, label="the throttle")
+            if any(x == x for x in kafka):
+                ax.stairs(kafka, xs, color="C3", linestyle=":", baseline=None, label="Kafka's rate (throttle + margin)")
+            # the bound where released bytes flowed in, drawn when it is on the scale of the rest (in a short
+            # bucket it is far above: throttle_release_ms of the rate in a fraction of a second; table below)
+            bound = [x if r > 0 else float("nan") for x, r in zip(mb(b["bound_in"]), b["released_rate_in"])]
+            highest = max((x for x in bound if x == x), default=None)
+            if highest is not None and highest <= 2 * top:
+                drawn = max(drawn, highest)
+                ax.stairs(bound, xs, color="C3", linestyle="-.", linewidth=0.9, baseline=None,
+                          label="bound in with released bytes (Kafka's rate + bucket)")
+        for ax in axes[:len(brokers)]:
+            ax.set_ylim(0, drawn * 1.15)
+        for ax, b in zip(axes, brokers):
             ax.set_title(f"broker {b['broker']}", fontsize="small")
             ax.set_ylabel("MB/s")
         for ax in axes[len(brokers):]:
             ax.axis("off")
-        axes[0].legend(fontsize="x-small", loc="upper right")
+        seen = {}
+        for ax in axes[:len(brokers)]:
+            for h, lab in zip(*ax.get_legend_handles_labels()):
+                seen.setdefault(lab, h)
+        axes[0].legend(seen.values(), seen.keys(), fontsize="x-small", loc="upper right")
         fig.suptitle("Copy rate per broker against the throttle (each copy's bytes spread over its copy time)",
                      fontsize="medium")
         fig.supxlabel(label, fontsize="small")
@@ -559,17 +653,13 @@ def _body(doc: dict) -> str:
     parts.append('<img src="makespan.png" alt="makespan per request against its lower bound">')
     t = doc["throttle"]
     parts.append("<h2>2. Is the throttle held per broker?</h2>")
-    parts.append("<p>Bytes each broker received (<i>in</i>, KIP-73's follower side) and sent (<i>out</i>, the leader "
-                 "side) per second, against Kafka's throttle rate in force (the throttle plus the engine's "
-                 "<code>throttle_margin_pct</code>: Kafka's quota lets through less than its rate). A copy's bytes are spread evenly from the "
-                 "cluster's start of copying to its completion as the engine observed it, so a bucket shows the "
-                 "average, not the peak within it" + (f"; the {t['brokers_total']} brokers' busiest "
-                                                      f"{len(t['brokers'])} are shown" if t["brokers_total"] >
-                                                      len(t["brokers"]) else "") + ".</p>")
+    parts.extend(_throttle_text(doc))
     parts.append('<img src="throttle_per_broker.png" alt="copy rate per broker against the throttle">')
-    parts.append(_table(["broker", "bytes in", "bytes out", "peak in MB/s", "peak out MB/s", "peak / Kafka's rate"],
-                        [(b["broker"], b["bytes_in"], b["bytes_out"], b["peak_in"] / 1e6, b["peak_out"] / 1e6,
-                          b["peak_over_throttle"]) for b in t["brokers"]]))
+    parts.append(_table(["broker", "bytes in", "of which released", "bytes out", "of which released",
+                         "peak in MB/s", "peak out MB/s", "peak / bound"],
+                        [(b["broker"], _size(b["bytes_in"]), _size(b["released_in"]), _size(b["bytes_out"]),
+                          _size(b["released_out"]), b["peak_in"] / 1e6, b["peak_out"] / 1e6, b["peak_over_bound"])
+                         for b in t["brokers"]]))
     parts.append("<h2>3. How many moves ran at once?</h2>")
     parts.append('<img src="steps_in_flight.png" alt="steps in flight over time, per request">')
     parts.append("<h2>4. How long did partitions wait, and why?</h2>")
@@ -603,6 +693,51 @@ def _body(doc: dict) -> str:
     parts.append(_table(["kind", "reason", "count"], [(r["kind"], r["reason"], r["n"]) for r in doc["rejections"]],
                         left=(0, 1)))
     return "\n".join(parts)
+
+
+def _throttle_text(doc: dict) -> list[str]:
+    """Section 2's words: the throttle the engine ran with, Kafka's rate, what went released and its bound."""
+    from engine.core.units import format_rate
+
+    t = doc["throttle"]
+    rate = lambda r: "none (unthrottled)" if r is None else format_rate(r)  # noqa: E731
+    changes = t["throttle_changes"]
+    ran = ", then ".join(f"{rate(c['rate'])} ({c['reason'] or 'no reason given'}, from {c['at'][11:19]} UTC)"
+                         for c in changes)
+    if not changes or changes[0]["at"] > doc["first_event"]:
+        default = f"{rate(DEFAULT_THROTTLE_RATE)} (the engine's default"
+        ran = (f"{default}) until {changes[0]['at'][11:19]} UTC, then {ran}" if changes
+               else f"{default}: no <code>ThrottleRateChanged</code> in the log)")
+    kafka = t["kafka_rates"]
+    margin = "/".join(f"{m} %" for m in t["margin_pct"])
+    words = [f"<p><b>The throttle</b> the engine ran with: {ran}. <b>Kafka's rate</b> (the throttle plus "
+             f"<code>throttle_margin_pct</code>, {margin}, set for throttled copies: <code>ThrottlesApplied</code>): "
+             + (", then ".join(format_rate(r) for r in kafka) if kafka else "<b>never set</b>, no copy ran throttled")
+             + ".</p>"]
+    if t["released_copies"]:
+        allowance = max((a for a in t["release_allowance"] if a is not None), default=None)
+        ms = "/".join(f"{u:g}" for u in dict.fromkeys(t["throttle_release_ms"]))
+        at_start, n = t["released_at_start"], t["released_copies"]
+        how = [f"{at_start} from their start (<code>release_at_start</code>)" if at_start else "",
+               f"{n - at_start} near their end" if n - at_start else ""]
+        once = max((v for v in t["throttle_rate"] if v is not None), default=0) * max(t["throttle_release_ms"]) / 1000
+        words.append(
+            f"<p><b>Released copies</b> (shaded): {n} cop{'y' if n == 1 else 'ies'} ({_size(t['released_bytes_in'])} "
+            f"received) went unthrottled (<code>ThrottleReleased</code>), {' and '.join(h for h in how if h)}. "
+            f"The release bucket bounds them per receiving broker: at most <code>throttle_release_ms</code> "
+            f"({ms} ms) of the throttle at once ({_size(once)}), paid back at a quarter of it, so on average at "
+            "most 25 % over the throttle"
+            + (f"; in a {doc['bucket_s']:g} s bucket, at most {format_rate(allowance)} above Kafka's rate"
+               if allowance is not None else "")
+            + ". A line over the throttle where bytes were released is this, not a failed throttle.</p>")
+    words.append("<p><b>peak / bound</b>: each broker's busiest bucket against Kafka's rate plus, where released "
+                 "bytes flowed, the bucket's allowance (a leader's: once per broker it sent them to); above 1 is "
+                 "more than both allow. <i>In</i> is KIP-73's follower side, <i>out</i> the leader side. A copy's "
+                 "bytes are spread evenly from its start of copying (a released part: from its release) to its "
+                 "completion as the engine observed it, so a bucket shows the average, not the peak within it"
+                 + (f"; the {t['brokers_total']} brokers' busiest {len(t['brokers'])} are shown"
+                    if t["brokers_total"] > len(t["brokers"]) else "") + ".</p>")
+    return words
 
 
 def _dur(seconds: float | None) -> str | None:

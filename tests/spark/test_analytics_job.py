@@ -459,9 +459,24 @@ def test_the_report_answers_each_question_from_the_log(story):
         assert (row["bytes_in"], row["bytes_out"]) == (bytes_in[b], bytes_out[b])
         assert sum(row["rate_in"]) * doc["bucket_s"] == pytest.approx(bytes_in[b])
         assert sum(row["rate_out"]) * doc["bucket_s"] == pytest.approx(bytes_out[b])
-    rates = [r for r in doc["throttle"]["throttle_rate"] if r is not None]
+    rates = [r for r in doc["throttle"]["kafka_rate"] if r is not None]
     # Kafka's rate: req-a's throttle, then the operator's change, each + 8 % (throttle_margin_pct's default)
     assert rates[0] == 32_400_000 and rates[-1] == 21_600_000
+    # the throttle the engine ran with (ThrottleRateChanged): req-a's, then the operator's
+    assert doc["throttle"]["throttle_rate"][0] == 30 * MB and doc["throttle"]["throttle_rate"][-1] == 20 * MB
+    assert "30 MB/s (request req-a, from " in page and "then 20 MB/s (operator, from " in page
+    # copies released from the throttle (ThrottleReleased): their bytes into each receiving broker
+    released_in, completed = Counter(), {(e.payload.request_id, e.payload.tp, e.payload.number) for e in story.all
+                                         if isinstance(e.payload, ev.StepCompleted)}
+    for e in story.all:
+        p = e.payload
+        if isinstance(p, ev.ThrottleReleased) and (p.request_id, p.tp, p.number) in completed:
+            for b in planned[(p.request_id, p.tp, p.number)].nr:
+                released_in[b] += min(p.remaining, size[p.tp])
+    assert released_in and {b: row["released_in"] for b, row in brokers.items() if row["released_in"]} == released_in
+    assert all(sum(row["released_rate_in"]) * doc["bucket_s"] == pytest.approx(row["released_in"])
+               for row in brokers.values())
+    assert all(row["peak_over_bound"] is not None for row in brokers.values())
 
     # 4. partition-time spent ready but held back by the limits: from each PartitionReady to the partition's next event
     kinds = ("PartitionQueued", "PartitionReady", "PartitionWaiting", "StepPlanned", "StepCompleted", "StepAborted",
