@@ -320,8 +320,10 @@ def test_paused_engine_starts_nothing_new_and_resume_continues():
     d.observe()
     events = d.tick()
     assert not of_type(events, ev.StepPlanned) and not d.state.steps
-    assert of_type(decide(d.state, Pause()), ev.CommandRejected)
+    assert decide(d.state, Pause()) == [ev.Paused("", already=True)]  # set-like: no error, nothing changes
+    assert decide(d.state, Resume()) == [ev.Resumed("")]
     d.feed(Resume())
+    assert decide(d.state, Resume()) == [ev.Resumed("", already=True)]
     assert of_type(d.tick(), ev.StepPlanned)
     d.run()
     assert all(r == (5, 6, 7) for r in c.assignment().values())

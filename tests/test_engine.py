@@ -291,7 +291,7 @@ def _bad_commands(rng: random.Random, n: int):
         elif kind == 4:
             out.append(c.ChangeThrottle(rng.choice([0, -1, -10**9])))
         else:
-            out.append(c.Resume())  # not paused
+            out.append(c.ChangeLimits({"keep_throttle_rates": rng.choice([2, 7])}))  # 0 or 1 only
     return out
 
 

@@ -654,17 +654,14 @@ def _throttle(d: _Decision, cmd: ChangeThrottle) -> None:
 
 
 def _pause(d: _Decision, cmd: Pause) -> None:
-    if d.state.paused:
-        d.emit(ev.CommandRejected("pause", ("already paused",), None, cmd.command_id))
-    else:
-        d.emit(ev.Paused(cmd.command_id))
+    """Pause is set-like: a repeated pause (a runbook's "pause to be safe", a retried command) is accepted
+    and changes nothing (``already``), as a repeated limits or throttle change does; rejected, it failed the
+    script and stood in "needs attention" for ten minutes."""
+    d.emit(ev.Paused(cmd.command_id, already=d.state.paused))
 
 
 def _resume(d: _Decision, cmd: Resume) -> None:
-    if not d.state.paused:
-        d.emit(ev.CommandRejected("resume", ("not paused",), None, cmd.command_id))
-    else:
-        d.emit(ev.Resumed(cmd.command_id))
+    d.emit(ev.Resumed(cmd.command_id, already=not d.state.paused))
 
 
 def _unverified(d: _Decision, u: Unverified) -> None:

@@ -382,11 +382,13 @@ class ThrottleRateChanged:
 @dataclass(frozen=True, slots=True)
 class Paused:
     command_id: str = ""
+    already: bool = False  # the engine was paused already: nothing changed (a repeated pause is no error)
 
 
 @dataclass(frozen=True, slots=True)
 class Resumed:
     command_id: str = ""
+    already: bool = False  # the engine was running already: nothing changed
 
 
 Event = (

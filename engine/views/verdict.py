@@ -112,7 +112,10 @@ def verdict_of(command_id: str, decision: list[ev.Event], at: datetime | None = 
                        + ((KAFKAS_RATE,) if first.rate is not None else ()), at)
     if isinstance(first, ev.Paused):
         return Verdict(command_id, True, "pause", None,
-                       "accepted: paused: no new step starts until resume; steps in flight finish", (), at)
+                       ("accepted: already paused, nothing changed" if first.already else "accepted: paused")
+                       + ": no new step starts until resume; steps in flight finish", (), at)
+    if first.already:
+        return Verdict(command_id, True, "resume", None, "accepted: not paused, nothing changed", (), at)
     return Verdict(command_id, True, "resume", None, "accepted: resumed: steps start again", (), at)
 
 
