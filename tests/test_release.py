@@ -164,16 +164,10 @@ def test_a_copy_the_release_rule_frees_at_once_starts_released_and_no_entry_is_e
     assert of_type(d.events, ev.StepCompleted) and {e.partition for e in c.throttles["follower"]} == {1}
 
 
-def test_a_copy_sized_long_before_it_starts_does_not_start_released_on_that_size():
-    # Sizes are measured when a request is submitted (DescribeLogDirs, "for progress and ETA"); a look
-    # (Metadata, ListPartitionReassignments) carries none, so the log keeps the submit-time size. t-1 is
-    # 1 MB when the request is submitted, then grows to 2 GB while the engine is paused (or while t-1
-    # queues behind other copies). At 20 MB/s and U = 1 s, 1 MB would be released at once; 2 GB must copy
-    # throttled: started released on the old size, it copies 2 GB with no throttle entry at all, charged
-    # 1 MB to the bucket, and nothing measures a released copy again.
-    from engine.core.commands import Pause, Resume
+def small_pair():
+    """The simulated cluster of the two tests below, 1 MB partitions at 20 MB/s (U = 1 s: either would start
+    released), and the real decider on it, its clock the cluster's."""
     from engine.runtime.decider import Decider, MemoryLog
-    from engine.sim import controller
     from engine.sim import scenario as S
     from engine.sim.cluster import SimulatedCluster
 
@@ -187,6 +181,20 @@ def test_a_copy_sized_long_before_it_starts_does_not_start_released_on_that_size
     d = Decider(MemoryLog(), sim, clock=lambda: 1_700_000_000.0 + sim.time)
     d.recover(None)
     d.decide(ChangeThrottle(20_000_000))
+    return sim, d
+
+
+def test_a_copy_sized_long_before_it_starts_does_not_start_released_on_that_size():
+    # Sizes are measured when a request is submitted (DescribeLogDirs, "for progress and ETA"); a look
+    # (Metadata, ListPartitionReassignments) carries none, so the log keeps the submit-time size. t-1 is
+    # 1 MB when the request is submitted, then grows to 2 GB while the engine is paused (or while t-1
+    # queues behind other copies). At 20 MB/s and U = 1 s, 1 MB would be released at once; 2 GB must copy
+    # throttled: started released on the old size, it copies 2 GB with no throttle entry at all, charged
+    # 1 MB to the bucket, and nothing measures a released copy again.
+    from engine.core.commands import Pause, Resume
+    from engine.sim import controller
+
+    sim, d = small_pair()
     d.decide(Pause())
     d.decide(Submit("r", (PartitionTarget("t", 1, (0, 1, 3)),)))
     assert d.state.observed[tp(1)].size_bytes == 1_000_000  # sized at the submit
@@ -206,23 +214,10 @@ def test_a_copy_sized_long_before_it_starts_does_not_start_released_on_that_size
 def test_the_decider_sizes_a_small_copy_at_its_leader_with_the_look_and_starts_it_released():
     # The other side of the test above: unchanged since the submit, t-1 (1 MB at 20 MB/s) starts released,
     # judged on the size its leader (broker 0) gave with the tick's look; no throttle entry is ever set.
-    from engine.runtime.decider import Decider, MemoryLog
-    from engine.sim import scenario as S
-    from engine.sim.cluster import SimulatedCluster
-
-    sim = SimulatedCluster.from_scenario(S.from_document({
-        "seed": 1, "brokers": [{"id": b} for b in range(4)],
-        "topics": [{"name": "t", "assignment": [
-            {"partition": 0, "replicas": [1, 2], "size": "1 MB", "produce_rate": 0},
-            {"partition": 1, "replicas": [0, 1], "size": "1 MB", "produce_rate": 0}]}],
-        "reassignment": {"kind": "explicit", "targets": []}, "throttle": "20 MB/s",
-    }))
+    sim, d = small_pair()
     asked = []
     catch_up = sim.catch_up
     sim.catch_up = lambda steps: asked.append(dict(steps)) or catch_up(steps)
-    d = Decider(MemoryLog(), sim, clock=lambda: 1_700_000_000.0 + sim.time)
-    d.recover(None)
-    d.decide(ChangeThrottle(20_000_000))
     d.decide(Submit("r", (PartitionTarget("t", 1, (0, 1, 3)),)))
     sim.advance(1.0)
     d.tick()
