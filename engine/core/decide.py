@@ -61,7 +61,7 @@ from engine.core.state import (
     RELEASE_REFILL, REVERT_SKIPPED, UNCLEAN_REVERT, release_debt, set_back,
 )
 from engine.core.step import DEFAULT_STEP_MODE, PlanResult, Step, Waiting, plan_step
-from engine.core.throttles import ThrottleSet, in_force, minus, needed, reads_of, reconcile, union, with_margin
+from engine.core.throttles import ThrottleSet, in_force, minus, needed, noting, reconcile, union, with_margin
 from engine.core.validation import submission_problems
 
 OTHER_TOOLS_REASSIGNMENT = "a reassignment not started by kreassign is in progress"
@@ -724,7 +724,7 @@ def _observe(d: _Decision, o: Observation) -> None:
             # or the look shows another topic of that name (not believed yet): nothing of it is recorded
             continue
         seen = d.state.known_at.get(tp)
-        if o.now is not None and seen is not None and o.now <= seen and not set_back(o.now, seen):
+        if _not_after(o.now, seen):
             # Taken before (or at the very time of) the newest thing the state knows of it (a look recorded,
             # or the cluster's answer to an alter or cancel): it may predate that action, so it judges and
             # records nothing.
@@ -756,6 +756,12 @@ def _observe(d: _Decision, o: Observation) -> None:
     for topic, reason in gone:
         _topic_deleted(d, topic, reason)
     _settle(d)
+
+
+def _not_after(at: float | None, seen: float | None) -> bool:
+    """Whether a look stamped ``at`` is no later than ``seen``, the newest thing the state knows of its
+    partition (and not after a clock set back): it may predate what the state knows, so it counts for nothing."""
+    return at is not None and seen is not None and at <= seen and not set_back(at, seen)
 
 
 def _behind(known, ps) -> bool:
@@ -987,8 +993,7 @@ def _throttles_observed(d: _Decision, o: ThrottlesObserved) -> None:
         return
 
     def noted(t: ThrottleSet) -> ThrottleSet:  # the rate in force and the values read on its brokers
-        brokers = t.leader_brokers | t.follower_brokers
-        return t._replace(rate=force.rate if brokers else None, rates=reads_of(read, brokers))
+        return noting(t, force.rate, read)
 
     if prior is None or not _stood(o.now, prior.at):
         if prior is None or (missing, unexpected) != (_bare(prior.missing), _bare(prior.unexpected)):
@@ -1413,7 +1418,7 @@ def _set_aside_why(s: State, tp: TopicPartition, look: PartitionState, now: floa
     """Why ``_observe`` set aside the look ``look`` at ``tp`` (stamped ``now``, as the tick's own look is),
     in the words of a waiting reason: the rule that held it, not a guess."""
     known, seen = s.observed.get(tp), s.known_at.get(tp)
-    if now is not None and seen is not None and now <= seen and not set_back(now, seen):
+    if _not_after(now, seen):
         return ("it was taken no later than what the log knows of the partition (two looks at one instant, or a "
                 "clock set back)")
     if known is not None and _came_back(s, tp, known, look):

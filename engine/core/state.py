@@ -24,7 +24,7 @@ from engine.core.limits import DEFAULT_LIMITS, Limits
 from engine.core.partition import Replicas, TopicPartition
 from engine.core.scheduler import CONTINUING, FRESH, Chain, InFlight, Ranks, ReadyIndex, SchedulingKey, Slot
 from engine.core.step import Step
-from engine.core.throttles import DEFAULT_THROTTLE_RATE, ThrottleSet, after_apply, after_remove, minus, reads_of, union
+from engine.core.throttles import DEFAULT_THROTTLE_RATE, ThrottleSet, after_apply, after_remove, minus, noting, union
 
 # Partition statuses
 PENDING = "pending"  # needs a planning decision (transient within a decision)
@@ -752,9 +752,7 @@ def _changed(differed, delta: ThrottleSet):
         return None
     if _pieces(missing) == _pieces(differed.missing) and unexpected == differed.unexpected:
         return differed
-    brokers = missing.leader_brokers | missing.follower_brokers  # the values read of those still judged
-    missing = missing._replace(rate=differed.missing.rate if brokers else None,
-                               rates=reads_of(differed.missing, brokers))
+    missing = noting(missing, differed.missing.rate, differed.missing)  # the values read of those still judged
     return dataclasses.replace(differed, missing=missing, unexpected=unexpected)
 
 

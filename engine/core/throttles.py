@@ -147,6 +147,13 @@ def reads_of(t: ThrottleSet, brokers: Iterable[int] | None = None) -> tuple[Rate
     return tuple(r for r in t.rates if r.broker in keep)
 
 
+def noting(t: ThrottleSet, rate: int | None, source: ThrottleSet) -> ThrottleSet:
+    """``t`` (a throttle difference) carrying the rate in force and ``source``'s values read, both of its
+    brokers only: none where it names no broker."""
+    brokers = t.leader_brokers | t.follower_brokers
+    return t._replace(rate=rate if brokers else None, rates=reads_of(source, brokers))
+
+
 @lru_cache(maxsize=1 << 16)
 def step_throttles(tp: TopicPartition, step: Step) -> tuple[tuple[ThrottledReplica, ...], tuple[ThrottledReplica, ...]]:
     """(leader-side, follower-side) entries one step needs (memoised: a step in

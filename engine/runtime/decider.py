@@ -591,9 +591,8 @@ class Decider:
         s = self.state
         if s.throttles.is_empty() and not s.steps:
             return False
-        differed = s.throttles_differed  # judged by the core once ``now - at >= METADATA_SETTLE``: the same sum
-        if (differed is not None and differed.at is not None and self.verified_at is not None
-                and self.verified_at < differed.at + METADATA_SETTLE and now - differed.at >= METADATA_SETTLE):
+        confirm = self._confirm_at()  # judged by the core once ``now - at >= METADATA_SETTLE``
+        if confirm is not None and self.verified_at is not None and self.verified_at < confirm - EARLY <= now:
             return True
         return self.verified_at is None or not 0 <= now - self.verified_at < self.verify_interval
 
