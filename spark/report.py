@@ -34,6 +34,7 @@ from datetime import datetime
 from pathlib import Path
 
 from engine.core.limits import DEFAULT_LIMITS
+from engine.core.state import RELEASE_REFILL
 from engine.core.throttles import DEFAULT_THROTTLE_RATE
 from spark import warehouse as wh
 
@@ -245,7 +246,7 @@ def _throttle(sql, t0, bucket_ms, n, bucket, scale) -> dict:
         throttle.append(now["throttle"])
         release_ms.append(now["release_ms"])
         margins.add(now["margin_pct"])
-    allowance = [None if t is None else t * (u / 1000 + bucket / 4) / bucket for t, u in zip(throttle, release_ms)]
+    allowance = [None if t is None else t * (u / 1000 + RELEASE_REFILL * bucket) / bucket for t, u in zip(throttle, release_ms)]
     moved = {}
     for r in totals:
         moved.setdefault(r["broker"], {"in": 0, "out": 0, "released_in": 0, "released_out": 0})

@@ -39,6 +39,7 @@ from engine.core.throttles import ThrottleSet
 
 TARGET = "target"
 ORIGINAL = "original replicas"
+ROLLED_BACK = " (rolled back)"
 # a partition the engine has not finished yet, in the words of ``kreassign status``
 UNFINISHED = {PENDING: "queued", READY: "queued", WAITING: "waiting: kreassign status says why",
               IN_FLIGHT: "in flight", ABORTING: "its step being aborted"}
@@ -82,7 +83,7 @@ def expectations(args) -> tuple[dict[TopicPartition, tuple[Replicas | None, str,
         elif entry.request_id != args.request:
             out[tp] = (None, f"taken over by request {entry.request_id}", "")
         elif entry.status == REVERTED:
-            out[tp] = (entry.original, ORIGINAL, " (rolled back)")
+            out[tp] = (entry.original, ORIGINAL, ROLLED_BACK)
         elif entry.status == CANCELLED:
             out[tp] = (None, "cancelled", "")
         elif entry.status == COMPLETED:
@@ -127,7 +128,7 @@ def run(args) -> int:
         elif p.reassignment_in_progress:
             print(f"Reassignment of partition {tp} is still in progress.")
             ok = False
-        elif p.replicas == tuple(want) and note == " (rolled back)":
+        elif p.replicas == tuple(want) and note == ROLLED_BACK:
             print(f"Reassignment of partition {tp} was rolled back: it is at its original replicas {_fmt(p.replicas)}.")
         elif p.replicas == tuple(want):
             print(f"Reassignment of partition {tp} is completed.")
@@ -191,8 +192,8 @@ def _print_wildcards(wild: dict[str, frozenset[str]], request: str | None, kafka
 
 
 def _kafka_configs(args, cluster) -> str:
-    """``kafka-configs.sh`` with the options that reach the cluster verified (HOST:PORT where it is no Kafka
-    cluster, e.g. a sim-cluster over HTTP: its Kafka front's, if it has one)."""
+    """``kafka-configs.sh`` with the options that reach the cluster verified (HOST:PORT where the cluster gives
+    no Kafka address, e.g. a sim-cluster over HTTP or in process)."""
     bootstrap = getattr(cluster, "bootstrap", None) or "HOST:PORT"
     config = args.cluster_command_config if (args.cluster or "").startswith("kafka://") else args.command_config
     return f"kafka-configs.sh --bootstrap-server {bootstrap}" + (f" --command-config {config}" if config else "")

@@ -99,7 +99,7 @@ class _Collector:
                                      "entry_left_over, rate_missing, rate_changed (a broker's rate read at another "
                                      "value than the one in force)", labels=["kind"])
         for kind in ("entry_missing", "entry_left_over", "rate_missing", "rate_changed"):
-            drifts.add_metric([kind], getattr(d, "drifts", {}).get(kind, 0))
+            drifts.add_metric([kind], d.drifts[kind])
         yield drifts
         now = GaugeMetricFamily("kreassign_problems", "Failures in force now (status' problems), by kind",
                                 labels=["kind"])
