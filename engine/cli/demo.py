@@ -495,6 +495,7 @@ def cancel_outcome(decision: list, named: list) -> str:
     in flight is aborted and the partition goes back to its original replicas; a cancel that would
     leave no replica in sync is skipped until the step ends; a partition already completed stays)."""
     from engine.core import events as ev
+    from engine.views.verdict import count
 
     first = decision[0]
     if isinstance(first, ev.CommandRejected):
@@ -514,20 +515,16 @@ def cancel_outcome(decision: list, named: list) -> str:
 
     parts = []
     if aborted:
-        parts.append(f"{_count(len(aborted), 'copy', 'copies')} in flight aborted: {named(aborted)} "
+        parts.append(f"{count(len(aborted), 'copy', 'copies')} in flight aborted: {named(aborted)} "
                      + ("goes back to its" if len(aborted) == 1 else "go back to their") + " original replicas")
     if dropped:
-        parts.append(f"{_count(len(dropped), 'partition')} cancelled with no copy in flight: {named(dropped)}")
+        parts.append(f"{count(len(dropped), 'partition')} cancelled with no copy in flight: {named(dropped)}")
     if skipped:
-        parts.append(f"{_count(len(skipped), 'cancel')} skipped until the step in flight ends: {', '.join(skipped)}")
+        parts.append(f"{count(len(skipped), 'cancel')} skipped until the step in flight ends: {', '.join(skipped)}")
     if ended:
-        parts.append(f"{_count(len(ended), 'partition')} had completed before the cancel was decided and "
+        parts.append(f"{count(len(ended), 'partition')} had completed before the cancel was decided and "
                      + ("stays at its" if len(ended) == 1 else "stay at their") + f" target: {named(ended)}")
     return "the engine's verdict: " + "; ".join(parts)
-
-
-def _count(n: int, one: str, many: str | None = None) -> str:
-    return f"{n} {one if n == 1 else (many or one + 's')}"
 
 
 def second_bound(scenario, targets):

@@ -147,9 +147,9 @@ def _submit(command_id: str, first: ev.RequestAccepted, decision: list[ev.Event]
     for reason, n in reasons.most_common():
         details.append(f"waiting ({n}): {reason}")
     for other, n in sorted(taken_from.items()):
-        details.append(f"took over {_count(n, 'partition')} from request {other} (its pending steps there are dropped)")
+        details.append(f"took over {count(n, 'partition')} from request {other} (its pending steps there are dropped)")
     return Verdict(command_id, True, "submit", rid,
-                   f"accepted: request {rid}: {_count(first.partitions, 'partition')} ({', '.join(parts)})",
+                   f"accepted: request {rid}: {count(first.partitions, 'partition')} ({', '.join(parts)})",
                    tuple(details), at)
 
 
@@ -186,14 +186,14 @@ def _cancel(command_id: str, first: ev.CancelRequested, decision: list[ev.Event]
         elif isinstance(e, ev.PartitionReverted):
             untouched.add(e.tp)  # rolled back within the cancel itself: it was where it began
             said.pop(e.tp, None)
-    which = "the whole request" if first.partitions is None else _count(len(first.partitions), "named partition")
+    which = "the whole request" if first.partitions is None else count(len(first.partitions), "named partition")
     mode = ("without rollback" if not first.rollback else "with rollback to the original replicas"
             + (", completed partitions too" if first.include_completed else ""))
-    parts = [f"{_count(len(cancelled), 'partition')} cancelled"]
+    parts = [f"{count(len(cancelled), 'partition')} cancelled"]
     if stopped:
-        parts.append(f"{_count(len(stopped), 'rollback')} stopped where {'it stands' if len(stopped) == 1 else 'they stand'}")
+        parts.append(f"{count(len(stopped), 'rollback')} stopped where {'it stands' if len(stopped) == 1 else 'they stand'}")
     if aborting:
-        parts.append(f"{_count(len(aborting), 'copy', 'copies')} in flight being aborted")
+        parts.append(f"{count(len(aborting), 'copy', 'copies')} in flight being aborted")
     if untouched:
         parts.append(f"{len(untouched)} still at {'its' if len(untouched) == 1 else 'their'} original replicas "
                      "(nothing to undo)")
@@ -206,7 +206,7 @@ def _cancel(command_id: str, first: ev.CancelRequested, decision: list[ev.Event]
                    tuple(skipped + list(said.values())), at)
 
 
-def _count(n: int, one: str, many: str | None = None) -> str:
+def count(n: int, one: str, many: str | None = None) -> str:
     """'1 partition', '3 partitions': a verdict's counts are often one."""
     return f"{n} {one if n == 1 else (many or one + 's')}"
 
