@@ -261,21 +261,18 @@ def test_a_pacing_is_recorded_once_when_it_starts_and_once_when_it_ends_and_stat
 
 @pytest.mark.parametrize("kind, seed, partitions, throttle, median, margin", [
     ("rack-migration", 352, 16, "50 MB/s", "100 MB", 8),
-    pytest.param("rebalance", 2834, 14, "50 MB/s", "500 MB", 8, marks=pytest.mark.xfail(strict=True, reason=(
-        "a tick the budget defers as a whole wakes for nothing before it ends (docs/engine.md, The request "
-        "budget): at the default margin (Kafka's rate the throttle + 8 %) the tick after the first look is "
-        "deferred from 0.1 to 1.0 s, and copy t-4 (97 MB, the quota's first-second burst at network speed) "
-        "ends at 0.969 s, unreleased; at a margin of 5 it ends at 1.010 s, after that tick's measure released "
-        "it; at 0 it ends at 1.047 s, and t-7, measured urgently at 6.3 s (34.5 MB left, its release due at "
-        "6.49 s) by a tick deferred until 7.1 s, joins at 7.05 s unreleased. Waking for such copies fixed "
-        "the second case but, measured each floor, their urgent reads kept a budget of 3 full (the test below)"))),
+    ("rebalance", 2834, 14, "50 MB/s", "500 MB", 8),
     ("decommission", 8841, 20, "4 MB/s", "500 MB", 8),
 ])
 def test_a_catch_up_near_its_release_is_not_held_by_the_budget(kind, seed, partitions, throttle, median, margin):
     """Moves drawn as tests/test_simulate.py draws them, the engine answering at once (a tick's reads in one
     instant) at a budget of 12: each had a copy join the ISR still throttled (an acks=all stall) while
     the budget held its last catch-up measure, 1 to 3 of them; a copy predicted to reach its release within
-    the window is measured whatever the budget (``decide.releasing``)."""
+    the window is measured whatever the budget (``decide.releasing``). The rebalance: the tick after the first
+    look was deferred from 0.1 to 1.0 s and woke for nothing meanwhile; copy t-4 (97 MB, the quota's
+    first-second burst at network speed) joined at 0.969 s still throttled. A deferred tick now wakes at the
+    release point of each copy predicted to reach it first (``decide.release_points``): t-4 measured at 0.9 s,
+    3.5 MB left, released."""
     import dataclasses
 
     from engine.whatif.strategies import run

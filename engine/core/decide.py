@@ -1247,19 +1247,32 @@ def next_measures(s: State, now: float, measured: dict, floor: float, ceiling: f
     return out
 
 
-def releasing(s: State, now: float, measured: dict, within: float) -> set[TopicPartition]:
-    """Throttled copies predicted to reach their release point within ``within`` seconds of ``now``: a
-    measure of one of them that waits that long (the request budget holds reads up to a second) could
-    see it end throttled, and its ISR join stall acks=all writes."""
+def _releases_in(s: State, now: float, measured: dict) -> dict[TopicPartition, float]:
+    """Seconds from ``now`` until each throttled copy in flight whose bytes are known is predicted to reach
+    its release point (``_release_in``; 0 for one already there). O(copies in flight)."""
     shares = copy_rates(s)
-    out = set()
+    out = {}
     for tp in copying(s):
         if tp not in shares:
             continue
         left = copy_left(s, tp, shares[tp], now, measured)
-        if left is not None and _release_in(s, tp, shares[tp], left, now, _speed(shares[tp], tp, measured)) <= within:
-            out.add(tp)
+        if left is not None:
+            out[tp] = _release_in(s, tp, shares[tp], left, now, _speed(shares[tp], tp, measured))
     return out
+
+
+def release_points(s: State, now: float, measured: dict) -> dict[TopicPartition, float]:
+    """When each throttled copy in flight whose bytes are known is predicted to reach its release point
+    (absolute times on ``now``'s clock): what ``next_looks`` plans for it before the floor and the ceiling
+    bound it."""
+    return {tp: now + wait for tp, wait in _releases_in(s, now, measured).items()}
+
+
+def releasing(s: State, now: float, measured: dict, within: float) -> set[TopicPartition]:
+    """Throttled copies predicted to reach their release point within ``within`` seconds of ``now``: a
+    measure of one of them that waits that long (the request budget holds reads up to a second) could
+    see it end throttled, and its ISR join stall acks=all writes."""
+    return {tp for tp, wait in _releases_in(s, now, measured).items() if wait <= within}
 
 
 def measure_due(s: State, now: float, measured: dict, floor: float) -> list[TopicPartition]:

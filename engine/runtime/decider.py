@@ -62,7 +62,7 @@ from engine.core.outcomes import Unavailable
 from engine.core.commands import CatchUpObserved, Input, LooksPaced, ObservationFailed, Submit, ThrottlesObserved, Tick
 from engine.core.budget import ANY, WINDOW, busiest, look_at
 from engine.core.decide import (METADATA_SETTLE, handle, held_over_caps, measure_due, measured_after, next_looks,
-                                next_measures, release_candidates, releasing, starting, watched)
+                                next_measures, release_candidates, release_points, releasing, starting, watched)
 from engine.log.envelope import EventEnvelope, new_id, now
 from engine.runtime.executor import Executor, recovery_actions
 from engine.core.partition import TopicPartition
@@ -388,7 +388,9 @@ class Decider:
         urgent = sorted(set(measure + held) & releasing(self.state, now, self.measured, WINDOW + self.floor)
                         ) if self.budget is not None and (measure or held) else []
         if first is not None and self._pace(now, self._cost(first)):
-            return self._say_paced(now) + self._hold(now, list(dict.fromkeys(self.held_measure + urgent)), urgent)
+            out = self._say_paced(now) + self._hold(now, list(dict.fromkeys(self.held_measure + urgent)), urgent)
+            self._wake_for_releases(now)
+            return out
         self.held_until = None
         more_held = self.held_more  # (held again if the look after a held read waits)
         self.held_measure, self.held_more = [], False
@@ -403,7 +405,9 @@ class Decider:
                 verify = False
             if (partitions or idle) and self._pace(self.clock(), self._cost("look")):
                 self.held_more = more_held  # what a completion freed is still to be looked at, first
-                return out + self._say_paced(now) + self._hold(now, measure, urgent)
+                out += self._say_paced(now) + self._hold(now, measure, urgent)
+                self._wake_for_releases(now)
+                return out
         looks: dict = {}
         if partitions or full:
             obs = None
@@ -472,6 +476,23 @@ class Decider:
         if unchanged:
             self._after_tick = self.state
         return out
+
+    def _wake_for_releases(self, now: float) -> None:
+        """A tick the budget deferred (to ``held_until``) still wakes at the predicted release point of each
+        throttled copy that comes first, no sooner than ``floor`` from now: there its measure is due, and never
+        held (``releasing``), so a copy ahead of its prediction is released before it joins the ISR. Else the
+        deferral's end passed over it: a copy the quota's first-second burst brought near its end, or one an
+        urgent measure found just short of its release point, joined still throttled."""
+        until = self.held_until
+        if until is None:
+            return
+        early = self.floor / 2 + 1e-9
+        points = {tp: max(now + self.floor, at) for tp, at in release_points(self.state, now, self.measured).items()
+                  if at < until - early}
+        if not points:
+            return
+        self.measures = {**self.measures, **{tp: min(at, self.measures.get(tp, at)) for tp, at in points.items()}}
+        self.held_until = self.next_at = min(until, min(points.values()))
 
     def _hold(self, now: float, measure: list, urgent: list) -> list[EventEnvelope]:
         """The budget holds ``measure`` over to the next tick, but for the ``urgent`` copies (near their
