@@ -182,8 +182,8 @@ class _Writer:
             # embedded broker) and Kafka aborted the transaction already, when the newer producer claimed
             self.fenced = f"{text} (transactional.id {self.transactional_id})"
             return Fenced(self.fenced)
-        auth = self.watch.failure(self.producer) if isinstance(err, KafkaError) and \
-            err.code() == KafkaError._TIMED_OUT else None
+        timed_out = isinstance(err, KafkaError) and err.code() == KafkaError._TIMED_OUT
+        auth = self.watch.failure(self.producer) if timed_out else None
         errors, need = self.undelivered
         refused = [self._explain(e, need) for e in errors]
         self._abort()
@@ -191,7 +191,7 @@ class _Writer:
             return PublishError(authentication_failed(user_of(self.config), auth))
         if any(refused):  # a message the broker refused (a grant missing): said as the flush said it
             return PublishError(f"{len(errors)} messages to {self.topic} failed: {next(r for r in refused if r)}")
-        return PublishError(text)
+        return PublishError(f"{text} (is {self.bootstrap} reachable?)" if timed_out else text)
 
     def _abort(self) -> None:
         try:
