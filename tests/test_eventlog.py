@@ -67,6 +67,8 @@ def story() -> Driver:
     d.feed(Submit("hidden", (PartitionTarget("secret", 0, (1, 2, 3)),)))  # rejected, naming the grant
     d.feed(ChangeThrottle(20_000_000))
     d.feed(LooksPaced("looks paced by the request budget: broker 1 at 20/s"))  # the decider's reads wait
+    d.feed(LooksPaced(None, None, 12, 0.95, 41.5))  # and no longer do: what the pacing came to
+    d.feed(LooksPaced("looks paced by the request budget: broker 1 at 20/s"))  # and again
     for _ in range(3):
         d.tick()
         for t in c.in_progress()[:1]:

@@ -95,6 +95,49 @@ def test_a_deposed_decider_neither_appends_nor_acts(broker, topics):
     new.close()
 
 
+def test_a_decider_fenced_in_the_middle_of_an_append_is_deposed_at_once_not_after_the_delivery_timeout(broker, topics):
+    """The old decider's transaction is under way (its first event delivered, its partition in the transaction)
+    when another worker claims the transactional.id; its next Produce is refused (PRODUCER_FENCED). librdkafka
+    makes that an abortable transaction error and holds the refused message's delivery report until
+    message.timeout.ms (--timeout, 30 s): the append's own flush waited that long (30.0 s here), the decider
+    thread with it, and Faust's rebalance behind the decider's input (tests below, SIGSTOP: the old worker stood
+    down 30 s late). The commit flushes instead, and fails as soon as the refusal is in."""
+    import dataclasses
+
+    prefix = topics.events[: -len("events")]
+    old = KafkaEventLog(dataclasses.replace(settings(broker, prefix, "old"), timeout=30.0))  # the default
+    old.append([ev.Paused()])
+    writer = old.writer._writer
+    producer, claims = writer.producer, []
+
+    class ClaimedMidway:  # the producer, but another worker claims between the append's two messages
+        def __getattr__(self, name):
+            return getattr(producer, name)
+
+        def produce(self, *args, **kwargs):
+            if kwargs.get("value") is not None and claims == [None]:
+                assert producer.flush(10) == 0  # the first message is delivered: the partition is in the transaction
+                claims.append(KafkaEventLog(settings(broker, prefix, "new")))
+            elif not claims:
+                claims.append(None)
+            return producer.produce(*args, **kwargs)
+
+    writer.producer = ClaimedMidway()
+    started = time.monotonic()
+    with pytest.raises(Deposed, match="another decider took over: .*newer producer"):
+        old.append([ev.Resumed(), ev.Paused()])
+    took = time.monotonic() - started
+    writer.producer = producer
+    assert len(claims) == 2, claims
+    assert took < old.s.timeout / 6, f"the fenced append took {took:.1f} s"  # 30.0 s before the fix
+    # the refused message is nowhere (the one delivered before the claim is in an uncommitted transaction)
+    assert [type(e.payload).__name__ for _w, e in all_records(broker, topics.events)] == ["Paused", "Resumed"]
+    started = time.monotonic()
+    old.close()
+    assert time.monotonic() - started < old.s.timeout / 6  # nothing left waiting for a delivery report
+    claims[1].close()
+
+
 def test_a_stalled_decider_renews_its_lease_before_acting_and_is_refused_once_replaced(broker, topics):
     prefix = topics.events[: -len("events")]
     old = KafkaEventLog(settings(broker, prefix, "old", lease=1.0))
@@ -213,7 +256,8 @@ def test_sigstop_past_the_session_timeout_the_standby_takes_over_and_the_old_dec
     done = len(tail.payloads(ev.StepCompleted))
 
     def went_on():  # three more steps, or the whole request (the old decider may stand down only once the
-        # new one has ended it: its fenced append waits ~30 s for librdkafka's delivery reports)
+        # new one has ended it: its fenced append waited ~30 s for librdkafka's delivery reports until the
+        # commit flushed instead, test_a_decider_fenced_in_the_middle_of_an_append_is_deposed_at_once...)
         return len(tail.payloads(ev.StepCompleted)) >= done + 3 or tail.payloads(ev.RequestCompleted)
     try:
         wait_for(went_on, 120, "the new decider to go on")

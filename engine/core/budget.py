@@ -36,6 +36,13 @@ DEFAULT_BUDGET = 20.0
 """Requests a second per broker of the reassigned cluster the engine's looks keep within by default
 (``kreassign engine --request-budget``; docs/engine.md, *The request budget*, says why this much)."""
 
+PACED_SHOWN = 60.0
+"""Seconds a pacing by the request budget stays shown (``status``, the events, /metrics) after the last look it
+deferred: deferrals less apart than this are one pacing, recorded once when it starts and once when it ends.
+On a long move the budget binds now and then (a step's end, the throttle read-back every ``verify_interval``,
+10 s): shown for 5 s after each deferral, the warning came and went every few seconds, a pair of events each
+time (54 on a 382 s move of tests/test_budget.py, 4 now); kept a minute, such a move is one or two pacings (the runtime decides the pacing: ``engine.runtime.decider``)."""
+
 
 class RequestsSent(NamedTuple):
     """What a cluster adapter counted: ``totals`` (requests since it started, by broker, ``ANY`` for

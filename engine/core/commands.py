@@ -174,11 +174,14 @@ class Unverified:
 
 @dataclass(frozen=True, slots=True)
 class LooksPaced:
-    """The runtime's pacing of its reads by the request budget (``reason``), or its end (``None``):
-    recorded once per change (``events.LooksPaced``)."""
+    """The runtime's pacing of its reads by the request budget (``reason``), or its end (``None``, with what
+    the pacing came to: ``events.LooksPaced``): recorded once per change."""
 
     reason: str | None
     now: float | None = None
+    deferred: int | None = None
+    longest_wait: float | None = None
+    lasted: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

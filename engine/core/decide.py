@@ -817,7 +817,8 @@ def _topic_deleted(d: _Decision, topic: str, reason: str) -> None:
 
 def _looks_paced(d: _Decision, p: LooksPaced) -> None:
     if d.state.looks_paced != p.reason:
-        d.emit(ev.LooksPaced(p.reason))
+        d.emit(ev.LooksPaced(p.reason) if p.reason is not None else
+               ev.LooksPaced(None, p.deferred, p.longest_wait, p.lasted))
 
 
 def _observation_failed(d: _Decision, o: ObservationFailed) -> None:

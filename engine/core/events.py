@@ -290,9 +290,14 @@ class ClusterUnreachable:
 class LooksPaced:
     """The decider's looks wait for the request budget (``reason``: which budget), or no longer have for
     a while (``None``). Recorded when it changes; the runtime decides the pacing (``engine.runtime.decider``,
-    docs/engine.md, *The request budget*): actions are never paced, only the reads that watch them."""
+    docs/engine.md, *The request budget*): actions are never paced, only the reads that watch them.
+    An end says what the pacing came to: the looks it ``deferred``, the ``longest_wait`` of a read (s),
+    and how long it ``lasted`` from its first deferral to its last (s); None where unknown (a restart)."""
 
     reason: str | None
+    deferred: int | None = None
+    longest_wait: float | None = None
+    lasted: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

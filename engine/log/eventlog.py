@@ -119,6 +119,8 @@ class _Writer:
         self.producer = Producer(logged(config.confluent(**settings)))
         self.bootstrap = bootstrap
         self.last_offset: int | None = None  # of the last message delivered
+        self.undelivered: tuple[list, Need | None] = ([], None)  # the last write's delivery errors (``_write``)
+        self.fenced: str | None = None  # why a newer producer with this transactional.id fenced this one
         self.committed_at: float | None = None  # monotonic time just before the last commit that succeeded began
         if transactional_id is not None:
             try:
@@ -145,12 +147,18 @@ class _Writer:
         (transactional: commit, or abort and fail; ``Fenced`` if another producer took over)."""
         if self.producer is None:
             raise PublishError(f"the writer to {self.topic} is closed")
+        if self.fenced is not None:  # for good: librdkafka answers a fenced producer's next begin_transaction
+            raise Fenced(self.fenced)  # with _CONFLICT ("commit_transaction already in progress"), retriable
         if self.transactional_id is None:
             return self._write(messages, headers, topic or self.topic)
         try:
             self.producer.begin_transaction()
-            n = self._write(messages, headers, topic or self.topic)
+            # commit_transaction flushes the messages itself: it fails at once when a Produce was refused (a
+            # newer producer fenced this one: the transaction can only be aborted), where a flush of our own
+            # waited for their delivery reports until message.timeout.ms (``timeout``, 30 s), blocking the
+            # decider, and Faust's rebalance behind it, that long (tests/test_fencing.py)
             started = time.monotonic()
+            n = self._write(messages, headers, topic or self.topic, flush=False)
             self.producer.commit_transaction(self.timeout)
             self.committed_at = started
             return n
@@ -170,9 +178,20 @@ class _Writer:
     def _failed(self, err: Any) -> PublishError:
         text = f"{self.topic}: {err.str() if isinstance(err, KafkaError) else err}"
         if isinstance(err, KafkaError) and (err.fatal() or err.code() in _FENCED_CODES):
-            return Fenced(f"{text} (transactional.id {self.transactional_id})")
+            # no abort: a fenced producer's abort_transaction waits its whole timeout (measured on the
+            # embedded broker) and Kafka aborted the transaction already, when the newer producer claimed
+            self.fenced = f"{text} (transactional.id {self.transactional_id})"
+            return Fenced(self.fenced)
+        timed_out = isinstance(err, KafkaError) and err.code() == KafkaError._TIMED_OUT
+        auth = self.watch.failure(self.producer) if timed_out else None
+        errors, need = self.undelivered
+        refused = [self._explain(e, need) for e in errors]
         self._abort()
-        return PublishError(text)
+        if auth is not None:
+            return PublishError(authentication_failed(user_of(self.config), auth))
+        if any(refused):  # a message the broker refused (a grant missing): said as the flush said it
+            return PublishError(f"{len(errors)} messages to {self.topic} failed: {next(r for r in refused if r)}")
+        return PublishError(f"{text} (is {self.bootstrap} reachable?)" if timed_out else text)
 
     def _abort(self) -> None:
         try:
@@ -180,9 +199,12 @@ class _Writer:
         except KafkaException:
             pass  # the next begin_transaction says what is wrong, with its reason
 
-    def _write(self, messages, headers, topic) -> int:
+    def _write(self, messages, headers, topic, flush: bool = True) -> int:
+        """Produce the messages; ``flush``: wait for them and fail if any was not delivered (a transaction's
+        commit does that instead)."""
         errors: list = []  # KafkaError objects, read after flush (a fatal error may be pending in the callback)
         need = Need(("Write",), topic_resource(topic))
+        self.undelivered = (errors, need)  # what a failed commit explains itself with (``_failed``)
 
         def delivered(err, msg) -> None:
             if err is not None:
@@ -204,6 +226,8 @@ class _Writer:
                         raise
                     raise PublishError(f"{topic}: {self._explain(e.args[0], need) or e.args[0].str()}") from None
             n += 1
+        if not flush:
+            return n
         try:
             left = self.producer.flush(self.timeout)
         except (KafkaException, KafkaError) as e:  # a fatal error (e.g. the idempotent producer refused) is raised
@@ -219,8 +243,6 @@ class _Writer:
             raise PublishError(f"{left} messages to {self.topic} not delivered within {self.timeout:g} s "
                                f"(is {self.bootstrap} reachable?)")
         if failures:
-            if self.transactional_id is not None and any("fence" in f.lower() for f in failures):
-                raise Fenced(f"{topic}: {failures[0]} (transactional.id {self.transactional_id})")
             raise PublishError(f"{len(failures)} messages to {topic} failed: {failures[0]}")
         return n
 

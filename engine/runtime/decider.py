@@ -60,7 +60,7 @@ from engine.views.attention import attention, rejection_history
 from engine.cluster import Cluster
 from engine.core.outcomes import Unavailable
 from engine.core.commands import CatchUpObserved, Input, LooksPaced, ObservationFailed, Submit, ThrottlesObserved, Tick
-from engine.core.budget import ANY, WINDOW, busiest, look_at
+from engine.core.budget import ANY, PACED_SHOWN, WINDOW, busiest, look_at
 from engine.core.decide import (METADATA_SETTLE, handle, held_over_caps, measure_due, measured_after, next_looks,
                                 next_measures, release_candidates, release_points, releasing, starting, watched)
 from engine.log.envelope import EventEnvelope, new_id, now
@@ -83,8 +83,6 @@ nothing to do (docs/engine.md, *What the engine's looks cost*)."""
 
 EARLY = 1e-6
 """Seconds a look may be sent before the rule's answer (the times are ages on another clock: rounding)."""
-PACED_SHOWN = 5.0
-"""Seconds ``status`` says the looks are paced by the request budget after the last look it deferred."""
 LOOK_COSTS = 8
 """What a read will cost its busiest broker is estimated, for each kind of read (a look, a catch-up
 measurement, a throttle read-back), as the most of the last this many of that kind."""
@@ -217,6 +215,9 @@ class Decider:
         self.urgent = 0  # catch-ups of copies near their release sent although the budget was used (``releasing``)
         self.held_until: float | None = None  # a look deferred until then (``due_in``)
         self.paced: dict | None = None  # the last deferral: broker, requests in its last second, budget, at
+        # the pacing shown now (deferrals less than PACED_SHOWN apart): its first deferral's time and line, its
+        # last deferral's time, the looks deferred, the longest a read waited (s); None: none shown
+        self.pacing: dict | None = None
         self.state: State = EMPTY
         self.progress = Progress()
         self.recent: deque[EventEnvelope] = deque(maxlen=RECENT)  # for the status page
@@ -337,6 +338,11 @@ class Decider:
         return self.process(inp)
 
     def tick(self) -> list[EventEnvelope]:
+        """``_tick``, after recording the end of a pacing over since the last tick (``_say_paced``): a deferral
+        of this tick starts a new one, recorded as such, instead of going on with the old one unsaid."""
+        return self._say_paced(self.clock()) + self._tick()
+
+    def _tick(self) -> list[EventEnvelope]:
         """One round: observe, decide, act, looking only at what is due (``decide.next_looks``, the
         core's answer to "what is worth a look, and when"): every ``poll_interval`` (the ceiling) every
         partition the core watches, in between the partitions due now (a copy at its predicted release
@@ -462,17 +468,32 @@ class Decider:
 
     # --- the request budget (engine.core.budget; docs/engine.md, *The request budget*) -------------
 
+    def _shown(self, now: float) -> bool:
+        """A pacing is shown: a look was deferred within ``PACED_SHOWN`` s (a clock set back ends it)."""
+        return self.pacing is not None and 0 <= now - self.pacing["last"] < PACED_SHOWN
+
     def _say_paced(self, now: float) -> list[EventEnvelope]:
         """Record when the looks start to wait for the request budget (the first deferral's line, which names
-        the broker) and when none has waited for ``PACED_SHOWN`` s (``LooksPaced``): once per change, so a
-        pacing that goes on, or moves from broker to broker, adds nothing to the log. Recording it is no news
-        to decide on: a tick that had nothing else to look at still has nothing."""
-        pacing = self.paced is not None and 0 <= now - self.paced["at"] < PACED_SHOWN
+        the broker: within the tick that deferred) and when none has waited for ``PACED_SHOWN`` s
+        (``LooksPaced``, with the looks the pacing deferred, the longest wait and how long it lasted): once
+        per pacing, so a pacing that goes on, recurs within ``PACED_SHOWN`` s or moves from broker to broker
+        adds nothing to the log. Recording it is no news to decide on: a tick that had nothing else to look
+        at still has nothing."""
+        ended = None
+        if self.pacing is not None and not self._shown(now):
+            ended, self.pacing = self.pacing, None
         recorded = self.state.looks_paced
-        if pacing == (recorded is not None):
+        if (self.pacing is not None) == (recorded is not None):
             return []
         unchanged = self.state is self._after_tick
-        out = self.process(LooksPaced(self.paced["line"] if pacing else None, now))
+        if self.pacing is not None:
+            inp = LooksPaced(self.pacing["line"], now)
+        elif ended is not None:
+            inp = LooksPaced(None, now, ended["deferred"], round(ended["longest_wait"], 3),
+                             round(ended["last"] - ended["since"], 3))
+        else:  # recorded by a decider before this one (a restart): this one has deferred nothing
+            inp = LooksPaced(None, now)
+        out = self.process(inp)  # (a WARNING line says each, ``_WARN``)
         if unchanged:
             self._after_tick = self.state
         return out
@@ -554,9 +575,13 @@ class Decider:
         self.deferred += 1
         self.held_until = self.next_at = at
         where = "every broker (requests whose broker the client library chooses)" if broker is ANY else f"broker {broker}"
+        line = f"looks paced by the request budget: {where} at {self.budget:g}/s"
         self.paced = {"broker": broker, "requests_last_second": used, "budget": self.budget, "read_cost": cost,
-                      "at": now, "look_in_seconds": round(at - now, 3),
-                      "line": f"looks paced by the request budget: {where} at {self.budget:g}/s"}
+                      "at": now, "look_in_seconds": round(at - now, 3), "line": line}
+        p = self.pacing if self._shown(now) else None  # (replaced, never changed: /status reads it from another thread)
+        self.pacing = {"since": now if p is None else p["since"], "line": line if p is None else p["line"],
+                       "last": now, "deferred": 1 + (0 if p is None else p["deferred"]),
+                       "longest_wait": max(at - self.first_deferred, 0.0 if p is None else p["longest_wait"])}
         log.warning("looks paced by the request budget: %s at %g/s (%d requests in the last second, the look "
                     "costs %d): the next look in %.2f s", where, self.budget, used, cost, at - now)
         return True
@@ -585,12 +610,16 @@ class Decider:
         within ``PACED_SHOWN`` s), by which broker."""
         recent = self._recent(now)
         broker, used = busiest(recent, now) if recent else (None, 0)
-        paced = self.paced if self.paced is not None and 0 <= now - self.paced["at"] < PACED_SHOWN else None
+        pacing = self.pacing if self._shown(now) else None
+        paced = None if pacing is None else {
+            **{k: v for k, v in self.paced.items() if k != "line" and k != "at"}, "line": pacing["line"],
+            "deferred": pacing["deferred"], "longest_wait_seconds": round(pacing["longest_wait"], 3),
+            "since_seconds": round(now - pacing["since"], 1), "last_deferral_seconds": round(now - pacing["last"], 1),
+            "ends_in_seconds": round(pacing["last"] + PACED_SHOWN - now, 1)}
         return {"budget": self.budget, "counted": recent is not None, "busiest_broker": broker,
                 "requests_last_second": used, "deferred_looks": self.deferred, "urgent_catch_ups": self.urgent,
-                "reads_over_budget": self.overshoots,
-                "read_costs": {kind: self._cost(kind) for kind in READS},
-                "paced": None if paced is None else {k: v for k, v in paced.items() if k != "at"}}
+                "reads_over_budget": self.overshoots, "paced_shown_seconds": PACED_SHOWN,
+                "read_costs": {kind: self._cost(kind) for kind in READS}, "paced": paced}
 
     def _clock_stepped(self) -> None:
         """Say once when the host's clock was stepped: the engine keeps time by the monotonic clock, so the
@@ -647,8 +676,8 @@ class Decider:
                 times.append(confirm)
         asked = self.asked_at if self.asked_at is not None else now
         times.append(asked + (self.poll_interval if self.blocked is not None else self.idle_look))
-        if s.looks_paced is not None and self.paced is not None:  # to record that the pacing has ended
-            times.append(self.paced["at"] + PACED_SHOWN)
+        if s.looks_paced is not None and self.pacing is not None:  # to record that the pacing has ended
+            times.append(self.pacing["last"] + PACED_SHOWN)
         if self.held_measure or self.held_more:  # a read held over by the budget: when it fits
             recent = self._recent(now) if self.budget is not None else None
             cost = self._cost("catch_up" if self.held_measure else "look")
@@ -919,7 +948,7 @@ def _event_line(envelope: EventEnvelope) -> dict:
         detail = f"{e.action.replace('_', ' ')} of step {e.number} answered: {e.note or 'ok'}"
     elif isinstance(e, ev.StepAborted):
         detail = f"step {e.number} aborted: the partition is at {list(e.replicas)}"
-    elif isinstance(e, (ev.ClockSetBack, ev.ThrottlesDrifted)):
+    elif isinstance(e, (ev.ClockSetBack, ev.ThrottlesDrifted, ev.LooksPaced)):
         detail = describe(e)
     elif isinstance(e, ev.ThrottleRateChanged):
         detail = throttle_change(e)

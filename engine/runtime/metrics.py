@@ -17,6 +17,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 import time
 from collections import Counter
 
+from engine.core.budget import PACED_SHOWN
 from engine.views.summary import bytes_remaining, problems
 from engine.core.decide import rate_in_kafka
 
@@ -79,6 +80,12 @@ class _Collector:
                                        "broker's requests of the last second had used the request budget")
         deferred.add_metric([], d.deferred)
         yield deferred
+        pacing = d.budget_status(d.clock())["paced"]  # (the decider's clock: a simulation's runs on its own)
+        yield _gauge("kreassign_looks_paced", "1 while the decider's looks are paced by the request budget (a look "
+                     f"deferred within the last {PACED_SHOWN:g} seconds)", 0 if pacing is None else 1)
+        yield _gauge("kreassign_looks_paced_longest_wait_seconds", "The longest a read of the pacing shown now waited "
+                     "for the request budget, from its first deferral to when the budget let it go (0: none shown)",
+                     0 if pacing is None else pacing["longest_wait_seconds"])
         urgent = CounterMetricFamily("kreassign_urgent_catch_ups", "Catch-up measures of copies near their release "
                                      "the decider sent although the request budget was used (held, they could end "
                                      "throttled and stall acks=all writes)")

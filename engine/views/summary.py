@@ -129,7 +129,15 @@ def describe(e: ev.Event) -> str:
     if isinstance(e, ev.ClusterUnreachable):
         return f"cannot observe the cluster: {e.reason}" if e.reason else "the cluster can be observed again"
     if isinstance(e, ev.LooksPaced):
-        return e.reason if e.reason else "the engine's looks no longer wait for the request budget"
+        if e.reason:
+            return e.reason
+        came = [" ".join(x for x in (
+            None if e.deferred is None else f"{e.deferred} look{'' if e.deferred == 1 else 's'} deferred",
+            None if e.lasted is None else f"over {e.lasted:.0f} s") if x)]
+        if e.longest_wait is not None:
+            came.append(f"the longest wait {e.longest_wait:.2f} s")
+        came = [x for x in came if x]
+        return "the engine's looks no longer wait for the request budget" + (f" ({', '.join(came)})" if came else "")
     if isinstance(e, ev.TopicAccessDenied):
         return f"topic {e.topic}: {e.reason}" if e.reason else f"topic {e.topic} can be described again"
     if isinstance(e, ev.ThrottlesDrifted):
