@@ -572,6 +572,9 @@ class Decider:
             return False
         if self.first_deferred is None:
             self.first_deferred = now
+        # a read waits a window at most: a tick woken meanwhile (``_wake_for_releases``) whose urgent measures
+        # filled the window again would otherwise push it further
+        at = min(at, self.first_deferred + WINDOW)
         self.deferred += 1
         self.held_until = self.next_at = at
         where = "every broker (requests whose broker the client library chooses)" if broker is ANY else f"broker {broker}"
