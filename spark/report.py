@@ -223,7 +223,10 @@ def _throttle(sql, t0, bucket_ms, n, bucket, scale) -> dict:
                f"FROM ({_spread(parts, t0, bucket_ms, 'bytes')}) GROUP BY k, broker, direction, released")
     totals = sql(f"SELECT broker, direction, sum(bytes) AS bytes, sum(rel) AS released FROM ({transfers}) "
                  "GROUP BY broker, direction")
-    copies = sql(f"SELECT count(*) AS n, count_if(released_ms <= s0) AS at_start FROM ({steps}) "
+    # a release with nothing left to copy (remaining 0: an empty partition started released, or a copy already
+    # caught up when measured) released no byte: it is no released copy, and is counted apart
+    copies = sql(f"SELECT count_if(remaining > 0) AS n, count_if(remaining > 0 AND released_ms <= s0) AS at_start, "
+                 f"count_if(remaining = 0) AS nothing FROM ({steps}) "
                  "WHERE released_ms IS NOT NULL AND size(new_replicas) > 0")[0]
     zeros = lambda: [0.0] * n  # noqa: E731
     series: dict[int, dict[str, list[float]]] = {}
@@ -296,6 +299,7 @@ def _throttle(sql, t0, bucket_ms, n, bucket, scale) -> dict:
             "throttle_changes": rate_changes, "kafka_rates": kafka_rates,
             "margin_pct": sorted(m for m in margins if m is not None),
             "released_copies": copies["n"], "released_at_start": copies["at_start"],
+            "released_nothing": copies["nothing"],
             "released_bytes_in": sum(m["released_in"] for m in moved.values())}
 
 
@@ -740,13 +744,16 @@ def _throttle_text(doc: dict) -> list[str]:
         once = max((v for v in t["throttle_rate"] if v is not None), default=0) * max(t["throttle_release_ms"]) / 1000
         words.append(
             f"<p><b>Released copies</b> (shaded): {n} cop{'y' if n == 1 else 'ies'} ({_size(t['released_bytes_in'])} "
-            f"received) went unthrottled (<code>ThrottleReleased</code>), {' and '.join(h for h in how if h)}. "
+            f"received) went unthrottled (<code>ThrottleReleased</code>), {' and '.join(h for h in how if h)}"
+            f"{_released_nothing(t, 'more ')}. "
             f"The release bucket bounds them per receiving broker: at most <code>throttle_release_ms</code> "
             f"({ms} ms) of the throttle at once ({_size(once)}), paid back at a quarter of it, so on average at "
             "most 25 % over the throttle"
             + (f"; in a {doc['bucket_s']:g} s bucket, at most {format_rate(allowance)} above Kafka's rate"
                if allowance is not None else "")
             + ". A line over the throttle where bytes were released is this, not a failed throttle.</p>")
+    elif t.get("released_nothing"):
+        words.append(f"<p><b>Released copies</b>: none{_released_nothing(t)}.</p>")
     words.append("<p><b>peak / bound</b>: each broker's busiest bucket against Kafka's rate plus, where released "
                  "bytes flowed, the bucket's allowance (a leader's: once per broker it sent them to); above 1 is "
                  "more than both allow. <i>In</i> is KIP-73's follower side, <i>out</i> the leader side. A copy's "
@@ -755,6 +762,13 @@ def _throttle_text(doc: dict) -> list[str]:
                  + (f"; the {t['brokers_total']} brokers' busiest {len(t['brokers'])} are shown"
                     if t["brokers_total"] > len(t["brokers"]) else "") + ".</p>")
     return words
+
+
+def _released_nothing(t: dict, more: str = "") -> str:
+    """The words for the releases of copies with nothing left to copy (``remaining`` 0), which count as none."""
+    k = t.get("released_nothing") or 0
+    return (f"; {k} {more}{'was' if k == 1 else 'were'} released with nothing left to copy (0 bytes) and "
+            f"{'is' if k == 1 else 'are'} not counted") if k else ""
 
 
 def _dur(seconds: float | None) -> str | None:
