@@ -5,7 +5,8 @@ reassignment JSON file, or from a request recorded in the event log (its
 completed partitions must be at their target, reverted ones at their original
 replicas; cancelled ones are reported where they stopped). The cluster is read
 now (``--cluster``, default the Kafka cluster at ``--bootstrap-server``), and so
-are the throttle configs of the partitions' topics and of every broker.
+are the throttle configs of the partitions' topics and of every broker (``Cluster.throttle_configs``: on
+Kafka, one DescribeConfigs of the topics and one of each broker).
 Unlike Kafka's tool it removes nothing: the engine owns the throttles it set.
 Exit status 0 when every partition is at its target and no throttle is left,
 1 otherwise (for scripts), 2 on bad input.
@@ -34,7 +35,7 @@ from engine.core.outcomes import Unavailable
 from engine.core.partition import Replicas, TopicPartition
 from engine.core.state import (ABORTING, CANCELLED, COMPLETED, FINISHED_KEPT, IN_FLIGHT, PENDING, READY,
                                REVERTED, WAITING, State)
-from engine.core.throttles import ThrottleSet
+from engine.core.throttles import ThrottleSet, read_back
 
 
 TARGET = "target"
@@ -101,21 +102,25 @@ def run(args) -> int:
     expected, state = expectations(args)
     cluster = open_cluster_of(args)
     try:
+        # the topics' configs once, before the look: the Kafka adapter keeps the min.insync.replicas they carry,
+        # so the look asks no DescribeConfigs of its own (one of the topics per run, not three)
+        topics = sorted({tp.topic for tp in expected})
+        of_topics = cluster.throttle_configs(topics, ())
+        if isinstance(of_topics, Unavailable):
+            raise CliError(f"cannot read the throttle configs: {of_topics}")
         obs = cluster.observe(sorted(expected))
         if isinstance(obs, Unavailable):
             raise CliError(f"cannot read the cluster: {obs}")
         if obs.denied:  # never "does not exist": Kafka hides what a principal may not describe
             raise CliError("; ".join(obs.denied[t] for t in sorted(obs.denied)))
-        brokers = [b.id for b in obs.brokers]
-        topics = sorted({tp.topic for tp in expected})
-        throttles = cluster.throttles(topics, brokers)
-        if isinstance(throttles, Unavailable):
-            raise CliError(f"cannot read the throttle configs: {throttles}")
-        wild = cluster.wildcard_throttles(topics)
-        if isinstance(wild, Unavailable):
-            raise CliError(f"cannot read the throttle configs: {wild}")
+        of_brokers = cluster.throttle_configs((), [b.id for b in obs.brokers])  # every broker the look names
+        if isinstance(of_brokers, Unavailable):
+            raise CliError(f"cannot read the throttle configs: {of_brokers}")
     finally:
         cluster.close()
+    found = of_topics.throttles
+    throttles = read_back(found.leader, found.follower, of_brokers.throttles.rates)
+    wild = dict(of_topics.wildcards)
     ok = True
     print("Status of partition reassignment:")
     for tp, (want, what, note) in expected.items():

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterable, NamedTuple
+from typing import Iterable, Mapping, NamedTuple
 
 from engine.core.partition import TopicPartition
 from engine.core.step import Step
@@ -123,6 +123,15 @@ class ThrottleSet(NamedTuple):
 
 
 EMPTY = ThrottleSet()
+
+
+class ThrottleConfigs(NamedTuple):
+    """The throttle configs ``kreassign verify`` reads (``Cluster.throttle_configs``): the throttles in force as
+    ``Cluster.throttles`` reads them, and topic -> its sides ("leader", "follower") whose throttled-replicas
+    list is the wildcard ``*`` (``Cluster.wildcard_throttles``), from one read of the topics' configs."""
+
+    throttles: ThrottleSet
+    wildcards: Mapping[str, frozenset[str]]
 
 
 def read_back(leader: Iterable[ThrottledReplica], follower: Iterable[ThrottledReplica],
