@@ -36,14 +36,17 @@ from engine.core.partition import Replicas, TopicPartition
 from engine.core.state import (ABORTING, CANCELLED, COMPLETED, FINISHED_KEPT, IN_FLIGHT, PENDING, READY,
                                REVERTED, WAITING, State)
 from engine.core.throttles import ThrottleSet, read_back
+from engine.views.progress import partition_word
 
 
 TARGET = "target"
 ORIGINAL = "original replicas"
 ROLLED_BACK = " (rolled back)"
-# a partition the engine has not finished yet, in the words of ``kreassign status``
-UNFINISHED = {PENDING: "queued", READY: "queued", WAITING: "waiting: kreassign status says why",
-              IN_FLIGHT: "in flight", ABORTING: "its step being aborted"}
+_MORE = {WAITING: "kreassign status says why", ABORTING: "its step being aborted"}
+UNFINISHED = {status: partition_word(status) + (f": {_MORE[status]}" if status in _MORE else "")
+              for status in (PENDING, READY, WAITING, IN_FLIGHT, ABORTING)}
+"""A partition the engine has not finished yet, in the words of ``kreassign status`` (``PARTITION_WORDS``), with
+what verify adds after a colon."""
 
 
 def add_parser(sub) -> None:

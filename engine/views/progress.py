@@ -209,11 +209,22 @@ PARTITION_WORDS = (("completed", "completed"), ("rolled_back", "rolled back"), (
 """A request's partitions by where they are, in the order and words ``status``, ``list`` and ``replay`` use."""
 
 
+STATUS_KEYS = {COMPLETED: "completed", REVERTED: "rolled_back", CANCELLED: "cancelled", IN_FLIGHT: "in_flight",
+               ABORTING: "in_flight", WAITING: "waiting", PENDING: "queued", READY: "queued"}
+"""A partition's state status -> the ``PARTITION_WORDS`` key it is counted under."""
+
+
+def partition_word(status: str) -> str:
+    """Where a partition of this state status is, in ``PARTITION_WORDS``' words."""
+    return dict(PARTITION_WORDS)[STATUS_KEYS[status]]
+
+
 def counts_of(counts: dict) -> dict:
     """Partitions per state status (``Request.count``) as ``PARTITION_WORDS``' keys."""
-    return {"completed": counts.get(COMPLETED, 0), "rolled_back": counts.get(REVERTED, 0),
-            "cancelled": counts.get(CANCELLED, 0), "in_flight": counts.get(IN_FLIGHT, 0) + counts.get(ABORTING, 0),
-            "waiting": counts.get(WAITING, 0), "queued": counts.get(PENDING, 0) + counts.get(READY, 0)}
+    out = {k: 0 for k, _word in PARTITION_WORDS}
+    for status, key in STATUS_KEYS.items():
+        out[key] += counts.get(status, 0)
+    return out
 
 
 def request_line(request_id: str, outcome_words: str, partitions: int, row: dict) -> str:
