@@ -161,6 +161,13 @@ def _settle(r: RequestProgress, tp) -> RequestProgress:
     total = None if r.bytes_total is None else r.bytes_total - left
     return r._replace(bytes_total=total, owed=owed)
 
+def cancel_skipped(entry) -> bool:
+    """Did a cancel leave this partition (a state ``PartitionEntry``) alone? Its note says why (KIP-236's rules,
+    or its abort refused); a cancelled partition's note says where the cancel left it: no skip. The one rule of
+    ``cancel_skips`` (``list``, ``replay``) and of what needs attention (``engine.views.attention``)."""
+    return bool(entry.note) and entry.status != CANCELLED
+
+
 def cancel_skips(state: State, request) -> list[dict]:
     """The cancels of ``request`` (a ``Request``) that left partitions alone (KIP-236's rules), one per
     reason: ``{"reason", "partitions": [str]}``. ``status`` shows them in what needs attention while
@@ -170,7 +177,7 @@ def cancel_skips(state: State, request) -> list[dict]:
     by: dict[str, list[str]] = {}
     for tp in sorted(request.members.keys()):
         e = state.partitions.get(tp)
-        if e is not None and e.request_id == request.request_id and e.note and e.status != CANCELLED:
+        if e is not None and e.request_id == request.request_id and cancel_skipped(e):
             by.setdefault(e.note, []).append(str(tp))
     return [{"reason": reason, "partitions": tps} for reason, tps in sorted(by.items(), key=lambda x: (-len(x[1]), x[0]))]
 
