@@ -7,7 +7,9 @@ replicas; cancelled ones are reported where they stopped). The cluster is read
 now (``--cluster``, default the Kafka cluster at ``--bootstrap-server``), and so
 are the throttle configs of the partitions' topics and of every broker (``Cluster.throttle_configs``: on
 Kafka, one DescribeConfigs of the topics and one of each broker).
-Unlike Kafka's tool it removes nothing: the engine owns the throttles it set.
+Unlike Kafka's tool it removes nothing: the engine owns the throttles it set. A broker's
+``replica.alter.log.dirs.io.max.bytes.per.second``, which Kafka's tool's ``--verify`` also deletes and
+kreassign never sets, is a throttle left, with the ``kafka-configs.sh`` command that removes it.
 Exit status 0 when every partition is at its target and no throttle is left,
 1 otherwise (for scripts), 2 on bad input.
 
@@ -35,7 +37,7 @@ from engine.core.outcomes import Unavailable
 from engine.core.partition import Replicas, TopicPartition
 from engine.core.state import (ABORTING, CANCELLED, COMPLETED, FINISHED_KEPT, IN_FLIGHT, PENDING, READY,
                                REVERTED, WAITING, State)
-from engine.core.throttles import ThrottleSet, read_back
+from engine.core.throttles import LOG_DIRS_RATE, ThrottleSet, read_back
 from engine.views.progress import partition_word
 
 
@@ -148,9 +150,11 @@ def run(args) -> int:
     left, kept = kept_for_others(state, request, throttles)
     ours = {e for e in left.leader | left.follower if e.topic in {tp.topic for tp in expected}}
     counted = bool(wild) and not request  # with --request: not this request's (kreassign never writes '*')
-    if ours or left.leader_brokers or left.follower_brokers or counted:
+    log_dirs = dict(of_brokers.log_dirs)  # never kreassign's, never kept: counted as a rate left is
+    if ours or left.leader_brokers or left.follower_brokers or counted or log_dirs:
         ok = False
         _print_throttles(left, "still set", "still have")
+        _print_log_dirs(log_dirs, _kafka_configs(args, cluster))
     else:
         print("Throttles are cleared: no throttled replicas" + (" of kreassign's" if wild else "")
               + " on these topics and no throttle rate on any broker"
@@ -172,6 +176,24 @@ def _print_throttles(ts: ThrottleSet, entries: str, rates: str, why: str = "") -
     for name, brokers_set in (("leader", ts.leader_brokers), ("follower", ts.follower_brokers)):
         if brokers_set:
             print(f"Brokers {_fmt(sorted(brokers_set))} {rates} a {name}.replication.throttled.rate{why}")
+
+
+def _print_log_dirs(log_dirs: dict[int, int], kafka_configs: str) -> None:
+    """Brokers with a ``replica.alter.log.dirs.io.max.bytes.per.second`` (``LOG_DIRS_RATE``): Kafka's tool's
+    ``--replica-alter-log-dirs-throttle`` sets it and its ``--verify`` deletes it on every broker with the
+    replication rates. kreassign never sets it: one left counts as a rate left does, whoever set it, named with
+    the command that removes it (one per broker: ``kafka-configs.sh`` alters one entity at a time)."""
+    from engine.core.units import format_rate
+
+    by_value: dict[int, list[int]] = {}
+    for b, value in sorted(log_dirs.items()):
+        by_value.setdefault(value, []).append(b)
+    for value, brokers in sorted(by_value.items()):
+        print(f"Brokers {_fmt(brokers)} still have a {LOG_DIRS_RATE} ({format_rate(value)}), set outside kreassign "
+              f"(Kafka's tool's --replica-alter-log-dirs-throttle; kreassign never sets it).")
+    for b in sorted(log_dirs):
+        print(f"  To remove: {kafka_configs} --alter --entity-type brokers --entity-name {b} "
+              f"--delete-config {LOG_DIRS_RATE}")
 
 
 def _print_wildcards(wild: dict[str, frozenset[str]], request: str | None, kafka_configs: str) -> None:

@@ -62,7 +62,7 @@ from engine.core.outcomes import OK, Ok, Refused, Result, Unavailable, first_fai
 from engine.core.cluster_snapshot import ClusterSnapshot
 from engine.core.commands import Observation
 from engine.core.partition import Broker, PartitionState, Replicas, TopicInfo, TopicPartition, runs
-from engine.core.throttles import (RateRead, ThrottleConfigs, ThrottleSet, parse_config_entries, rate_value,
+from engine.core.throttles import (LOG_DIRS_RATE, RateRead, ThrottleConfigs, ThrottleSet, parse_config_entries, rate_value,
                                    read_back)
 from engine.cluster.requests import ANY, RequestCounter
 from engine.core.budget import RequestsSent
@@ -1084,7 +1084,7 @@ class KafkaCluster:
 
     def throttle_configs(self, topics: Collection[str], brokers: Collection[int]) -> ThrottleConfigs | Unavailable:
         """``throttles`` and ``wildcard_throttles`` from one DescribeConfigs of the topics (which also refreshes
-        their min.insync.replicas) and one of each broker."""
+        their min.insync.replicas) and one of each broker (which also gives its ``LOG_DIRS_RATE``)."""
         from confluent_kafka.admin import ConfigResource, ResourceType
 
         for b in sorted(set(brokers)):
@@ -1094,8 +1094,8 @@ class KafkaCluster:
         resources = [ConfigResource(ResourceType.TOPIC, t) for t in sorted(set(topics))]
         resources += [ConfigResource(ResourceType.BROKER, str(b)) for b in sorted(set(brokers))]
         if not resources:
-            return ThrottleConfigs(ThrottleSet(), {})
-        leader, follower, rates, wild = set(), set(), [], {}
+            return ThrottleConfigs(ThrottleSet(), {}, {})
+        leader, follower, rates, wild, log_dirs = set(), set(), [], {}, {}
         for resource, (configs, err) in self._describe_configs(resources).items():
             if isinstance(err, Refused) and err.code == "UNKNOWN_TOPIC_OR_PARTITION":
                 continue
@@ -1118,7 +1118,10 @@ class KafkaCluster:
             else:  # each broker's rates as read: the core compares them with the rate it has in force
                 rates.append(RateRead(int(resource.name), rate_value(_value(configs, LEADER_RATE)),
                                       rate_value(_value(configs, FOLLOWER_RATE))))  # unset: Long.MAX_VALUE
-        return ThrottleConfigs(read_back(leader, follower, rates), wild)
+                log_dir = rate_value(_value(configs, LOG_DIRS_RATE))
+                if log_dir is not None:
+                    log_dirs[int(resource.name)] = log_dir
+        return ThrottleConfigs(read_back(leader, follower, rates), wild, log_dirs)
 
     def close(self) -> None:
         if self._brokers_watch is not None:

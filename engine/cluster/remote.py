@@ -108,7 +108,7 @@ class RemoteCluster:
 
     def throttle_configs(self, topics: Collection[str], brokers: Collection[int]) -> ThrottleConfigs | Unavailable:
         """``throttles`` and ``wildcard_throttles`` from one /v1/state (a topic's list ["*"] where it is the
-        wildcard: left out of the entries)."""
+        wildcard: left out of the entries), and the ``LOG_DIRS_RATE`` set through the sim-cluster's Kafka front."""
         answer = self.state()
         if isinstance(answer, Unavailable):
             return answer
@@ -125,10 +125,11 @@ class RemoteCluster:
 
         wild = {topic: frozenset(side for side in ("leader", "follower") if "*" in t[side].get(topic, ()))
                 for topic in wanted_topics}
+        log_dirs = {int(b): int(r) for b, r in t.get("log_dirs_rate", {}).items() if int(b) in wanted_brokers}
         return ThrottleConfigs(
             read_back(entries(t["leader"]), entries(t["follower"]),
                       [RateRead(b, rate("leader_rate", b), rate("follower_rate", b)) for b in sorted(wanted_brokers)]),
-            {topic: sides for topic, sides in wild.items() if sides})
+            {topic: sides for topic, sides in wild.items() if sides}, log_dirs)
 
     def requests_sent(self) -> None:
         """None: counted nothing. Its calls are HTTP to the sim-cluster, not Kafka requests (the

@@ -310,8 +310,10 @@ class SimulatedCluster:
         return {topic: sides for topic, sides in out.items() if sides}
 
     def throttle_configs(self, topics: Collection[str], brokers: Collection[int]) -> ThrottleConfigs:
-        """``throttles`` and ``wildcard_throttles``, from one broker's metadata."""
-        return ThrottleConfigs(self.throttles(topics, brokers), self.wildcard_throttles(topics))
+        """``throttles`` and ``wildcard_throttles``, from one broker's metadata. No ``LOG_DIRS_RATE``: the
+        simulated cluster has no log directories to move replicas between (its Kafka front keeps one set through
+        it, and ``/v1/state`` gives it)."""
+        return ThrottleConfigs(self.throttles(topics, brokers), self.wildcard_throttles(topics), {})
 
 
 def _look(metadata: SimState, now: SimState, tp: TopicPartition) -> PartitionState:
