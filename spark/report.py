@@ -30,7 +30,7 @@ from __future__ import annotations
 import html
 import json
 import math
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 from engine.core.limits import DEFAULT_LIMITS
@@ -89,9 +89,25 @@ PARTITION_EVENTS = ("PartitionQueued", "PartitionReady", "PartitionWaiting", "St
 
 
 def _ms(ts: datetime) -> int:
-    from datetime import timezone
-
     return int(ts.replace(tzinfo=timezone.utc).timestamp() * 1000) if ts.tzinfo is None else int(ts.timestamp() * 1000)
+
+
+def _iso(ts: datetime) -> str:
+    """``ts`` (naive: UTC, as the session's time zone has it) in ISO 8601, in UTC, always with microseconds."""
+    ts = ts.replace(tzinfo=timezone.utc) if ts.tzinfo is None else ts.astimezone(timezone.utc)
+    return ts.isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def _instant(iso: str) -> datetime:
+    """An ISO 8601 time of the document as an instant: times are compared as instants, never as strings
+    (``12:00:00Z`` sorts after ``12:00:00.250000Z`` as a string, and ``+02:00`` by its local clock)."""
+    t = datetime.fromisoformat(iso)
+    return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
+
+
+def _utc_clock(iso: str | None, ms: bool = False) -> str:
+    """The UTC time of day of an ISO 8601 time (``HH:MM:SS``, with ``.mmm`` if ``ms``); empty for none."""
+    return "" if iso is None else _instant(iso).isoformat(timespec="milliseconds" if ms else "seconds")[11:23 if ms else 19]
 
 
 # --- the data ------------------------------------------------------------------------------------------
@@ -112,7 +128,7 @@ def collect(spark, lower_bounds: dict | None = None, time_scale: float = 1.0,
     bucket = bucket_seconds(wall * time_scale)  # cluster seconds
     bucket_wall_ms = bucket / time_scale * 1000
     n_buckets = int(wall * 1000 // bucket_wall_ms) + 1
-    doc.update(first_event=span["first"].isoformat() + "Z", last_event=span["last"].isoformat() + "Z",
+    doc.update(first_event=_iso(span["first"]), last_event=_iso(span["last"]),
                span_wall_s=wall, span_cluster_s=wall * time_scale, bucket_s=bucket, buckets=n_buckets)
     doc["requests"] = _requests(sql, lower_bounds, time_scale)
     doc["throttle"] = _throttle(sql, t0, bucket_wall_ms, n_buckets, bucket, time_scale)
@@ -147,8 +163,8 @@ def _requests(sql, lower_bounds, scale) -> list[dict]:
             "request": r["request_id"], "partitions": r["partitions"], "completed": r["completed"],
             "rolled_back": r["rolled_back"], "cancelled": r["cancelled"], "steps_completed": r["steps_completed"],
             "bytes_moved": r["bytes_moved"],
-            "accepted_at": r["accepted_at"].isoformat() + "Z", "completed_at":
-                r["completed_at"].isoformat() + "Z" if r["completed_at"] else None,
+            "accepted_at": _iso(r["accepted_at"]), "completed_at":
+                _iso(r["completed_at"]) if r["completed_at"] else None,
             "makespan_s": makespan, "lower_bound_s": bound,
             "makespan_over_bound": (makespan / bound) if (whole and bound and makespan is not None) else None,
             "note": note,
@@ -207,7 +223,10 @@ def _throttle(sql, t0, bucket_ms, n, bucket, scale) -> dict:
                f"FROM ({_spread(parts, t0, bucket_ms, 'bytes')}) GROUP BY k, broker, direction, released")
     totals = sql(f"SELECT broker, direction, sum(bytes) AS bytes, sum(rel) AS released FROM ({transfers}) "
                  "GROUP BY broker, direction")
-    copies = sql(f"SELECT count(*) AS n, count_if(released_ms <= s0) AS at_start FROM ({steps}) "
+    # a release with nothing left to copy (remaining 0: an empty partition started released, or a copy already
+    # caught up when measured) released no byte: it is no released copy, and is counted apart
+    copies = sql(f"SELECT count_if(remaining > 0) AS n, count_if(remaining > 0 AND released_ms <= s0) AS at_start, "
+                 f"count_if(remaining = 0) AS nothing FROM ({steps}) "
                  "WHERE released_ms IS NOT NULL AND size(new_replicas) > 0")[0]
     zeros = lambda: [0.0] * n  # noqa: E731
     series: dict[int, dict[str, list[float]]] = {}
@@ -269,7 +288,7 @@ def _throttle(sql, t0, bucket_ms, n, bucket, scale) -> dict:
             "bound_in": bound["in"], "bound_out": bound["out"],
             "peak_in": max(per["in"]), "peak_out": max(per["out"]),
             "peak_over_bound": max(over) if over else None})
-    rate_changes = [{"at": c["recorded_at"].isoformat() + "Z", "rate": c["rate"], "reason": c["reason"]}
+    rate_changes = [{"at": _iso(c["recorded_at"]), "rate": c["rate"], "reason": c["reason"]}
                     for c in changes if c["event_type"] == "ThrottleRateChanged"]
     kafka_rates: list[int] = []  # every rate Kafka was given, in order (a bucket's value may hide a short one)
     for c in changes:
@@ -280,6 +299,7 @@ def _throttle(sql, t0, bucket_ms, n, bucket, scale) -> dict:
             "throttle_changes": rate_changes, "kafka_rates": kafka_rates,
             "margin_pct": sorted(m for m in margins if m is not None),
             "released_copies": copies["n"], "released_at_start": copies["at_start"],
+            "released_nothing": copies["nothing"],
             "released_bytes_in": sum(m["released_in"] for m in moved.values())}
 
 
@@ -356,8 +376,8 @@ def _rolled_back(sql) -> list[dict]:
         ORDER BY reverted_at, topic, partition LIMIT {ROLLED_BACK_ROWS}""")
     return [{"partition": f"{r['topic']}-{r['partition']}", "request": r["request_id"],
              "original": r["original"], "target": r["target"],
-             "cancelled_at": r["cancelled_at"].isoformat() + "Z" if r["cancelled_at"] else None,
-             "reverted_at": r["reverted_at"].isoformat() + "Z"} for r in rows]
+             "cancelled_at": _iso(r["cancelled_at"]) if r["cancelled_at"] else None,
+             "reverted_at": _iso(r["reverted_at"])} for r in rows]
 
 
 # --- the figures ------------------------------------------------------------------------------------------
@@ -630,7 +650,7 @@ def _body(doc: dict) -> str:
              f"{_dur(doc['span_cluster_s'])} on the cluster.</p>" if scale != 1 else
              f'<p class="clock">Cluster time is the wall clock (a real cluster). The run spans '
              f"{_dur(doc['span_cluster_s'])}.</p>")
-    first, last = doc["first_event"][:19].replace("T", " "), doc["last_event"][:19].replace("T", " ")
+    first, last = (_instant(doc[k]).strftime("%Y-%m-%d %H:%M:%S") for k in ("first_event", "last_event"))
     parts = [clock, f"<p class='muted'>Events from {first} to {last} UTC. Buckets over time: "
                     f"{doc['bucket_s']:g} s of {unit_note}, chosen from the run's length.</p>"]
     reqs = doc["requests"]
@@ -639,7 +659,7 @@ def _body(doc: dict) -> str:
         ["request", "partitions", "completed", "rolled back", "cancelled", "bytes moved", "accepted (UTC)",
          "makespan", "lower bound", "makespan / bound", "note"],
         [(r["request"], r["partitions"], r["completed"], r["rolled_back"], r["cancelled"], _size(r["bytes_moved"]),
-          (r["accepted_at"] or "")[11:19], _dur(r["makespan_s"]), _dur(r["lower_bound_s"]),
+          _utc_clock(r["accepted_at"]), _dur(r["makespan_s"]), _dur(r["lower_bound_s"]),
           None if r["makespan_over_bound"] is None else f"{r['makespan_over_bound']:.2f}", r["note"])
          for r in reqs], left=(0, 10)))
     if scale != 1:
@@ -688,7 +708,7 @@ def _body(doc: dict) -> str:
         parts.append(_table(["partition", "request", "original replicas", "target", "cancelled (UTC)",
                              "back at original (UTC)"],
                             [(r["partition"], r["request"], r["original"], r["target"],
-                              (r["cancelled_at"] or "")[11:23], r["reverted_at"][11:23]) for r in rb],
+                              _utc_clock(r["cancelled_at"], ms=True), _utc_clock(r["reverted_at"], ms=True)) for r in rb],
                             left=(0, 1, 2, 3)))
     parts.append("<p>Cancellations, skipped cancels and rejected commands, by reason:</p>")
     parts.append(_table(["kind", "reason", "count"], [(r["kind"], r["reason"], r["n"]) for r in doc["rejections"]],
@@ -703,11 +723,11 @@ def _throttle_text(doc: dict) -> list[str]:
     t = doc["throttle"]
     rate = lambda r: "none (unthrottled)" if r is None else format_rate(r)  # noqa: E731
     changes = t["throttle_changes"]
-    ran = ", then ".join(f"{rate(c['rate'])} ({c['reason'] or 'no reason given'}, from {c['at'][11:19]} UTC)"
+    ran = ", then ".join(f"{rate(c['rate'])} ({c['reason'] or 'no reason given'}, from {_utc_clock(c['at'])} UTC)"
                          for c in changes)
-    if not changes or changes[0]["at"] > doc["first_event"]:
+    if not changes or _instant(changes[0]["at"]) > _instant(doc["first_event"]):
         default = f"{rate(DEFAULT_THROTTLE_RATE)} (the engine's default"
-        ran = (f"{default}) until {changes[0]['at'][11:19]} UTC, then {ran}" if changes
+        ran = (f"{default}) until {_utc_clock(changes[0]['at'])} UTC, then {ran}" if changes
                else f"{default}: no <code>ThrottleRateChanged</code> in the log)")
     kafka = t["kafka_rates"]
     margin = "/".join(f"{m} %" for m in t["margin_pct"])
@@ -724,13 +744,16 @@ def _throttle_text(doc: dict) -> list[str]:
         once = max((v for v in t["throttle_rate"] if v is not None), default=0) * max(t["throttle_release_ms"]) / 1000
         words.append(
             f"<p><b>Released copies</b> (shaded): {n} cop{'y' if n == 1 else 'ies'} ({_size(t['released_bytes_in'])} "
-            f"received) went unthrottled (<code>ThrottleReleased</code>), {' and '.join(h for h in how if h)}. "
+            f"received) went unthrottled (<code>ThrottleReleased</code>), {' and '.join(h for h in how if h)}"
+            f"{_released_nothing(t, 'more ')}. "
             f"The release bucket bounds them per receiving broker: at most <code>throttle_release_ms</code> "
             f"({ms} ms) of the throttle at once ({_size(once)}), paid back at a quarter of it, so on average at "
             "most 25 % over the throttle"
             + (f"; in a {doc['bucket_s']:g} s bucket, at most {format_rate(allowance)} above Kafka's rate"
                if allowance is not None else "")
             + ". A line over the throttle where bytes were released is this, not a failed throttle.</p>")
+    elif t.get("released_nothing"):
+        words.append(f"<p><b>Released copies</b>: none{_released_nothing(t)}.</p>")
     words.append("<p><b>peak / bound</b>: each broker's busiest bucket against Kafka's rate plus, where released "
                  "bytes flowed, the bucket's allowance (a leader's: once per broker it sent them to); above 1 is "
                  "more than both allow. <i>In</i> is KIP-73's follower side, <i>out</i> the leader side. A copy's "
@@ -739,6 +762,13 @@ def _throttle_text(doc: dict) -> list[str]:
                  + (f"; the {t['brokers_total']} brokers' busiest {len(t['brokers'])} are shown"
                     if t["brokers_total"] > len(t["brokers"]) else "") + ".</p>")
     return words
+
+
+def _released_nothing(t: dict, more: str = "") -> str:
+    """The words for the releases of copies with nothing left to copy (``remaining`` 0), which count as none."""
+    k = t.get("released_nothing") or 0
+    return (f"; {k} {more}{'was' if k == 1 else 'were'} released with nothing left to copy (0 bytes) and "
+            f"{'is' if k == 1 else 'are'} not counted") if k else ""
 
 
 def _dur(seconds: float | None) -> str | None:

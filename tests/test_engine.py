@@ -78,7 +78,7 @@ def check_run(tail, sim, request_id, targets):
         p = snapshot[(t.topic, t.partition)]
         assert tuple(p["replicas"]) == t.replicas and not p.get("adding") and not p.get("removing"), p
     state = sim.state()
-    assert state["throttles"] == {"leader": {}, "follower": {}, "leader_rate": {}, "follower_rate": {}}, state
+    assert state["throttles"] == {"leader": {}, "follower": {}, "leader_rate": {}, "follower_rate": {}, "log_dirs_rate": {}}, state
     assert state["under_min_isr_ever"] == [] and state["min_isr_headroom"] >= 0, state
     return payloads
 
@@ -259,7 +259,7 @@ def test_a_broker_dies_mid_step_steps_wait_and_a_cancel_follows_kip_236(broker, 
             assert outcome[tp][1] == ev.PartitionCancelled("r3", tp, True, None)
     assert any(isinstance(o, ev.PartitionCancelled) and o.aborting for os in outcome.values() for o in os), outcome
     state = sim.state()
-    assert state["throttles"] == {"leader": {}, "follower": {}, "leader_rate": {}, "follower_rate": {}}
+    assert state["throttles"] == {"leader": {}, "follower": {}, "leader_rate": {}, "follower_rate": {}, "log_dirs_rate": {}}
     assert state["under_min_isr_ever"] == []
     original = dict(sc.partitions)
     snapshot = {TopicPartition(p["topic"], p["partition"]): tuple(p["replicas"]) for p in _snapshot(sim)}

@@ -91,7 +91,7 @@ def test_a_hung_broker_is_named_within_a_bound_and_moves_that_do_not_need_it_com
         RemoteCluster(sim.url).inject(HUNG, "resume")
     wait_for(lambda: any(isinstance(e, ev.RequestCompleted) for e in tail.payloads()) or worker._check(), 120,
              "the request to complete once the broker answers again")
-    empty = {"leader": {}, "follower": {}, "leader_rate": {}, "follower_rate": {}}
+    empty = {"leader": {}, "follower": {}, "leader_rate": {}, "follower_rate": {}, "log_dirs_rate": {}}
     wait_for(lambda: sim.state()["throttles"] == empty, 60, "no throttle left (a removal sent to a broker that did "
              "not answer is retried)")
     replicas = {(p["topic"], p["partition"]): tuple(p["replicas"]) for p in get_json(sim.url + "/v1/snapshot")["partitions"]}

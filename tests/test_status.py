@@ -595,3 +595,22 @@ def test_a_request_with_nothing_to_copy_says_so_not_sizes_unknown():
     d.run()
     state, progress = fold(timeline(d.events))
     assert "copied 0 B (sizes unknown)" in render_text({"attention": [], **report(state, progress, T0)})
+
+
+def test_what_needs_attention_and_list_name_the_same_skipped_cancels():
+    """One rule (``progress.cancel_skipped``) for a skipped cancel in what needs attention and in ``list`` /
+    ``replay``'s ``cancel_skips``: a partition of every status, with and without a note, is in both or neither."""
+    from engine.core.state import ABORTING, CANCELLED, COMPLETED, IN_FLIGHT, PENDING, READY, REVERTED, WAITING
+    from engine.views.attention import attention
+    from engine.views.progress import cancel_skipped, cancel_skips
+
+    state = skipped_completed().state  # r running; t-0 skipped ("already completed")
+    assert state.request("r").status != "completed"
+    for status in (PENDING, READY, WAITING, IN_FLIGHT, ABORTING, COMPLETED, REVERTED, CANCELLED):
+        for note in (None, "a note"):
+            entry = state.partitions[tp(1)]._replace(status=status, note=note)
+            s = state._replace(partitions=state.partitions.set(tp(1), entry))
+            shown = {p for e in attention(s) if e["kind"] == "skipped" for p in e["partitions"]}
+            listed = {p for k in cancel_skips(s, s.request("r")) for p in k["partitions"]}
+            assert shown == listed, (status, note)
+            assert (str(tp(1)) in listed) == cancel_skipped(entry) == (note is not None and status != CANCELLED)

@@ -5,8 +5,11 @@ reassignment JSON file, or from a request recorded in the event log (its
 completed partitions must be at their target, reverted ones at their original
 replicas; cancelled ones are reported where they stopped). The cluster is read
 now (``--cluster``, default the Kafka cluster at ``--bootstrap-server``), and so
-are the throttle configs of the partitions' topics and of every broker.
-Unlike Kafka's tool it removes nothing: the engine owns the throttles it set.
+are the throttle configs of the partitions' topics and of every broker (``Cluster.throttle_configs``: on
+Kafka, one DescribeConfigs of the topics and one of each broker).
+Unlike Kafka's tool it removes nothing: the engine owns the throttles it set. A broker's
+``replica.alter.log.dirs.io.max.bytes.per.second``, which Kafka's tool's ``--verify`` also deletes and
+kreassign never sets, is a throttle left, with the ``kafka-configs.sh`` command that removes it.
 Exit status 0 when every partition is at its target and no throttle is left,
 1 otherwise (for scripts), 2 on bad input.
 
@@ -34,15 +37,18 @@ from engine.core.outcomes import Unavailable
 from engine.core.partition import Replicas, TopicPartition
 from engine.core.state import (ABORTING, CANCELLED, COMPLETED, FINISHED_KEPT, IN_FLIGHT, PENDING, READY,
                                REVERTED, WAITING, State)
-from engine.core.throttles import ThrottleSet
+from engine.core.throttles import LOG_DIRS_RATE, ThrottleSet, read_back
+from engine.views.progress import partition_word
 
 
 TARGET = "target"
 ORIGINAL = "original replicas"
 ROLLED_BACK = " (rolled back)"
-# a partition the engine has not finished yet, in the words of ``kreassign status``
-UNFINISHED = {PENDING: "queued", READY: "queued", WAITING: "waiting: kreassign status says why",
-              IN_FLIGHT: "in flight", ABORTING: "its step being aborted"}
+_MORE = {WAITING: "kreassign status says why", ABORTING: "its step being aborted"}
+UNFINISHED = {status: partition_word(status) + (f": {_MORE[status]}" if status in _MORE else "")
+              for status in (PENDING, READY, WAITING, IN_FLIGHT, ABORTING)}
+"""A partition the engine has not finished yet, in the words of ``kreassign status`` (``PARTITION_WORDS``), with
+what verify adds after a colon."""
 
 
 def add_parser(sub) -> None:
@@ -101,21 +107,26 @@ def run(args) -> int:
     expected, state = expectations(args)
     cluster = open_cluster_of(args)
     try:
+        # the topics' configs once, before the look: the Kafka adapter keeps the min.insync.replicas they carry,
+        # so the look asks no DescribeConfigs of its own (one of the topics per run, not three). A failure is
+        # said after the look's: a topic the principal may not Describe is named as such, not by its configs
+        topics = sorted({tp.topic for tp in expected})
+        of_topics = cluster.throttle_configs(topics, ())
         obs = cluster.observe(sorted(expected))
         if isinstance(obs, Unavailable):
             raise CliError(f"cannot read the cluster: {obs}")
         if obs.denied:  # never "does not exist": Kafka hides what a principal may not describe
             raise CliError("; ".join(obs.denied[t] for t in sorted(obs.denied)))
-        brokers = [b.id for b in obs.brokers]
-        topics = sorted({tp.topic for tp in expected})
-        throttles = cluster.throttles(topics, brokers)
-        if isinstance(throttles, Unavailable):
-            raise CliError(f"cannot read the throttle configs: {throttles}")
-        wild = cluster.wildcard_throttles(topics)
-        if isinstance(wild, Unavailable):
-            raise CliError(f"cannot read the throttle configs: {wild}")
+        if isinstance(of_topics, Unavailable):
+            raise CliError(f"cannot read the throttle configs: {of_topics}")
+        of_brokers = cluster.throttle_configs((), [b.id for b in obs.brokers])  # every broker the look names
+        if isinstance(of_brokers, Unavailable):
+            raise CliError(f"cannot read the throttle configs: {of_brokers}")
     finally:
         cluster.close()
+    found = of_topics.throttles
+    throttles = read_back(found.leader, found.follower, of_brokers.throttles.rates)
+    wild = dict(of_topics.wildcards)
     ok = True
     print("Status of partition reassignment:")
     for tp, (want, what, note) in expected.items():
@@ -140,9 +151,11 @@ def run(args) -> int:
     left, kept = kept_for_others(state, request, throttles)
     ours = {e for e in left.leader | left.follower if e.topic in {tp.topic for tp in expected}}
     counted = bool(wild) and not request  # with --request: not this request's (kreassign never writes '*')
-    if ours or left.leader_brokers or left.follower_brokers or counted:
+    log_dirs = dict(of_brokers.log_dirs)  # never kreassign's, never kept: counted as a rate left is
+    if ours or left.leader_brokers or left.follower_brokers or counted or log_dirs:
         ok = False
         _print_throttles(left, "still set", "still have")
+        _print_log_dirs(log_dirs, _kafka_configs(args, cluster))
     else:
         print("Throttles are cleared: no throttled replicas" + (" of kreassign's" if wild else "")
               + " on these topics and no throttle rate on any broker"
@@ -164,6 +177,24 @@ def _print_throttles(ts: ThrottleSet, entries: str, rates: str, why: str = "") -
     for name, brokers_set in (("leader", ts.leader_brokers), ("follower", ts.follower_brokers)):
         if brokers_set:
             print(f"Brokers {_fmt(sorted(brokers_set))} {rates} a {name}.replication.throttled.rate{why}")
+
+
+def _print_log_dirs(log_dirs: dict[int, int], kafka_configs: str) -> None:
+    """Brokers with a ``replica.alter.log.dirs.io.max.bytes.per.second`` (``LOG_DIRS_RATE``): Kafka's tool's
+    ``--replica-alter-log-dirs-throttle`` sets it and its ``--verify`` deletes it on every broker with the
+    replication rates. kreassign never sets it: one left counts as a rate left does, whoever set it, named with
+    the command that removes it (one per broker: ``kafka-configs.sh`` alters one entity at a time)."""
+    from engine.core.units import format_rate
+
+    by_value: dict[int, list[int]] = {}
+    for b, value in sorted(log_dirs.items()):
+        by_value.setdefault(value, []).append(b)
+    for value, brokers in sorted(by_value.items()):
+        print(f"Brokers {_fmt(brokers)} still have a {LOG_DIRS_RATE} ({format_rate(value)}), set outside kreassign "
+              f"(Kafka's tool's --replica-alter-log-dirs-throttle; kreassign never sets it).")
+    for b in sorted(log_dirs):
+        print(f"  To remove: {kafka_configs} --alter --entity-type brokers --entity-name {b} "
+              f"--delete-config {LOG_DIRS_RATE}")
 
 
 def _print_wildcards(wild: dict[str, frozenset[str]], request: str | None, kafka_configs: str) -> None:

@@ -44,7 +44,7 @@ from engine.core.outcomes import OK, Ok, Refused, Result, Unavailable, first_fai
 from engine.core.cluster_snapshot import ClusterSnapshot
 from engine.core.commands import Observation
 from engine.core.partition import Replicas, TopicPartition
-from engine.core.throttles import ThrottleSet
+from engine.core.throttles import ThrottleConfigs, ThrottleSet
 from engine.core.budget import RequestsSent
 
 __all__ = [
@@ -104,4 +104,9 @@ class Cluster(Protocol):
         ``*`` (KIP-73: every replica of the topic throttled wherever a broker has a rate). kreassign never
         writes ``*``: each was set outside it. ``throttles`` does not read a ``*`` as every replica;
         ``verify`` reports these beside it."""
+        ...
+
+    def throttle_configs(self, topics: Collection[str], brokers: Collection[int]) -> ThrottleConfigs | Unavailable:
+        """``throttles`` and ``wildcard_throttles`` of those topics and brokers from one read of each (the Kafka
+        adapter: one DescribeConfigs of the topics, one per broker), for ``verify``."""
         ...

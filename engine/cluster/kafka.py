@@ -62,7 +62,8 @@ from engine.core.outcomes import OK, Ok, Refused, Result, Unavailable, first_fai
 from engine.core.cluster_snapshot import ClusterSnapshot
 from engine.core.commands import Observation
 from engine.core.partition import Broker, PartitionState, Replicas, TopicInfo, TopicPartition, runs
-from engine.core.throttles import RateRead, ThrottleSet, parse_config_entries, rate_value, read_back
+from engine.core.throttles import (LOG_DIRS_RATE, RateRead, ThrottleConfigs, ThrottleSet, parse_config_entries, rate_value,
+                                   read_back)
 from engine.cluster.requests import ANY, RequestCounter
 from engine.core.budget import RequestsSent
 
@@ -1012,20 +1013,8 @@ class KafkaCluster:
         (``_past_wildcards`` leaves one as it is), so each was set outside it; ``throttles`` reads a ``*`` as the
         entries of kreassign's this adapter found it covering, none in a new process (``verify``'s). A topic
         that does not exist has none."""
-        from confluent_kafka.admin import ConfigResource, ResourceType
-
-        out = {}
-        resources = [ConfigResource(ResourceType.TOPIC, t) for t in sorted(set(topics))]
-        for resource, (configs, err) in self._describe_configs(resources).items():
-            if isinstance(err, Refused) and err.code == "UNKNOWN_TOPIC_OR_PARTITION":
-                continue
-            if err is not None:
-                return _unavailable(_about(resource, err))
-            sides = frozenset(side for side, name in (("leader", LEADER_REPLICAS), ("follower", FOLLOWER_REPLICAS))
-                              if _wildcard(_value(configs, name)))
-            if sides:
-                out[resource.name] = sides
-        return out
+        read = self.throttle_configs(topics, ())
+        return read if isinstance(read, Unavailable) else dict(read.wildcards)
 
     def _send_alter_configs(self, resources: list) -> tuple[float, dict[Any, Any]]:
         """One IncrementalAlterConfigs call, not awaited: its timeout and each resource's future (or
@@ -1090,6 +1079,12 @@ class KafkaCluster:
     def throttles(self, topics: Collection[str], brokers: Collection[int]) -> ThrottleSet | Unavailable:
         """Throttle configs in force (describe_configs on the topics and brokers). A list that is the wildcard
         ``*`` reads as the entries kreassign found it covering (``_past_wildcards``), not as every replica."""
+        read = self.throttle_configs(topics, brokers)
+        return read if isinstance(read, Unavailable) else read.throttles
+
+    def throttle_configs(self, topics: Collection[str], brokers: Collection[int]) -> ThrottleConfigs | Unavailable:
+        """``throttles`` and ``wildcard_throttles`` from one DescribeConfigs of the topics (which also refreshes
+        their min.insync.replicas) and one of each broker (which also gives its ``LOG_DIRS_RATE``)."""
         from confluent_kafka.admin import ConfigResource, ResourceType
 
         for b in sorted(set(brokers)):
@@ -1099,8 +1094,8 @@ class KafkaCluster:
         resources = [ConfigResource(ResourceType.TOPIC, t) for t in sorted(set(topics))]
         resources += [ConfigResource(ResourceType.BROKER, str(b)) for b in sorted(set(brokers))]
         if not resources:
-            return ThrottleSet()
-        leader, follower, rates = set(), set(), []
+            return ThrottleConfigs(ThrottleSet(), {}, {})
+        leader, follower, rates, wild, log_dirs = set(), set(), [], {}, {}
         for resource, (configs, err) in self._describe_configs(resources).items():
             if isinstance(err, Refused) and err.code == "UNKNOWN_TOPIC_OR_PARTITION":
                 continue
@@ -1109,17 +1104,24 @@ class KafkaCluster:
 
             if resource.restype == ResourceType.TOPIC:
                 self._remember_min_isr(resource.name, configs, self._clock())
-                for name, side in ((LEADER_REPLICAS, leader), (FOLLOWER_REPLICAS, follower)):
-                    text = _value(configs, name)
+                sides = set()
+                for name, side, entries in (("leader", LEADER_REPLICAS, leader), ("follower", FOLLOWER_REPLICAS, follower)):
+                    text = _value(configs, side)
                     if _wildcard(text):  # every replica: kreassign's entries it covers are in force
-                        side.update(self._covered.get((resource.name, name), ()))
+                        sides.add(name)
+                        entries.update(self._covered.get((resource.name, side), ()))
                     else:
-                        self._covered = {k: v for k, v in self._covered.items() if k != (resource.name, name)}
-                        side.update(parse_config_entries(resource.name, text))
+                        self._covered = {k: v for k, v in self._covered.items() if k != (resource.name, side)}
+                        entries.update(parse_config_entries(resource.name, text))
+                if sides:
+                    wild[resource.name] = frozenset(sides)
             else:  # each broker's rates as read: the core compares them with the rate it has in force
                 rates.append(RateRead(int(resource.name), rate_value(_value(configs, LEADER_RATE)),
                                       rate_value(_value(configs, FOLLOWER_RATE))))  # unset: Long.MAX_VALUE
-        return read_back(leader, follower, rates)
+                log_dir = rate_value(_value(configs, LOG_DIRS_RATE))
+                if log_dir is not None:
+                    log_dirs[int(resource.name)] = log_dir
+        return ThrottleConfigs(read_back(leader, follower, rates), wild, log_dirs)
 
     def close(self) -> None:
         if self._brokers_watch is not None:

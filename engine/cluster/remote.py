@@ -19,7 +19,7 @@ from engine.core.outcomes import Result, Unavailable
 from engine.core.cluster_snapshot import ClusterSnapshot
 from engine.core.commands import Observation
 from engine.core.partition import Replicas, TopicPartition
-from engine.core.throttles import RateRead, ThrottleSet, parse_config_entries, read_back
+from engine.core.throttles import RateRead, ThrottleConfigs, ThrottleSet, parse_config_entries, read_back
 
 
 class RemoteCluster:
@@ -103,6 +103,12 @@ class RemoteCluster:
         return answer if isinstance(answer, Unavailable) else wire.result_from(answer["result"])
 
     def throttles(self, topics: Collection[str], brokers: Collection[int]) -> ThrottleSet | Unavailable:
+        read = self.throttle_configs(topics, brokers)
+        return read if isinstance(read, Unavailable) else read.throttles
+
+    def throttle_configs(self, topics: Collection[str], brokers: Collection[int]) -> ThrottleConfigs | Unavailable:
+        """``throttles`` and ``wildcard_throttles`` from one /v1/state (a topic's list ["*"] where it is the
+        wildcard: left out of the entries), and the ``LOG_DIRS_RATE`` set through the sim-cluster's Kafka front."""
         answer = self.state()
         if isinstance(answer, Unavailable):
             return answer
@@ -117,8 +123,13 @@ class RemoteCluster:
             value = t[side].get(str(b))
             return None if value is None else int(value)
 
-        return read_back(entries(t["leader"]), entries(t["follower"]),
-                         [RateRead(b, rate("leader_rate", b), rate("follower_rate", b)) for b in sorted(wanted_brokers)])
+        wild = {topic: frozenset(side for side in ("leader", "follower") if "*" in t[side].get(topic, ()))
+                for topic in wanted_topics}
+        log_dirs = {int(b): int(r) for b, r in t.get("log_dirs_rate", {}).items() if int(b) in wanted_brokers}
+        return ThrottleConfigs(
+            read_back(entries(t["leader"]), entries(t["follower"]),
+                      [RateRead(b, rate("leader_rate", b), rate("follower_rate", b)) for b in sorted(wanted_brokers)]),
+            {topic: sides for topic, sides in wild.items() if sides}, log_dirs)
 
     def requests_sent(self) -> None:
         """None: counted nothing. Its calls are HTTP to the sim-cluster, not Kafka requests (the
@@ -132,10 +143,5 @@ class RemoteCluster:
     def wildcard_throttles(self, topics: Collection[str]) -> dict[str, frozenset[str]] | Unavailable:
         """Topic -> its sides ("leader", "follower") whose throttled-replicas list is the wildcard ``*`` (/v1/state
         gives it as ["*"]; ``throttles`` leaves it out)."""
-        answer = self.state()
-        if isinstance(answer, Unavailable):
-            return answer
-        t = answer["throttles"]
-        out = {topic: frozenset(side for side in ("leader", "follower") if "*" in t[side].get(topic, ()))
-               for topic in set(topics)}
-        return {topic: sides for topic, sides in out.items() if sides}
+        read = self.throttle_configs(topics, ())
+        return read if isinstance(read, Unavailable) else dict(read.wildcards)

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterable, NamedTuple
+from typing import Iterable, Mapping, NamedTuple
 
 from engine.core.partition import TopicPartition
 from engine.core.step import Step
@@ -123,6 +123,23 @@ class ThrottleSet(NamedTuple):
 
 
 EMPTY = ThrottleSet()
+
+
+LOG_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
+"""A broker's throttle on moving replicas between its own log directories (bytes/s): Kafka's tool sets it with
+``--replica-alter-log-dirs-throttle`` and its ``--verify`` deletes it with the replication rates on every broker
+(``ReassignPartitionsCommand.BROKER_LEVEL_THROTTLES``). kreassign never sets it; ``verify`` reports one left."""
+
+
+class ThrottleConfigs(NamedTuple):
+    """The throttle configs ``kreassign verify`` reads (``Cluster.throttle_configs``): the throttles in force as
+    ``Cluster.throttles`` reads them; topic -> its sides ("leader", "follower") whose throttled-replicas list is
+    the wildcard ``*`` (``Cluster.wildcard_throttles``), from one read of the topics' configs; and broker -> its
+    ``LOG_DIRS_RATE`` where one is set, from the same read of the brokers' configs."""
+
+    throttles: ThrottleSet
+    wildcards: Mapping[str, frozenset[str]]
+    log_dirs: Mapping[int, int]
 
 
 def read_back(leader: Iterable[ThrottledReplica], follower: Iterable[ThrottledReplica],

@@ -40,7 +40,7 @@ from engine.core.partition import Broker, PartitionState, Replicas, TopicInfo, T
 from engine.sim import controller, physics
 from engine.sim.model import SimState
 from engine.sim.scenario import FAULT_ACTIONS, Fault, Scenario
-from engine.core.throttles import ThrottleSet
+from engine.core.throttles import ThrottleConfigs, ThrottleSet
 
 
 BROKER_SESSION_TIMEOUT = 9.0
@@ -308,6 +308,12 @@ class SimulatedCluster:
         out = {topic: frozenset(side for side, lists in (("leader", t.leader), ("follower", t.follower))
                                 if "*" in lists.get(topic, ())) for topic in set(topics)}
         return {topic: sides for topic, sides in out.items() if sides}
+
+    def throttle_configs(self, topics: Collection[str], brokers: Collection[int]) -> ThrottleConfigs:
+        """``throttles`` and ``wildcard_throttles``, from one broker's metadata. No ``LOG_DIRS_RATE``: the
+        simulated cluster has no log directories to move replicas between (its Kafka front keeps one set through
+        it, and ``/v1/state`` gives it)."""
+        return ThrottleConfigs(self.throttles(topics, brokers), self.wildcard_throttles(topics), {})
 
 
 def _look(metadata: SimState, now: SimState, tp: TopicPartition) -> PartitionState:

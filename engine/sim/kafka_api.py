@@ -374,6 +374,16 @@ class Api:
                 out[name] = (self.broker_default(d.synonym) if d.synonym else d.default, False)
         return out
 
+    def log_dirs_rates(self) -> dict[int, int]:
+        """Broker -> its ``replica.alter.log.dirs.io.max.bytes.per.second`` where set (its own, else the cluster
+        default), as DescribeConfigs gives it: kept and read back, it moves nothing in the simulation."""
+        out = {}
+        for broker in sorted(self.state.brokers):
+            value = self.broker_overrides.get(str(broker), {}).get(C.LOG_DIRS_RATE) or self.broker_default(C.LOG_DIRS_RATE)
+            if value is not None and int(value.strip()) < C.LONG_MAX:
+                out[broker] = int(value.strip())
+        return out
+
     def broker_default(self, name: str) -> str | None:
         """A broker config's value at cluster level: a dynamic default if set, else Kafka's default."""
         return self.broker_overrides.get("", {}).get(name, C.BROKER_CONFIGS[name].default

@@ -32,6 +32,8 @@ from __future__ import annotations
 import re
 from typing import Mapping, NamedTuple
 
+from engine.core import throttles
+
 LONG_MAX = 2**63 - 1
 
 # DescribeConfigsResponse.ConfigSource
@@ -49,6 +51,7 @@ FOLLOWER_RATE = "follower.replication.throttled.rate"
 MIN_INSYNC = "min.insync.replicas"
 UNCLEAN = "unclean.leader.election.enable"
 MAX_REQUEST_PARTITIONS = "max.request.partition.size.limit"
+LOG_DIRS_RATE = throttles.LOG_DIRS_RATE  # kept and read back (no log directories to move between)
 
 
 class ConfigDef(NamedTuple):
@@ -110,7 +113,7 @@ BROKER_CONFIGS = _defs(
     ConfigDef(MIN_INSYNC, "int", "1", "Default min.insync.replicas of topics."),
     ConfigDef("node.id", "int", None, "The node's id (KRaft).", dynamic=False),
     ConfigDef("process.roles", "list", "broker", "The node's roles (KRaft).", dynamic=False),
-    ConfigDef("replica.alter.log.dirs.io.max.bytes.per.second", "long", str(LONG_MAX),
+    ConfigDef(LOG_DIRS_RATE, "long", str(LONG_MAX),
               "Limit on moving replicas between log directories of one broker, in bytes/s."),
     ConfigDef("replica.lag.time.max.ms", "long", "30000",
               "A follower behind this long leaves the ISR (fixed in the simulation).", dynamic=False),

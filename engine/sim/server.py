@@ -17,7 +17,7 @@ one lock around the simulated cluster):
 | POST /v1/catch_up | {"steps": [{"topic", "partition", "leader", "adding"}]} | {"remaining": [{"topic", "partition", "remaining"}]} |
 | POST /v1/throttles/apply, /v1/throttles/remove | a throttle set | {"result": ...} |
 | POST /v1/faults | {"broker", "action": down/up/slow/lag/hang/resume, "factor", "seconds"} (``engine.sim.cluster``) | {"time"} |
-| GET /v1/state | | time, reassignments in progress, throttles in force (a topic's list ["*"] where it is the wildcard), brokers, partitions under min ISR now and ever, lowest ISR headroom |
+| GET /v1/state | | time, reassignments in progress, throttles in force (a topic's list ["*"] where it is the wildcard; each broker's replica.alter.log.dirs.io.max.bytes.per.second set over the Kafka front), brokers, partitions under min ISR now and ever, lowest ISR headroom |
 | GET /v1/alters | | every alter received: [{"time", "topic", "partition", "replicas"}] in order |
 | GET /v1/completions | | every reassignment the controller completed (Phase B) or reverted: [{"time", "topic", "partition"}] in order |
 | GET /v1/requests[?reset=1] | | the Kafka front's count of the requests that arrived, per broker and API, with the bytes of their responses and the clients that sent them (``engine.sim.kafka_front.KafkaFront.counts``; ``reset``: start counting anew) |
@@ -171,6 +171,8 @@ class SimServer:
                 "follower": {topic: _listed(e) for topic, e in t.follower.items() if e},
                 "leader_rate": {str(b): r for b, r in t.leader_rate.items()},
                 "follower_rate": {str(b): r for b, r in t.follower_rate.items()},
+                # kept by the Kafka front (set through it), moving nothing: verify reports one left
+                "log_dirs_rate": {str(b): r for b, r in (self.front.api.log_dirs_rates() if self.front else {}).items()},
             },
             "brokers": [{"id": b.id, "rack": b.rack, "alive": b.alive, "slow": b.slow,
                          "hung": self.cluster.is_hung(b.id), "metadata_lag": self.cluster.metadata_lag.get(b.id, 0.0)}

@@ -38,7 +38,8 @@ from typing import Iterable, Mapping
 
 from engine.core.budget import PACED_SHOWN
 from engine.core.decide import METADATA_SETTLE
-from engine.core.state import CANCELLED, COMPLETED, State
+from engine.core.state import COMPLETED, State
+from engine.views.progress import cancel_skipped
 from engine.views.summary import problems, rates_differing
 
 SHOWN_PARTITIONS = 12  # partitions named per entry; the rest are counted
@@ -131,8 +132,7 @@ def attention(state: State, rejected_at: dict | None = None, only: str | None = 
     skipped: dict[tuple[str, str], list] = defaultdict(list)
     ended_at = ended_at or {}
     for tp, entry in state.partitions.items():
-        # a cancelled partition's note says where the cancel left it: no skip
-        if entry.note and entry.status != CANCELLED and (members is None or tp in members):
+        if cancel_skipped(entry) and (members is None or tp in members):
             skipped[(entry.note, entry.request_id)].append(tp)
     for (reason, rid), tps in sorted(skipped.items(), key=lambda x: (-len(x[1]), x[0])):
         r = state.request(rid)

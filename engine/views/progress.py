@@ -161,6 +161,13 @@ def _settle(r: RequestProgress, tp) -> RequestProgress:
     total = None if r.bytes_total is None else r.bytes_total - left
     return r._replace(bytes_total=total, owed=owed)
 
+def cancel_skipped(entry) -> bool:
+    """Did a cancel leave this partition (a state ``PartitionEntry``) alone? Its note says why (KIP-236's rules,
+    or its abort refused); a cancelled partition's note says where the cancel left it: no skip. The one rule of
+    ``cancel_skips`` (``list``, ``replay``) and of what needs attention (``engine.views.attention``)."""
+    return bool(entry.note) and entry.status != CANCELLED
+
+
 def cancel_skips(state: State, request) -> list[dict]:
     """The cancels of ``request`` (a ``Request``) that left partitions alone (KIP-236's rules), one per
     reason: ``{"reason", "partitions": [str]}``. ``status`` shows them in what needs attention while
@@ -170,7 +177,7 @@ def cancel_skips(state: State, request) -> list[dict]:
     by: dict[str, list[str]] = {}
     for tp in sorted(request.members.keys()):
         e = state.partitions.get(tp)
-        if e is not None and e.request_id == request.request_id and e.note and e.status != CANCELLED:
+        if e is not None and e.request_id == request.request_id and cancel_skipped(e):
             by.setdefault(e.note, []).append(str(tp))
     return [{"reason": reason, "partitions": tps} for reason, tps in sorted(by.items(), key=lambda x: (-len(x[1]), x[0]))]
 
@@ -209,11 +216,22 @@ PARTITION_WORDS = (("completed", "completed"), ("rolled_back", "rolled back"), (
 """A request's partitions by where they are, in the order and words ``status``, ``list`` and ``replay`` use."""
 
 
+STATUS_KEYS = {COMPLETED: "completed", REVERTED: "rolled_back", CANCELLED: "cancelled", IN_FLIGHT: "in_flight",
+               ABORTING: "in_flight", WAITING: "waiting", PENDING: "queued", READY: "queued"}
+"""A partition's state status -> the ``PARTITION_WORDS`` key it is counted under."""
+
+
+def partition_word(status: str) -> str:
+    """Where a partition of this state status is, in ``PARTITION_WORDS``' words."""
+    return dict(PARTITION_WORDS)[STATUS_KEYS[status]]
+
+
 def counts_of(counts: dict) -> dict:
     """Partitions per state status (``Request.count``) as ``PARTITION_WORDS``' keys."""
-    return {"completed": counts.get(COMPLETED, 0), "rolled_back": counts.get(REVERTED, 0),
-            "cancelled": counts.get(CANCELLED, 0), "in_flight": counts.get(IN_FLIGHT, 0) + counts.get(ABORTING, 0),
-            "waiting": counts.get(WAITING, 0), "queued": counts.get(PENDING, 0) + counts.get(READY, 0)}
+    out = {k: 0 for k, _word in PARTITION_WORDS}
+    for status, key in STATUS_KEYS.items():
+        out[key] += counts.get(status, 0)
+    return out
 
 
 def request_line(request_id: str, outcome_words: str, partitions: int, row: dict) -> str:

@@ -1,7 +1,8 @@
 """The report on a move whose every copy starts released (``release_at_start``): small partitions at
 40 MB/s, so no throttled-replica entry and no Kafka rate is ever set. The report must still show the
 throttle the engine ran with, the bytes that went released, and judge each broker against the release
-bucket's bound, not report the move as unthrottled (a peak over nothing: ``None``)."""
+bucket's bound, not report the move as unthrottled (a peak over nothing: ``None``). Two empty partitions move
+with them: their copies start released too, with nothing to copy (``remaining`` 0), and are no released copy."""
 
 from __future__ import annotations
 
@@ -24,16 +25,19 @@ from tests.spark.test_analytics_job import write_in_chunks
 MB = 1_000_000
 THROTTLE = 40 * MB
 PARTS = [TopicPartition("small", i) for i in range(12)]
+EMPTY = [TopicPartition("empty", i) for i in range(2)]
 COPIES = 2 * len(PARTS)
+EMPTY_COPIES = 2 * len(EMPTY)
 
 
 def released_log() -> list:
     """12 x 1 MB moved to two other brokers each (24 copies, one replica per step) at 40 MB/s: each copy's
-    whole log is within ``throttle_release_ms`` (1 s) of its share, so every copy starts released."""
-    d = TimedDriver(sized_cluster({tp: (tp.partition % 6, (tp.partition + 1) % 6) for tp in PARTS}, range(6),
-                                  {tp: 1 * MB for tp in PARTS}), seconds_per_round=0.5)
+    whole log is within ``throttle_release_ms`` (1 s) of its share, so every copy starts released; and 2
+    empty partitions likewise (4 copies released with 0 bytes)."""
+    d = TimedDriver(sized_cluster({tp: (tp.partition % 6, (tp.partition + 1) % 6) for tp in PARTS + EMPTY}, range(6),
+                                  {**{tp: 1 * MB for tp in PARTS}, **{tp: 0 for tp in EMPTY}}), seconds_per_round=0.5)
     d.feed(Submit("small", tuple(PartitionTarget(tp.topic, tp.partition, ((tp.partition + 2) % 6, (tp.partition + 3) % 6))
-                                 for tp in PARTS), throttle_rate=THROTTLE))
+                                 for tp in PARTS + EMPTY), throttle_rate=THROTTLE))
     d.run(one_at_a_time)
     return d.envelopes()
 
@@ -59,7 +63,8 @@ def test_a_move_whose_copies_all_start_released_is_judged_against_the_release_bu
     planned = {(e.payload.tp, e.payload.number): e.payload.step for e in log if isinstance(e.payload, ev.StepPlanned)}
     releases = [e.payload for e in log if isinstance(e.payload, ev.ThrottleReleased)]
     # the premise: every copy started released, so the engine never gave Kafka a rate
-    assert kinds["ThrottleReleased"] == kinds["StepPlanned"] == kinds["StepCompleted"] == COPIES
+    assert kinds["ThrottleReleased"] == kinds["StepPlanned"] == kinds["StepCompleted"] == COPIES + EMPTY_COPIES
+    assert sorted(r.remaining for r in releases if r.tp in EMPTY) == [0] * EMPTY_COPIES
     assert not any(e.payload.throttles.rate for e in log if isinstance(e.payload, ev.ThrottlesApplied))
 
     t = doc["throttle"]
@@ -73,7 +78,9 @@ def test_a_move_whose_copies_all_start_released_is_judged_against_the_release_bu
     brokers = {b["broker"]: b for b in t["brokers"]}
     assert {b: row["released_in"] for b, row in brokers.items() if row["bytes_in"]} == dict(released_in)
     assert all(row["released_in"] == row["bytes_in"] for row in brokers.values())
+    # a release of 0 bytes released nothing: not a released copy, said apart
     assert t["released_copies"] == t["released_at_start"] == COPIES
+    assert t["released_nothing"] == EMPTY_COPIES
     # judged against the bucket's bound: at most 1000 ms of the throttle at once, paid back at a quarter
     # of it: T * (1 s + D / 4) / D in a bucket of D seconds, over no Kafka rate
     d = doc["bucket_s"]
@@ -89,5 +96,7 @@ def test_a_move_whose_copies_all_start_released_is_judged_against_the_release_bu
     # the page says what ran and why a line may be over the throttle
     assert "The throttle</b> the engine ran with: 40 MB/s (request small, from 23:58:10 UTC)." in page
     assert "<b>never set</b>, no copy ran throttled" in page
-    assert f"{COPIES} copies (24 MB received) went unthrottled (<code>ThrottleReleased</code>), {COPIES} from their start" in page
+    assert (f"{COPIES} copies (24 MB received) went unthrottled (<code>ThrottleReleased</code>), {COPIES} from their "
+            f"start (<code>release_at_start</code>); {EMPTY_COPIES} more were released with nothing left to copy "
+            "(0 bytes) and are not counted.") in page
     assert "(1000 ms) of the throttle at once (40 MB)" in page and "25 % over the throttle" in page
