@@ -1205,7 +1205,7 @@ def next_looks(s: State, now: float, measured: dict, floor: float, ceiling: floa
     at sooner than ``floor`` seconds from now, and everything watched at least every ``ceiling``:
 
     * a throttled copy in flight: at its predicted release point (``copy_left`` at the throttle's
-      share; ``throttle_release_ms`` before its end, and once the receiving brokers' release bucket has
+      share; ``throttle_release_ms`` before its end, and once the release buckets of its brokers have
       room for it), where its catch-up is measured (``measure_due``); a copy whose bytes are not known:
       at the ceiling;
     * a step whose end comes with no more copying (released from the throttle, being aborted, copying
