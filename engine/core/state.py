@@ -219,7 +219,9 @@ class State(NamedTuple):
     throttles_differed: object = None
     cluster_error: str | None = None  # why the cluster cannot be observed now
     looks_paced: str | None = None  # why the decider's looks wait for the request budget now (LooksPaced)
-    release_debt: immutables.Map = immutables.Map()  # broker -> (bytes released into it, when): a bucket
+    # (INTO, broker) -> (bytes released into it, when), (OUT_OF, broker) -> (bytes released out of it, when):
+    # the release buckets (``release_keys``)
+    release_debt: immutables.Map = immutables.Map()
     denied: immutables.Map = immutables.Map()  # topic -> why the engine may not describe it (engine.kafka.access)
     # tp -> the shell's clock of the newest thing the state knows of the partition: its latest recorded
     # observation, or the cluster's latest answer to an alter or cancel of it. A look taken earlier
@@ -767,21 +769,34 @@ def _(s: State, e: ev.ThrottleReleased) -> State:
     if f is None or f.number != e.number:
         return s
     s = s._replace(steps=s.steps.set(e.tp, f._replace(released=True)))
-    # the bytes it copies unthrottled are charged to its receiving brokers' release bucket
+    # the bytes it copies unthrottled are charged to the release buckets of its receiving brokers and its source
     bucket = s.release_debt
-    for b in f.step.nr:
-        bucket = bucket.set(b, (release_debt(s, b, e.at) + e.remaining, e.at))
+    for key in release_keys(f.step):
+        bucket = bucket.set(key, (release_debt(s, key, e.at) + e.remaining, e.at))
     return s._replace(release_debt=bucket)
 
 
 RELEASE_REFILL = 0.25
 """Bytes released from the throttle are paid back at this fraction of the throttle rate: on average a
-broker receives at most 25 % more than its throttle, in bursts of at most ``throttle_release_ms``."""
+broker receives, and sends, at most 25 % more than its throttle, in bursts of at most ``throttle_release_ms``."""
+
+INTO, OUT_OF = "into", "out of"
+"""The two sides of a broker's release bucket: what it receives as a follower (``follower.replication.
+throttled.rate``'s side) and what it sends as the leader (``leader.replication.throttled.rate``'s side)."""
 
 
-def release_debt(s: "State", broker: int, now: float | None) -> float:
-    """Bytes released from the throttle into ``broker`` not yet paid back by ``now`` (0 without a clock)."""
-    debt = s.release_debt.get(broker)
+def release_keys(step) -> tuple:
+    """The release buckets a copy of ``step`` is charged to: each receiving broker's (INTO) and its source's
+    (OUT_OF, the leader when planned: it feeds the new replicas). Kafka throttles both sides of a throttled
+    copy; a released one is throttled on neither, so both are bounded by a bucket."""
+    keys = tuple((INTO, b) for b in step.nr)
+    return keys + ((OUT_OF, step.source),) if keys and step.source is not None else keys
+
+
+def release_debt(s: "State", key: tuple, now: float | None) -> float:
+    """Bytes released from the throttle on ``key``'s side of its broker (``release_keys``) not yet paid back
+    by ``now`` (0 without a clock)."""
+    debt = s.release_debt.get(key)
     if debt is None or now is None or debt[1] is None or s.throttle_rate is None:
         return 0.0
     owed, at = debt
@@ -894,7 +909,7 @@ def _(s: State, e: ev.ClockSetBack) -> State:
         partitions = partitions.finish()
     elections = immutables.Map({tp: el._replace(since=back(el.since), retry_at=back(el.retry_at))
                                 for tp, el in s.elections.items()})
-    debt = immutables.Map({b: (owed, back(at)) for b, (owed, at) in s.release_debt.items()})
+    debt = immutables.Map({k: (owed, back(at)) for k, (owed, at) in s.release_debt.items()})
     creation = immutables.Map({b: c._replace(last=c.last - shift, since=c.since - shift, before=back(c.before),
                                            batch_at=back(c.batch_at))
                                for b, c in s.creation.items()})
