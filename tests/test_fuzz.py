@@ -327,3 +327,69 @@ def test_items_describe_themselves():
     assert Item(1.5, "clock", "step", (-30.0,)).line() == "t=   1.50 clock:step(-30)"
     assert "faults stop" in draw(0).describe()[-1]
     assert TopicPartition("t0", 1) in draw(0).scenario.partitions
+
+
+# --- another client's throttle configs (``configs``) ----------------------------------------------
+
+
+def test_the_configs_class_leaves_every_other_draw_of_a_seed_as_it_was(monkeypatch):
+    """Another client's config changes come from a generator of their own: without them (a share of 0) a
+    plan is the plan minus its ``configs`` items, so the seeds drawn before the class existed run as they did."""
+    from engine.whatif.fuzz import plan as plan_module
+
+    with_configs = [draw(seed) for seed in range(60)]
+    assert any(i.kind == "configs" for p in with_configs for i in p.items)
+    monkeypatch.setattr(plan_module, "CONFIGS_SHARE", 0.0)
+    for seed, p in enumerate(with_configs):
+        assert draw(seed).items == tuple(i for i in p.items if i.kind != "configs"), seed
+
+
+def _throttle_checks(seed: int) -> list:
+    return [v for v in run(draw(seed)).violations if v.check.startswith("throttle")]
+
+
+def test_a_core_blind_to_read_backs_fails_the_report_check(monkeypatch):
+    """Seed 65: another client halves kreassign's leader rate on broker 5. A core that ignores read-backs
+    never names it (``throttle_unreported``)."""
+    from engine.core.commands import ThrottlesObserved
+
+    assert any("another client" in line and "kreassign's" in line for line in run(draw(65)).trace)
+    assert not _throttle_checks(65)
+    monkeypatch.setitem(decide._HANDLERS, ThrottlesObserved, lambda d, o: None)
+    found = _throttle_checks(65)
+    assert found and found[0].check == "throttle_unreported", found
+
+
+def test_a_core_that_does_not_set_a_kept_rate_again_fails_the_restore_check(monkeypatch):
+    """Seed 87: another client deletes a rate kreassign keeps between steps (K = 1). A core that drops it on
+    the drift instead of setting it again (docs/algorithm.md, section 3) fails ``throttle_restore``."""
+    assert not _throttle_checks(87)
+    real = decide._reconcile_throttles
+    monkeypatch.setattr(decide, "_reconcile_throttles", lambda d, restore=None: real(d))
+    found = _throttle_checks(87)
+    assert found and found[0].check == "throttle_restore", found
+
+
+def test_setting_a_throttle_right_again_faster_than_metadata_settle_is_a_fight():
+    from engine.core.throttles import ThrottleSet
+
+    drift = ev.ThrottlesDrifted(ThrottleSet(leader_brokers=frozenset({2}), rate=5), ThrottleSet())
+    for gap, fights in ((1.0, True), (decide.METADATA_SETTLE, False)):
+        w = _world()
+        w.touched["throttles"] = [0.0]
+        w.logged([EventEnvelope("e1", None, drift)])
+        w.sim.advance_to(gap)
+        w.touched["throttles"].append(w.now)
+        w.logged([EventEnvelope("e2", None, drift)])
+        assert [v.check for v in w.violations] == (["throttle_fight"] if fights else []), w.violations
+
+
+def test_what_another_client_set_is_no_leak_of_kreassigns_and_kreassigns_own_is():
+    w = _world()
+    assert checks.throttle_leak(w, EMPTY) is None
+    w.sim.state = controller.set_throttle_rate(w.sim.state, 1, "leader", 3_000_000)
+    assert "rates on brokers [1]" in checks.throttle_leak(w, EMPTY)
+    w.foreign[("leader rate", 1)] = 3_000_000  # another client set it (``configs``)
+    assert checks.throttle_leak(w, EMPTY) is None
+    w.sim.state = controller.set_throttle_rate(w.sim.state, 1, "leader", 5_000_000)  # no longer as it set it
+    assert "rates on brokers [1]" in checks.throttle_leak(w, EMPTY)

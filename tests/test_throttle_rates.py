@@ -329,3 +329,27 @@ def test_a_drift_reaches_metrics_and_the_status_pages_events_with_the_values_rea
     samples = dict(re.findall(r'^kreassign_throttle_drifts_total\{kind="(\w+)"\} (\S+)$', text, re.M))
     assert samples == {"entry_missing": "0.0", "entry_left_over": "0.0", "rate_missing": "0.0",
                        "rate_changed": "1.0"}, samples
+
+
+def test_a_difference_seen_after_the_logs_last_time_is_judged_soon_after_a_clock_set_back():
+    """A read-back's difference is a time the log knows: a clock set back (or a standby whose clock lags
+    taking over) re-bases it with the other timers to just before the new clock's first reading. Before,
+    the fold kept the decision clock at the log's last other time (here 40 s earlier, the engine idle
+    meanwhile), so the re-based difference stood 40 s in the future: a rate another client changed
+    stayed as it set it about 45 s instead of ``METADATA_SETTLE`` (the fault simulator's seed 4413, a
+    standby 442 s behind taking over: 45 s with kreassign's entries deleted)."""
+    c, d = started()
+    ours = rate_in_kafka(d.state)
+    d.now += 40.0  # nothing to log meanwhile
+    c.set_rate("leader", 2, OTHER)
+    read_back_now(d)
+    assert of_type(d.events, ev.ThrottlesDiffered)[-1].missing.leader_brokers == {2}
+    d.now = d.now + 1.0 - 442.0  # a standby whose clock is 442 s behind takes over, 1 s later
+    read_back_now(d)
+    assert of_type(d.events, ev.ClockSetBack) and not of_type(d.events, ev.ThrottlesDrifted)
+    d.now += METADATA_SETTLE
+    read_back_now(d)
+    drifted = of_type(d.events, ev.ThrottlesDrifted)
+    assert len(drifted) == 1 and drifted[0].missing.leader_brokers == {2}
+    assert c.rates[("l", 2)] == ours
+    assert fold(d.events) == d.state

@@ -4,7 +4,8 @@ Checked where things happen (``engine.whatif.fuzz.world``): no cap or limit exce
 starts copies, counted on the cluster (``caps``); never below min.insync.replicas through one of
 kreassign's requests (``min_insync``); no false alarm (``false_alarm``: a ``StepFailed`` that says
 another tool changed a partition no other tool touched, a ``ThrottlesDrifted`` when no other tool
-changed a throttle).
+changed a throttle); no tug of war (``throttle_fight``: the same piece set right twice within
+``METADATA_SETTLE``).
 
 Checked here, after every step of the run:
 
@@ -21,11 +22,19 @@ Checked here, after every step of the run:
 * ``throttle_rate``: after as many looks in a row, every rate the engine counts as its own is the
   throttle plus the margin (``throttle_margin_pct``), unless a throttle change failed, but on a broker
   that is down or came back less than ``BACK_SEEN`` ago (as above: a rate is changed on the broker);
+* ``throttle_restore`` / ``throttle_unreported``: a throttle of kreassign's (one it counts in force, one a
+  step in flight needs, a kept rate a drift found missing) that the cluster lacks (another client deleted
+  it or set a rate to another value: ``configs``) is named in a difference read back within
+  ``REPORT_BOUND`` and set again within ``RESTORE_BOUND`` of when it went missing or kreassign last set
+  it, counted from the last fault that kept read-backs or throttle changes from their cadence;
 * ``idle_source``: work-conserving scheduling: a source broker that serves no copy, with a ready
   step out of it that fits every limit on its own, does not stay idle for ``IDLE_LIMIT`` seconds.
 
+What another client set (``World.foreign_on``: still as it set it, and not set by kreassign since) is
+not kreassign's: no leak, no throttle left, and its lowest rate counts in the liveness bound.
+
 At the end (``Run.finish``): liveness (every request finished within ``bound`` seconds of the
-faults' end, or what holds it says why), nothing left in progress, no throttle left, the engine's
+faults' end, or what holds it says why), nothing left in progress, no throttle of kreassign's left, the engine's
 view of every partition equal to the cluster's, every completed partition at its target on the
 cluster (``target``; partitions another tool touched are left out of both), and the state equal to
 the fold of its log (``fold``). And where kreassign acts: every alter sends a target some step of
@@ -38,7 +47,8 @@ from engine.core.decide import plan, rate_in_kafka, throttled
 from engine.core.partition import TopicPartition
 from engine.core.scheduler import A, WEIGHT_UNITS, lacking, refusal, resources
 from engine.core.state import ACTIVE, FINISHED_KEPT, READY, TERMINAL, State, fold, set_back
-from engine.core.throttles import ThrottleSet, needed, union
+from engine.core.decide import METADATA_SETTLE
+from engine.core.throttles import ThrottleSet, minus, needed, union
 from engine.runtime.decider import IDLE_LOOK
 from engine.views.attention import attention
 from engine.whatif.fuzz.world import World, trs
@@ -82,6 +92,7 @@ def throttle_leak(world: World, state: State) -> str | None:
         allowed = allowed._replace(leader_brokers=allowed.leader_brokers | named,
                                    follower_brokers=allowed.follower_brokers | named)
     dead = _down_or_just_back(world, state)
+    on = minus(on, world.foreign_on())  # another client's (``configs``): not kreassign's to remove
     extra = ThrottleSet(on.leader - allowed.leader, on.follower - allowed.follower,
                         on.leader_brokers - allowed.leader_brokers - dead,
                         on.follower_brokers - allowed.follower_brokers - dead)
@@ -112,13 +123,93 @@ def throttle_rate(world: World, state: State) -> str | None:
     on = world.sim.state.throttles
     ours = state.throttles
     down = _down_or_just_back(world, state)
-    wrong = sorted({(side, b, r) for side, rates, brokers in (("leader", on.leader_rate, ours.leader_brokers),
-                                                               ("follower", on.follower_rate, ours.follower_brokers))
-                    for b, r in rates.items() if b in brokers and r != want and b not in down})
+    # a rate another client set (``configs``) is the restore check's: set right within ``RESTORE_BOUND``
+    other = world.foreign_on()
+    wrong = sorted({(side, b, r) for side, rates, brokers, theirs in (
+                        ("leader", on.leader_rate, ours.leader_brokers, other.leader_brokers),
+                        ("follower", on.follower_rate, ours.follower_brokers, other.follower_brokers))
+                    for b, r in rates.items() if b in brokers and r != want and b not in down and b not in theirs})
     if not wrong:
         return None
     return (f"rates other than the throttle {state.throttle_rate} + {state.limits.throttle_margin_pct} % "
             f"({want}): " + ", ".join(f"{side} rate {r} on broker {b}" for side, b, r in wrong[:6]))
+
+
+RESTORE_BOUND = 10.0 + METADATA_SETTLE + 2.0
+"""Seconds within which kreassign sets again a throttle of its own that the cluster lacks (deleted, or a
+rate set to another value, by another client): the read-back interval (the fuzz's engine runs with
+``--verify-interval`` 10 s: the difference is seen by the first read-back after the change), then
+``METADATA_SETTLE`` until the read-back that confirms it, each up to a tick late (``TICK`` 1 s); the
+confirming decision sets it again in the same tick."""
+
+REPORT_BOUND = 10.0 + 2.0
+"""Seconds within which a throttle of kreassign's that the cluster lacks is named in a difference it
+read back (``ThrottlesDiffered``: the ``throttles_differ`` attention; or ``ThrottlesDrifted``): one
+read-back interval, up to a tick late, and the tick that reads it."""
+
+
+def lacking_pieces(world: World, state: State) -> dict[tuple, str]:
+    """Every throttle the engine counts in force, or that a step in flight needs, and not being retried
+    (``throttle_failed``), that the cluster lacks: an entry not listed (a ``*`` does not count: a read-back leaves it out), a broker's
+    rate not set or set to another value than the one in force; rates of brokers down or just back left
+    out (``_down_or_just_back``). piece -> what the cluster has."""
+    need = needed(throttled(state), rate_in_kafka(state))
+    if not state.paused and state.throttle_rate is not None and state.limits.keep_throttle_rates:
+        # a kept rate a read-back confirmed missing is set again while it is still kept (docs/algorithm.md,
+        # section 3): a broker a partition not ended names
+        named = _named_by_moves_left(state)
+        lb = frozenset(b for side, b in world.reclaim if side == "leader rate" and b in named)
+        fb = frozenset(b for side, b in world.reclaim if side == "follower rate" and b in named)
+        need = union(need, ThrottleSet(leader_brokers=lb, follower_brokers=fb, rate=rate_in_kafka(state)))
+    force = minus(union(need, state.throttles), state.throttle_failed)
+    t = world.sim.state.throttles
+    down = _down_or_just_back(world, state)
+    out = {}
+    for side, entries in (("leader", force.leader), ("follower", force.follower)):
+        lists = getattr(t, side)
+        for e in entries:
+            if (e.partition, e.broker) not in lists.get(e.topic, ()):
+                out[(side, e)] = "not listed"
+    for side, brokers, rates, kept in (("leader", force.leader_brokers, t.leader_rate, state.throttles.leader_brokers),
+                                       ("follower", force.follower_brokers, t.follower_rate,
+                                        state.throttles.follower_brokers)):
+        for b in brokers:
+            if b in down:
+                continue
+            r = rates.get(b)
+            want = state.throttles.rate if b in kept else need.rate
+            if r is None:
+                out[(f"{side} rate", b)] = "not set"
+            elif want is not None and r != want:
+                out[(f"{side} rate", b)] = f"{r} (not {want})"
+    return out
+
+
+def throttle_restore(world: World, state: State) -> tuple[str, str] | None:
+    """(check, what) when a throttle of kreassign's that the cluster lacks was not set again within
+    ``RESTORE_BOUND`` (``throttle_restore``), or not named in a difference read back within
+    ``REPORT_BOUND`` (``throttle_unreported``), counted from when a tick first saw it lacking, from when
+    kreassign last set it, and from the last fault that kept its read-backs or throttle changes from their
+    cadence (``World.disturbed_at``): the bound is on kreassign's answer, not on another client that sets
+    its own value again faster than a read-back can confirm it (kreassign sets its own again each time)."""
+    now = world.now
+    lacking = lacking_pieces(world, state)
+    since = world.missing_since
+    for piece in [p for p in since if p not in lacking]:
+        del since[piece]
+    calm = world.disturbed_at()
+    for piece, has in sorted(lacking.items(), key=lambda x: str(x[0])):
+        first = since.setdefault(piece, now)
+        start = max(first, world.set_at.get(piece, 0.0), calm)
+        side, x = piece
+        name = f"broker {x}'s {side}" if isinstance(x, int) else f"{side} entry {x.topic}-{x.partition}:{x.broker}"
+        if now - start > REPORT_BOUND and world.named_at.get(piece, -1.0) < first - 1e-9:
+            return "throttle_unreported", (f"{name} lacking on the cluster ({has}) since t={first:.2f} and named in "
+                                           f"no difference read back")
+        if now - start > RESTORE_BOUND:
+            return "throttle_restore", (f"{name} lacking on the cluster ({has}) since t={first:.2f}, not set again "
+                                        f"within {RESTORE_BOUND:g} s")
+    return None
 
 
 def _named_by_moves_left(state: State) -> frozenset[int]:

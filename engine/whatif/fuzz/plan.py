@@ -26,6 +26,7 @@ Fault classes (``FAULTS``), each toggled by name (``--faults crash,torn``):
 | ``elect`` | a window in which preferred-leader elections are refused |
 | ``throttle`` | a window in which throttle changes are refused |
 | ``torn`` | a window in which looks are torn: replicas, ISR, leaders and broker liveness from a broker's lagging metadata cache, reassignments in progress from the controller (current); throttle read-backs lag too |
+| ``configs`` | another client changes the throttle configs as an operator's ``kafka-configs.sh`` does: a broker's ``leader``/``follower.replication.throttled.rate`` set to another value or deleted, a topic's ``*.replication.throttled.replicas`` deleted, rewritten or set to ``*``, or a rate set again and again (an automation that reasserts it); each at a plain time or right at (or a few seconds after) an event it is drawn to meet: a copy released from the throttle, a copy started released, a throttle command, throttling set to none, a pause, a resume, a cancel with rollback, a broker's death or return, a throttle change whose answer is lost (``configs``) |
 
 Commands (always on): submit, supersede (a new request for partitions in flight), replace
 (a dead broker, or any, replaced in every partition that holds it: the operator's answer to a lost
@@ -46,7 +47,8 @@ from engine.core.state import FINISHED_KEPT
 from engine.sim.scenario import BrokerSpec, PartitionSpec, Scenario
 
 FAULTS = ("crash", "broker", "leader", "isr", "lost", "late", "dup", "other", "clock", "standby", "elect",
-          "throttle", "torn")
+          "throttle", "torn", "configs")
+OWN_STREAM = ("configs",)  # fault classes drawn from a generator of their own (``configs``): the others' draws stay
 COMMANDS = ("submit", "supersede", "replace", "cancel", "limits", "throttle", "pause", "many", "burst")
 ALWAYS = ("cmd", "snapshot")  # item kinds that no --faults selection removes
 
@@ -161,6 +163,8 @@ def draw(seed: int) -> Plan:
                                          "cancel", "limits", "throttle", "pause", "many"))))
     todo += [("snapshot", "write")] * rng.randint(0, 3)
     for kind in FAULTS:
+        if kind in OWN_STREAM:
+            continue
         if rng.random() < 0.45:
             todo += [(kind, "")] * rng.choice((1, 1, 2, 3))
     rng.shuffle(todo)  # drawn in a random order: a fault may come just before a command or just after
@@ -175,6 +179,7 @@ def draw(seed: int) -> Plan:
         else:
             _fault(kind, rng, add, n)
     items += burst(seed, quiet_at)
+    items += configs(seed, quiet_at, n)
     items.sort(key=lambda i: i.at)  # stable: equal times keep their drawing order
     return Plan(seed, scenario, throttle, limits, quiet_at, tuple(items))
 
@@ -202,6 +207,59 @@ def burst(seed: int, quiet_at: float) -> list[Item]:
         return []
     count = FINISHED_KEPT + rng.randint(5, 40)
     return [Item(round(rng.uniform(0.0, quiet_at), 2), "cmd", "burst", (count,), rng.getrandbits(32))]
+
+
+CONFIGS_SHARE = 0.45
+"""The share of seeds whose plan has another client change the throttle configs (as every other fault
+class's)."""
+
+CONFIGS_CHANGES = ("rate-other", "rate-other", "rate-delete", "entries-delete", "entries-rewrite", "entries-star",
+                   "reassert")
+CONFIGS_MEETS = ("at", "at", "release", "release-start", "throttle", "none", "pause", "resume", "rollback", "broker",
+                 "lost")
+"""What another client's change of the throttle configs is drawn to meet (``at``: nothing, a plain time; the
+others: the first such event from the item's time on): ``release`` (a copy released from the throttle),
+``release-start`` (a copy started released), ``throttle`` (the throttle's rate changed), ``none``
+(throttling disabled), ``pause``, ``resume``, ``rollback`` (a partition cancelled with rollback), ``broker``
+(a broker dies or comes back), ``lost`` (a throttle change of kreassign's whose answer is lost or late)."""
+
+COMPANIONS = {"throttle": "throttle", "none": "none", "pause": "pause", "resume": "pause", "rollback": "rollback",
+              "broker": "broker", "lost": "lost"}
+"""The event a ``configs`` item may bring along (its companion, an item of the same class drawn from the same
+generator, so that dropping the class drops both): the command or fault it is drawn to meet."""
+
+
+def configs(seed: int, quiet_at: float, n: int) -> list[Item]:
+    """Another client's changes of the throttle configs (``configs``), from a generator of their own: every
+    seed's other items are as they were. Each change is drawn to meet an event (``CONFIGS_MEETS``) and,
+    half the time, brings that event along (``COMPANIONS``) at about its time, so that they do meet."""
+    rng = random.Random(f"configs-{seed}")
+    if rng.random() >= CONFIGS_SHARE:
+        return []
+    out = []
+    for _ in range(rng.choice((1, 1, 2, 3))):
+        at = round(rng.uniform(0.0, quiet_at), 2)
+        what = rng.choice(CONFIGS_CHANGES)
+        meets = rng.choice(CONFIGS_MEETS)
+        delay = rng.choice((0.0, 0.0, round(rng.uniform(0.0, 3.0), 2)))
+        args: tuple = (meets, delay)
+        if what == "reassert":  # every ``period`` seconds for ``duration`` (an automation that keeps its value)
+            args += (round(rng.uniform(2.0, 20.0), 1), round(rng.choice((rng.uniform(10, 60), rng.uniform(60, 400))), 1))
+        out.append(Item(at, "configs", what, args, rng.getrandbits(32)))
+        companion = COMPANIONS.get(meets)
+        if companion is not None and rng.random() < 0.5:
+            when = min(quiet_at, round(max(0.0, at + rng.uniform(-1.0, 2.0)), 2))
+            cargs: tuple = ()
+            if companion == "throttle":
+                cargs = (rng.choice((5 * MB, 20 * MB, 50 * MB, 100 * MB)),)
+            elif companion == "pause":
+                cargs = (round(rng.uniform(1.0, 60.0), 1),)
+            elif companion == "broker":
+                cargs = (rng.randrange(n), round(rng.choice((rng.uniform(2, 30), rng.uniform(30, 300))), 1))
+            elif companion == "lost":
+                cargs = (round(rng.uniform(2.0, 30.0), 1), rng.choice((0.5, 1.0)))
+            out.append(Item(when, "configs", f"with-{companion}", cargs, rng.getrandbits(32)))
+    return out
 
 
 def draw_limits(rng: random.Random) -> dict:

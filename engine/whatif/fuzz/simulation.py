@@ -22,12 +22,13 @@ from dataclasses import dataclass
 
 from engine.core.commands import Cancel, ChangeLimits, ChangeThrottle, Pause, PartitionTarget, Resume, Submit
 from engine.core.partition import TopicPartition
-from engine.core.state import ACTIVE, COMPLETED, TERMINAL
+from engine.core.state import ACTIVE, CLOCK_SET_BACK, COMPLETED, TERMINAL
 from engine.log.snapshot import canonical, dumps, loads
 from engine.runtime.decider import Decider, Retry
 from engine.sim import controller
 from engine.whatif.fuzz import checks
-from engine.whatif.fuzz.plan import Item, Plan, draw_limits
+from engine.core.throttles import ThrottledReplica, minus
+from engine.whatif.fuzz.plan import MB, Item, Plan, draw_limits
 from engine.whatif.fuzz.world import Crash, FaultyCluster, FuzzLog, Violation, World, trs
 
 TICK = 1.0  # seconds of virtual time between two ticks of the engine
@@ -53,6 +54,13 @@ class Result:
         return not self.violations
 
 
+def _delays(back: float) -> float:
+    """How long a step of the engine's clock ``back`` seconds back may delay a timer (docs/algorithm.md,
+    section 6): by as much under ``CLOCK_SET_BACK``; a longer one is a clock set back, whose timers are
+    re-based at once."""
+    return back if 0.0 < back < CLOCK_SET_BACK else 0.0
+
+
 class Engine:
     """The engine process: a decider, and the marker of the last input carried out (the worker's
     table). ``start`` is a (re)start: fold the log, carry out what it asks, dying again if told to."""
@@ -66,6 +74,7 @@ class Engine:
 
     def start(self) -> None:
         self.world.held_looks.clear()  # looks on their way to the process that died die with it
+        self.world.restarted_at.append(self.world.now)
         while True:
             self.restarts += 1
             d = Decider(self.log, FaultyCluster(self.world), clock=self.world.clock, verify_interval=VERIFY_INTERVAL)
@@ -118,6 +127,9 @@ class Run:
         self.bound: float | None = None
         self.finished_at: float | None = None
         self.pending_targets: dict[TopicPartition, tuple] = {}
+        self.items: list[Item] = []  # the plan's items still to come (and those items bring along)
+        self.armed_configs: list[Item] = []  # another client's config changes waiting for the event they meet
+        self.operator = Operator(self.world, self)
 
     # --- the loop --------------------------------------------------------------------------------------
 
@@ -141,7 +153,7 @@ class Run:
         if self.plan.limits:
             self.hand(ChangeLimits(dict(self.plan.limits), command_id=self.command_id()),
                       f"limits at start: {self.plan.limits}")
-        items = list(self.plan.items)
+        items = self.items = list(self.plan.items)
         next_tick = TICK
         quiet_done = False
         while True:
@@ -192,6 +204,10 @@ class Run:
         if self.leaks >= checks.LEAK_TICKS:  # one look may be torn: a leak is one that the next looks keep
             self.once("throttle_leak", leak, timers=checks.timers_ahead(d.state, d.clock()),
                       torn=self.world.torn_since(0.0))
+        restore = checks.throttle_restore(self.world, d.state)
+        if restore is not None:
+            self.once(restore[0], restore[1], timers=checks.timers_ahead(d.state, d.clock()),
+                      torn=self.world.torn_since(0.0))
         wrong = checks.throttle_rate(self.world, d.state)
         self.wrong_rates = self.wrong_rates + 1 if wrong else 0
         if self.wrong_rates >= checks.LEAK_TICKS:
@@ -210,6 +226,23 @@ class Run:
                 item = self.isr_armed.pop(0)
                 self.shrink_isr(tp, item)
         w.completed.clear()
+        self.met_configs()
+
+    def met_configs(self) -> None:
+        """Another client's config changes whose event came (``plan.CONFIGS_MEETS``); one that meets nothing
+        (``at``) comes as soon as kreassign has a throttle in force (what it is there to change)."""
+        w = self.world
+        d = self.engine.d
+        busy = d is not None and not d.state.throttles.is_empty()
+        if not self.armed_configs or not (w.met or busy):
+            w.met.clear()
+            return
+        met, w.met = w.met, []
+        for item in list(self.armed_configs):
+            meets = item.args[0]
+            if (meets in met or (meets == "at" and busy)) and not w.quiet:
+                self.armed_configs.remove(item)
+                self.operator.fire(item, f"meeting {meets}" if meets != "at" else "")
 
     def once(self, check: str, detail: str, tps=(), **facts) -> None:
         if check not in self.first:
@@ -290,12 +323,20 @@ class Run:
             w.open_window(item)
         elif kind == "other":
             self.other_tool(item)
+        elif kind == "configs":
+            if item.what.startswith("with-"):
+                self.companion(item)
+            else:
+                self.armed_configs.append(item)
+                self.met_configs()
         elif kind == "clock":
+            w.stepped_at.append(w.now + _delays(-item.args[0]))
             w.offset += item.args[0]
             if item.args[0] > 0:
                 w.forward.append(w.now)
             w.held_looks.clear()  # a late look is stamped by the clock it was taken with: not across a step
         elif kind == "standby":
+            w.stepped_at.append(w.now + _delays(w.offset - item.args[0]))
             if item.args[0] > w.offset:
                 w.forward.append(w.now)
             w.offset = item.args[0]
@@ -310,6 +351,7 @@ class Run:
             return
         w.sim.state = controller.broker_down(w.sim.state, b) if action == "down" else controller.broker_up(w.sim.state, b)
         w.record()
+        w.met.append("broker")
         if action == "up":
             self.stays.discard(b)
             w.back_at[b] = w.now
@@ -321,6 +363,7 @@ class Run:
         w = self.world
         w.quiet = True
         w.armed.clear()
+        self.armed_configs.clear()
         self.isr_armed.clear()
         w.held_looks.clear()
         s = self.engine.d.state
@@ -353,6 +396,11 @@ class Run:
         # the rate the copies run at: the bound counts with the lowest rate in force from now on
         rates = [s.throttle_rate or checks.NETWORK] + [c.rate or checks.NETWORK for _, c in self.pending
                                                        if isinstance(c, ChangeThrottle)]
+        # a rate another client left on a broker (``configs``) throttles what it lists there, an operator's
+        # ``*`` every replica of a topic, kreassign's copies too: not kreassign's to remove
+        t = w.sim.state.throttles
+        rates += [r for side in ("leader", "follower") for b, r in getattr(t, f"{side}_rate").items()
+                  if (f"{side} rate", b) in w.foreign and w.foreign[(f"{side} rate", b)] == r]
         self.bound = checks.bound(w, s, self.pending_targets, min(rates))
         self.bound_end = w.now + self.bound
 
@@ -432,6 +480,39 @@ class Run:
         q = w.sim.state.partitions[tp]
         w.note(f"another tool {item.what}s {tp}: {result.__class__.__name__}; now {list(q.replicas)} adding "
                f"{list(q.adding)} removing {list(q.removing)}")
+
+    def companion(self, item: Item) -> None:
+        """What a ``configs`` item brings along, so that another client's change meets it
+        (``engine.whatif.fuzz.plan.COMPANIONS``)."""
+        w = self.world
+        what = item.what[len("with-"):]
+        d = self.engine.d.state
+        if what in ("throttle", "none"):
+            rate = item.args[0] if what == "throttle" else None
+            self.hand(ChangeThrottle(rate, command_id=self.command_id()), f"throttle {rate} (with configs)")
+        elif what == "pause":
+            self.hand(Pause(command_id=self.command_id()), "pause (with configs)")
+            at = min(self.plan.quiet_at, round(w.now + item.args[0], 2))
+            i = next((k for k, x in enumerate(self.items) if x.at > at), len(self.items))
+            self.items.insert(i, Item(at, "cmd", "resume", (), item.seed))
+        elif what == "rollback":
+            active = sorted((r for r in d.requests.values() if r.status == ACTIVE), key=lambda r: r.seq)
+            if not active:
+                w.note("no request to cancel with rollback")
+                return
+            r = item.rng().choice(active)
+            self.hand(Cancel(r.request_id, None, rollback=True, command_id=self.command_id()),
+                      f"cancel {r.request_id} (rollback, with configs)")
+        elif what == "broker":
+            b, duration = item.args
+            self.broker(b, "down")
+            self.ups.append((w.now + duration, b))
+            self.ups.sort()
+        elif what == "lost":
+            window = Item(item.at, "lost", "answers", item.args, item.seed)
+            w.windows.append((window, min(item.at + item.args[0], self.plan.quiet_at), window.rng()))
+        else:
+            raise ValueError(f"unknown companion {item.what!r}")
 
     # --- commands ------------------------------------------------------------------------------------
 
@@ -612,7 +693,7 @@ class Run:
                           timers=checks.timers_ahead(s, now) + checks.decider_ahead(d, now) + self.ahead,
                           silent=checks.silent(s, rows, now), pending=len(self.pending))
         else:
-            left = w.sim.state.throttles.as_set()
+            left = minus(w.sim.state.throttles.as_set(), w.foreign_on())  # another client's are its own
             dead = {b for b, x in w.sim.state.brokers.items() if not x.alive}
             kept = (s.throttles.leader_brokers | s.throttles.follower_brokers | s.throttle_failed.leader_brokers
                     | s.throttle_failed.follower_brokers)
@@ -655,3 +736,122 @@ class Run:
 
 def run(plan: Plan) -> Result:
     return Run(plan).run()
+
+
+class Operator:
+    """Another client that changes the throttle configs behind kreassign's back, as an operator's
+    ``kafka-configs.sh`` does (``configs`` items): a broker's rate set to another value or deleted, a topic's
+    throttled-replicas list deleted, rewritten or set to ``*``, or a rate set again every few seconds (an
+    automation that keeps its own value). It mostly picks what kreassign has set (that is what it must
+    defend); a broker's rate is a config of the broker itself: a dead broker is not changed."""
+
+    def __init__(self, world: World, run: "Run"):
+        self.w = world
+        self.run = run
+
+    def fire(self, item: Item, why: str) -> None:
+        delay = item.args[1]
+        label = f"{item.name()}{' ' + why if why else ''}"
+        if delay:
+            self.w.schedule(delay, "configs", lambda: self.change(item, label), label)
+        else:
+            self.change(item, label)
+
+    def change(self, item: Item, label: str, rng: random.Random | None = None) -> None:
+        w = self.w
+        if w.quiet:
+            return
+        rng = rng or item.rng()
+        s = w.sim.state
+        t = s.throttles
+        d = self.run.engine.d.state
+        ours = d.throttles
+        live = sorted(b for b in s.brokers if s.alive(b))
+        what = item.what
+        if what in ("rate-other", "rate-delete", "reassert"):
+            if what == "rate-delete":
+                rated = sorted({b for b in (*t.leader_rate.keys(), *t.follower_rate.keys()) if s.alive(b)})
+                mine = [b for b in rated if b in ours.leader_brokers | ours.follower_brokers]
+                pool = mine if mine and rng.random() < 0.8 else rated
+            else:
+                mine = sorted(b for b in ours.leader_brokers | ours.follower_brokers if s.alive(b))
+                pool = mine if mine and rng.random() < 0.8 else live
+            if not pool:
+                w.note(f"{label}: no broker to change")
+                return
+            b = rng.choice(pool)
+            sides = rng.choice((("leader",), ("follower",), ("leader", "follower")))
+            if what == "rate-delete":
+                value = None
+            else:
+                base = ours.rate or d.throttle_rate or 50 * MB
+                value = int(rng.choice((1 * MB, base // 2, base * 3, 500 * MB, base + 1)))
+            self.set_rates(b, sides, value, label)
+            if what == "reassert":
+                period, duration = item.args[2], item.args[3]
+                end = min(w.now + duration, self.run.plan.quiet_at)
+                self._again(b, sides, value, period, end, label)
+            return
+        topics = sorted({topic for lists in (t.leader, t.follower) for topic, es in lists.items() if es})
+        mine = sorted({e.topic for e in ours.leader | ours.follower})
+        pool = mine if mine and rng.random() < 0.8 else (topics or sorted(s.topics))
+        topic = rng.choice(pool)
+        sides = rng.choice((("leader",), ("follower",), ("leader", "follower")))
+        for side in sides:
+            before = getattr(w.sim.state.throttles, side).get(topic, frozenset())
+            if what == "entries-delete":
+                entries = frozenset()
+            elif what == "entries-star":
+                entries = frozenset({"*"})
+            else:  # rewritten: some of what is there kept, some other replicas listed
+                kept = [e for e in sorted(x for x in before if x != "*") if rng.random() < 0.5]
+                count = s.topics[topic].partitions
+                added = {(rng.randrange(count), rng.choice(sorted(s.brokers))) for _ in range(rng.randint(0, 3))}
+                entries = frozenset(kept) | frozenset(added)
+            w.sim.state = controller.set_throttled_replicas(w.sim.state, topic, side, entries)
+            for e in [x for x in before if x != "*"]:
+                if e not in entries:
+                    w.foreign.pop((side, ThrottledReplica(topic, *e)), None)
+            for e in entries:
+                if e != "*" and e not in before:
+                    w.foreign[(side, ThrottledReplica(topic, *e))] = None
+            gone = sum(1 for e in getattr(ours, side) if e.topic == topic and (e.partition, e.broker) not in entries)
+            w.note(f"another client ({label}) sets {topic}'s {side}.replication.throttled.replicas to "
+                   f"{','.join(sorted(x if x == '*' else f'{x[0]}:{x[1]}' for x in entries)) or '(deleted)'}"
+                   + (f" (kreassign's entries lost: {gone})" if gone else ""))
+        self._touched()
+
+    def set_rates(self, b: int, sides: tuple, value: int | None, label: str) -> None:
+        w = self.w
+        if not w.sim.state.alive(b):
+            return
+        ours = self.run.engine.d.state.throttles
+        mine = [side for side in sides if b in getattr(ours, f"{side}_brokers")]
+        for side in sides:
+            w.sim.state = controller.set_throttle_rate(w.sim.state, b, side, value)
+            if value is None:
+                w.foreign.pop((f"{side} rate", b), None)
+            else:
+                w.foreign[(f"{side} rate", b)] = value
+        w.note(f"another client ({label}) {'deletes' if value is None else f'sets to {value}'} "
+               f"{'/'.join(sides)}.replication.throttled.rate of broker {b}"
+               + (f" (kreassign's: {'/'.join(mine)})" if mine else ""))
+        self._touched()
+
+    def _again(self, b: int, sides: tuple, value: int, period: float, end: float, label: str) -> None:
+        w = self.w
+        if w.now + period >= end:
+            return
+
+        def again() -> None:
+            if w.quiet:
+                return
+            self.set_rates(b, sides, value, label + " again")
+            self._again(b, sides, value, period, end, label)
+
+        w.schedule(period, "configs", again, label + " again")
+
+    def _touched(self) -> None:
+        w = self.w
+        w.touched.setdefault("throttles", []).append(w.now)
+        w.record()

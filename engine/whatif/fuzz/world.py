@@ -27,6 +27,7 @@ from typing import Callable, Collection, Iterable, Mapping
 
 from engine.core import events as ev
 from engine.core.commands import Observation
+from engine.core.decide import METADATA_SETTLE
 from engine.core.limits import DEFAULT_LIMITS, Limits
 from engine.core.outcomes import OK, Ok, Refused, Result, Unavailable
 from engine.core.partition import Broker, PartitionState, Replicas, TopicPartition
@@ -151,6 +152,10 @@ class World:
         self.last_drift = 0.0
         self.differed_at: float | None = None  # when the latest difference of a read-back was first seen
         self.forward: list[float] = []  # world times at which the engine's clock stepped forward
+        # world times until which a step of the engine's clock may delay its timers: when it stepped forward,
+        # when it stepped back plus the step (docs/algorithm.md, section 6: a step back under
+        # ``CLOCK_SET_BACK`` delays a timer by at most that much)
+        self.stepped_at: list[float] = []
         self.set_at: dict[tuple, float] = {}  # throttle piece -> when the engine last logged it applied
         self.reapply_failed: list[float] = []  # when a failed apply named throttle entries set on the cluster
         self.look: SimState | None = None  # the cluster when the engine last looked
@@ -162,6 +167,16 @@ class World:
         self.trace: list[str] = []
         self.quiet = False
         self.shadow: State | None = EMPTY  # the fold of the log so far (what a restart recovers), event by event
+        # another client's throttle configs (``configs``): the events its changes are drawn to meet, seen since
+        # the last step; the pieces it set that are not kreassign's (piece -> the value set, None for an entry),
+        # until kreassign sets them itself; when kreassign last named each piece in a difference it read back
+        self.met: list[str] = []
+        self.foreign: dict[tuple, int | None] = {}
+        self.named_at: dict[tuple, float] = {}
+        self.restarted_at: list[float] = []  # when the engine (re)started: a read-back's cadence starts again
+        self.missing_since: dict[tuple, float] = {}  # a piece the engine counts in force, lacking on the cluster
+        self.drifts_of: dict[tuple, list[float]] = {}  # piece -> when a ThrottlesDrifted set it right
+        self.reclaim: set[tuple] = set()  # rates a ThrottlesDrifted found missing, not set or removed since
         self.record()
 
     # --- time -------------------------------------------------------------------------------------
@@ -426,6 +441,21 @@ class World:
             elif kind is ev.ThrottlesApplied:
                 for piece in _pieces(x.throttles):
                     self.set_at[piece] = self.now
+                    self.foreign.pop(piece, None)  # kreassign set it: its own from now on
+                    self.reclaim.discard(piece)
+            elif kind is ev.ThrottlesRemoved:
+                for piece in _pieces(x.throttles):
+                    self.reclaim.discard(piece)
+            elif kind is ev.ThrottleReleased:
+                self.met.append("release" if (x.tp, x.number) in self.step_at else "release-start")
+            elif kind is ev.ThrottleRateChanged:
+                self.met.append("throttle" if x.rate is not None else "none")
+            elif kind is ev.Paused and not x.already:
+                self.met.append("pause")
+            elif kind is ev.Resumed and not x.already:
+                self.met.append("resume")
+            elif kind is ev.PartitionCancelled and x.rollback:
+                self.met.append("rollback")
             elif kind is ev.StepPlanned:
                 self.step_nr[(x.tp, x.number)] = tuple(x.step.nr)
                 self.planned_trs.setdefault(x.tp, set()).add(tuple(x.step.tr))
@@ -448,10 +478,28 @@ class World:
             elif kind is ev.PartitionObserved:
                 self.observed_at[x.tp] = self.now
             elif kind is ev.ThrottlesDiffered:
+                for piece in _pieces(x.missing) + _pieces(x.unexpected):
+                    self.named_at[piece] = self.now
+                if not (x.missing.is_empty() and x.unexpected.is_empty()):
+                    self.note(f"engine: throttles differ (missing {_entries(x.missing)}, left over {_entries(x.unexpected)})")
                 empty = x.missing.is_empty() and x.unexpected.is_empty()
                 self.differed_at = None if empty else (self.differed_at if self.differed_at is not None
                                                        else self.now)
             elif kind is ev.ThrottlesDrifted:
+                self.note(f"engine: throttles drifted (missing {_entries(x.missing)}, left over {_entries(x.unexpected)})")
+                for piece in _pieces(x.missing) + _pieces(x.unexpected):
+                    self.named_at[piece] = self.now
+                    if piece in _pieces(x.missing) and piece[0].endswith("rate"):
+                        self.reclaim.add(piece)
+                    times = self.drifts_of.setdefault(piece, [])
+                    # against another client that keeps setting its own value, kreassign sets its own again
+                    # once per confirmed difference, never faster than METADATA_SETTLE: no tug of war at the
+                    # pace of its ticks (a clock stepped forward is time that passed, by its rule)
+                    if (times and self.now - times[-1] < METADATA_SETTLE - 1e-9 and not self.stepped_forward(times[-1])
+                            and not any(v.check == "throttle_fight" for v in self.violations)):
+                        self.violate("throttle_fight", f"{piece[0]} {piece[1]} set right again {self.now - times[-1]:.2f} s "
+                                     f"after the last time (at most once per {METADATA_SETTLE:g} s)")
+                    times.append(self.now)
                 since = self.last_drift
                 self.last_drift = self.now
                 first, self.differed_at = self.differed_at, None
@@ -460,9 +508,12 @@ class World:
                 # may not have named it yet (a read-back that lagged, or did not cover its broker then)
                 pieces = _pieces(x.missing)
                 removed = self.touched.get("throttles", [])
-                other = other or (bool(pieces) and all(
+                # an entry left over that another client listed (``configs``) and kreassign never set: the
+                # partition became kreassign's, or its step ended, after an earlier drift was judged
+                extra = _pieces(x.unexpected)
+                other = other or (bool(pieces or extra) and all(
                     any(t >= self.set_at.get(piece, 0.0) for t in removed) for piece in pieces)
-                    and x.unexpected.is_empty())
+                    and all(piece in self.foreign for piece in extra))
                 own = (x.missing.is_empty() and not (x.unexpected.leader_brokers | x.unexpected.follower_brokers)
                        and (x.unexpected.leader | x.unexpected.follower) <= self.unknown_entries)
                 if not other and not own and first is not None and self.stepped_forward(first):
@@ -506,6 +557,31 @@ class World:
         broker's metadata can be taken for a change. The engine cannot tell such a step from time that
         passed (only a clock that never steps could), so the checks do not count what follows from it."""
         return any(t >= since - 1e-9 for t in self.forward)
+
+    def foreign_on(self) -> ThrottleSet:
+        """What another client set (``configs``) that is still on the cluster as it set it and that kreassign
+        has not set since: not kreassign's to remove."""
+        t = self.sim.state.throttles
+        leader, follower, lb, fb = set(), set(), set(), set()
+        for (side, x), value in self.foreign.items():
+            if side == "leader rate" and t.leader_rate.get(x) == value:
+                lb.add(x)
+            elif side == "follower rate" and t.follower_rate.get(x) == value:
+                fb.add(x)
+            elif side in ("leader", "follower") and (x.partition, x.broker) in getattr(t, side).get(x.topic, ()):
+                (leader if side == "leader" else follower).add(x)
+        return ThrottleSet(frozenset(leader), frozenset(follower), frozenset(lb), frozenset(fb))
+
+    def disturbed_at(self) -> float:
+        """The latest time (up to now) something kept the engine's read-backs or throttle changes from their
+        cadence: a fault window of looks or answers (lost, late, twice, torn, throttle changes refused) in
+        force, a (re)start of the engine, a step of its clock."""
+        t = max([0.0] + [x for x in self.restarted_at + self.forward if x <= self.now]
+                + [min(x, self.now) for x in self.stepped_at])
+        for item, end, _ in self.windows:
+            if item.at <= self.now and item.kind in ("lost", "late", "dup", "torn", "throttle"):
+                t = max(t, min(end, self.now))
+        return t
 
     def torn_since(self, since: float) -> bool:
         return any(item.at <= self.now and end >= since for item, end, _ in self.windows if item.kind == "torn")
@@ -706,6 +782,8 @@ class FaultyCluster:
         out: Result = Unavailable(f"broker(s) {sorted(dead)} not available") if dead else OK
         if op == "apply" and fate in ("late", "lost-answer"):  # set, though the engine hears it failed
             w.unknown_entries |= throttles.leader | throttles.follower
+        if fate in ("late", "lost-answer", "lost-request"):
+            w.met.append("lost")
         if fate in ("lost-request", "late"):
             out = Unavailable("the request timed out")
             self._reapply_failed(op)
