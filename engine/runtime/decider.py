@@ -409,9 +409,10 @@ class Decider:
             else:
                 out += self.verify_throttles(now)
                 verify = False
-            if (partitions or idle) and self._pace(self.clock(), self._cost("look")):
+            later = self.clock()  # (after the held read's round trip: the deferral's time, and the pacing's)
+            if (partitions or idle) and self._pace(later, self._cost("look")):
                 self.held_more = more_held  # what a completion freed is still to be looked at, first
-                out += self._say_paced(now) + self._hold(now, measure, urgent)
+                out += self._say_paced(later) + self._hold(now, measure, urgent)
                 self._wake_for_releases(now)
                 return out
         looks: dict = {}
