@@ -508,3 +508,21 @@ def test_a_pacing_goes_on_when_the_look_after_a_held_read_is_deferred_a_moment_l
     after = d.budget_status(d.clock())["paced"]
     assert after is not None and after["deferred"] == before["deferred"] + 1
     assert after["since_seconds"] >= before["since_seconds"]
+
+
+def test_the_engines_own_status_page_gives_the_pacings_figures_in_its_attention_entry():
+    """``kreassign status`` folds the log, which has a pacing's figures only once it ends: its entry points to
+    the engine's /status. The engine's own /status (and the status page that renders its attention) has them
+    at hand: its entry gives the looks deferred, the longest wait and how long it stays shown, not a pointer
+    to a JSON key of the very page the operator is reading."""
+    d, cluster, paced = moving(budget=4)
+    doc = d.status()
+    entry = [a for a in doc["attention"] if a["kind"] == "paced"]
+    assert entry and entry[0]["title"] == d.state.looks_paced
+    figures = doc["request_budget"]["paced"]
+    assert figures["deferred"] == d.deferred
+    last = entry[0]["lines"][-1]
+    assert last.startswith(f"{d.deferred} looks deferred over the last {figures['since_seconds']:g} s, the longest "
+                           f"wait {figures['longest_wait_seconds']:.2f} s"), last
+    assert f"shown {figures['ends_in_seconds']:g} s more" in last
+    assert "request_budget.paced" not in " ".join(entry[0]["lines"])
