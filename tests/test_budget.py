@@ -453,3 +453,76 @@ def test_a_pacing_that_ended_while_the_cluster_cannot_be_observed_is_recorded_as
     assert d.state.cluster_error is not None  # the looks fail all along
     assert d.budget_status(cluster.cluster.time)["paced"] is None
     assert d.state.looks_paced is None
+
+
+
+def test_a_pacing_goes_on_when_the_look_after_a_held_read_is_deferred_a_moment_later():
+    """A tick that sends a held catch-up first and then defers its look asks ``_pace`` at the clock after that
+    read, which took a round trip; it then asked ``_say_paced`` at the tick's start, a moment before the
+    deferral it had just counted, so the pacing read as over (a deferral 'in the future': a clock set back)
+    and was recorded ended at once. The engine on the sim's Kafka front at --request-budget 3 said 'the
+    engine's looks no longer wait for the request budget (15 looks deferred over 11 s ...)' less than a
+    second after a deferral, then 'looks paced ...' again a second later, its figures from 0. The pacing
+    goes on: nothing recorded, the deferral counted in it."""
+    sc = S.from_document({
+        "seed": 3,
+        "brokers": [{"id": b, "network_in": "100 MB/s", "network_out": "100 MB/s"} for b in (1, 2, 3, 4)],
+        "topics": [{"name": "t", "min_insync_replicas": 2,
+                    "assignment": [{"replicas": [1, 2, 3], "size": "64 MB"} for _ in range(6)]}],
+    })
+    cluster = Charged(SimulatedCluster.from_scenario(sc))
+    d = Decider(MemoryLog(), cluster, clock=lambda: cluster.cluster.time, poll_interval=CEILING, floor=FLOOR,
+                budget=3)
+    d.recover(None)
+    d.decide(ChangeThrottle(4_000_000))
+    d.decide(Submit("r", tuple(PartitionTarget("t", p, (1, 2, 4)) for p in range(6))))
+    while (d.state.looks_paced is None or not d.state.steps) and cluster.cluster.time < 60.0:
+        due = d.due_in()
+        if due is not None and due <= FLOOR / 2:
+            d.tick()
+        cluster.cluster.advance(FLOOR / 2)
+    assert d.state.looks_paced is not None and d.state.steps
+    cluster.cluster.advance(2 * WINDOW)  # the window empties; the pacing is still shown (PACED_SHOWN: 60 s)
+    before = d.budget_status(d.clock())["paced"]
+    assert before is not None
+    # one request 0.9 s ago; a catch-up held over (1 request, which takes 5 ms) fits, the look after it (2) not
+    cluster.log[:] = [(cluster.cluster.time - 0.9, 1, True)]
+    d.look_costs["catch_up"].clear()
+    d.look_costs["catch_up"].append(1)
+    d.look_costs["look"].clear()
+    d.look_costs["look"].append(2)
+    d.held_measure = [sorted(d.state.steps)[0]]
+    d.full_at = None  # a full look is due: the tick looks after its held catch-up
+
+    def measured(now, tps):
+        cluster._charge([1], "catch_up")
+        cluster.cluster.advance(0.005)
+        return []
+
+    d.measure_catch_up = measured
+    deferred = d.deferred
+    out = d.tick()
+    assert d.deferred == deferred + 1  # the look waits
+    assert not [e.payload for e in out if isinstance(e.payload, ev.LooksPaced)]
+    assert d.state.looks_paced == before["line"]
+    after = d.budget_status(d.clock())["paced"]
+    assert after is not None and after["deferred"] == before["deferred"] + 1
+    assert after["since_seconds"] >= before["since_seconds"]
+
+
+def test_the_engines_own_status_page_gives_the_pacings_figures_in_its_attention_entry():
+    """``kreassign status`` folds the log, which has a pacing's figures only once it ends: its entry points to
+    the engine's /status. The engine's own /status (and the status page that renders its attention) has them
+    at hand: its entry gives the looks deferred, the longest wait and how long it stays shown, not a pointer
+    to a JSON key of the very page the operator is reading."""
+    d, cluster, paced = moving(budget=4)
+    doc = d.status()
+    entry = [a for a in doc["attention"] if a["kind"] == "paced"]
+    assert entry and entry[0]["title"] == d.state.looks_paced
+    figures = doc["request_budget"]["paced"]
+    assert figures["deferred"] == d.deferred
+    last = entry[0]["lines"][-1]
+    assert last.startswith(f"{d.deferred} looks deferred over the last {figures['since_seconds']:g} s, the longest "
+                           f"wait {figures['longest_wait_seconds']:.2f} s"), last
+    assert f"shown {figures['ends_in_seconds']:g} s more" in last
+    assert "request_budget.paced" not in " ".join(entry[0]["lines"])

@@ -409,9 +409,10 @@ class Decider:
             else:
                 out += self.verify_throttles(now)
                 verify = False
-            if (partitions or idle) and self._pace(self.clock(), self._cost("look")):
+            later = self.clock()  # (after the held read's round trip: the deferral's time, and the pacing's)
+            if (partitions or idle) and self._pace(later, self._cost("look")):
                 self.held_more = more_held  # what a completion freed is still to be looked at, first
-                out += self._say_paced(now) + self._hold(now, measure, urgent)
+                out += self._say_paced(later) + self._hold(now, measure, urgent)
                 self._wake_for_releases(now)
                 return out
         looks: dict = {}
@@ -902,7 +903,8 @@ class Decider:
         doc["partitions_remaining"] = self.remaining()
         doc["bytes_remaining"] = bytes_remaining(s, self.sizes) if self.sizes else None
         doc["blocked"] = self.blocked
-        doc["request_budget"] = self.budget_status(t)
+        doc["request_budget"] = budget = self.budget_status(t)
+        _with_pacing(doc["attention"], budget["paced"])
         doc["adaptive_throttle"] = (
             None if self.adaptive is None else {"min": self.adaptive.low, "max": self.adaptive.high}
         )
@@ -959,3 +961,19 @@ def _event_line(envelope: EventEnvelope) -> dict:
             "request": getattr(e, "request_id", None), "partition": str(tp) if tp is not None else None,
             "detail": detail}
 
+
+
+def _with_pacing(entries: list[dict], paced: dict | None) -> None:
+    """The ``paced`` entry of what needs attention, on the engine's own ``/status`` and status page: its last
+    line, which sends ``kreassign status`` (folded from the log, which has no figures until the pacing ends) to
+    the engine's ``request_budget.paced``, gives those figures themselves: the looks deferred, since when, the
+    longest wait, the last deferral and how long the warning stays shown."""
+    if paced is None:
+        return
+    for e in entries:
+        if e["kind"] == "paced":
+            n = paced["deferred"]
+            e["lines"] = e["lines"][:-1] + [
+                f"{n} look{'' if n == 1 else 's'} deferred over the last {paced['since_seconds']:g} s, the longest "
+                f"wait {paced['longest_wait_seconds']:.2f} s; the last {paced['last_deferral_seconds']:g} s ago: "
+                f"shown {paced['ends_in_seconds']:g} s more unless a read waits again"]
