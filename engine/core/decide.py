@@ -1047,22 +1047,23 @@ def copy_rates(s: State) -> dict[TopicPartition, float]:
     rate = s.throttle_rate
     if rate is None:
         return {}
-    sharing = _sharing(f.step for f in s.steps.values() if not f.released)
-    return {tp: rate / _busiest(sharing, f.step) for tp, f in s.steps.items() if not f.released and f.step.nr}
+    sharing = _sharing((f.step, f.source) for f in s.steps.values() if not f.released)
+    return {tp: rate / _busiest(sharing, f.step, f.source) for tp, f in s.steps.items()
+            if not f.released and f.step.nr}
 
 
-def _sharing(steps) -> dict[tuple, int]:
-    """How many of the throttled copies of ``steps`` each release bucket's side of a broker carries
-    (``state.release_keys``: what a broker receives, what it sends as the leader)."""
+def _sharing(copies) -> dict[tuple, int]:
+    """How many of the throttled ``copies`` ((step, source) pairs) each release bucket's side of a broker
+    carries (``state.release_keys``: what a broker receives, what it sends as the leader)."""
     count: dict[tuple, int] = {}
-    for step in steps:
-        for k in release_keys(step):
+    for step, source in copies:
+        for k in release_keys(step, source):
             count[k] = count.get(k, 0) + 1
     return count
 
 
-def _busiest(sharing: dict[tuple, int], step) -> int:
-    return max(sharing[k] for k in release_keys(step))
+def _busiest(sharing: dict[tuple, int], step, source: int | None) -> int:
+    return max(sharing[k] for k in release_keys(step, source))
 
 
 def _catch_up(d: _Decision, o: CatchUpObserved) -> None:
@@ -1088,7 +1089,7 @@ def _catch_up(d: _Decision, o: CatchUpObserved) -> None:
             continue
         if remaining > shares[tp] * lead:
             continue
-        owed = {k: debt.get(k, release_debt(s, k, o.now)) for k in release_keys(f.step)}
+        owed = {k: debt.get(k, release_debt(s, k, o.now)) for k in release_keys(f.step, f.source)}
         if all(x + remaining <= budget for x in owed.values()):
             d.emit(ev.ThrottleReleased(f.request_id, tp, f.number, remaining, o.now))
             debt.update({k: x + remaining for k, x in owed.items()})
@@ -1195,7 +1196,8 @@ def _release_in(s: State, tp: TopicPartition, share: float, left: float, now: fl
     rate = s.throttle_rate
     if rate:
         at_release = max(0.0, min(left, share * lead))  # what it will miss when its turn comes
-        owed = max((release_debt(s, k, now) for k in release_keys(s.steps[tp].step)), default=0.0)
+        f = s.steps[tp]
+        owed = max((release_debt(s, k, now) for k in release_keys(f.step, f.source)), default=0.0)
         wait = max(wait, (owed + at_release - rate * lead) / (RELEASE_REFILL * rate))
     return wait
 
@@ -1400,19 +1402,20 @@ def released_at_start(s: State, starts: list, now: float | None,
         return {}
     lead = _release_seconds(s)
     budget = rate * lead
-    sharing = _sharing([f.step for f in s.steps.values() if not f.released] + [step for _tp, step in starts])
+    sharing = _sharing([(f.step, f.source) for f in s.steps.values() if not f.released] +
+                       [(step, step.source) for _tp, step in starts])
     out: dict[TopicPartition, int] = {}
     debt: dict[tuple, float] = {}
     for tp, step in starts:
         obs = s.observed.get(tp) if looked is None else looked.get(tp)
         size = obs.size_bytes if obs is not None else None  # a look that measured no size: started throttled
-        if not step.nr or size is None or size > rate / _busiest(sharing, step) * lead:
+        if not step.nr or size is None or size > rate / _busiest(sharing, step, step.source) * lead:
             continue
-        owed = {k: debt.get(k, release_debt(s, k, now)) for k in release_keys(step)}
+        owed = {k: debt.get(k, release_debt(s, k, now)) for k in release_keys(step, step.source)}
         if all(x + size <= budget for x in owed.values()):
             out[tp] = size
             debt.update({k: x + size for k, x in owed.items()})
-            for k in release_keys(step):
+            for k in release_keys(step, step.source):
                 sharing[k] -= 1  # not throttled: the others' shares grow
     return out
 

@@ -771,7 +771,7 @@ def _(s: State, e: ev.ThrottleReleased) -> State:
     s = s._replace(steps=s.steps.set(e.tp, f._replace(released=True)))
     # the bytes it copies unthrottled are charged to the release buckets of its receiving brokers and its source
     bucket = s.release_debt
-    for key in release_keys(f.step):
+    for key in release_keys(f.step, f.source):
         bucket = bucket.set(key, (release_debt(s, key, e.at) + e.remaining, e.at))
     return s._replace(release_debt=bucket)
 
@@ -785,12 +785,14 @@ INTO, OUT_OF = "into", "out of"
 throttled.rate``'s side) and what it sends as the leader (``leader.replication.throttled.rate``'s side)."""
 
 
-def release_keys(step) -> tuple:
+def release_keys(step, source: int | None) -> tuple:
     """The release buckets a copy of ``step`` is charged to: each receiving broker's (INTO) and its source's
-    (OUT_OF, the leader when planned: it feeds the new replicas). Kafka throttles both sides of a throttled
-    copy; a released one is throttled on neither, so both are bounded by a bucket."""
+    (OUT_OF: ``source``, the broker its copies come out of, ``InFlightStep.source`` for a step in flight: its
+    partition's leader as last observed, which a failover or an election moves off the leader it was planned
+    with; Kafka's leader quota is the serving leader's). Kafka throttles both sides of a throttled copy; a
+    released one is throttled on neither, so both are bounded by a bucket."""
     keys = tuple((INTO, b) for b in step.nr)
-    return keys + ((OUT_OF, step.source),) if keys and step.source is not None else keys
+    return keys + ((OUT_OF, source),) if keys and source is not None else keys
 
 
 def release_debt(s: "State", key: tuple, now: float | None) -> float:
