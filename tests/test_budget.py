@@ -526,3 +526,29 @@ def test_the_engines_own_status_page_gives_the_pacings_figures_in_its_attention_
                            f"wait {figures['longest_wait_seconds']:.2f} s"), last
     assert f"shown {figures['ends_in_seconds']:g} s more" in last
     assert "request_budget.paced" not in " ".join(entry[0]["lines"])
+
+
+def test_the_status_reads_the_pacing_once_while_the_decider_may_end_it_meanwhile():
+    """``/status`` and ``/metrics`` read the pacing from another thread than the decider's, which replaces it
+    (and sets it to None when the pacing ends). ``budget_status`` read ``self.pacing`` up to three times (is
+    it there, its last deferral, its figures): ended between two reads, a scrape raised TypeError. Here the
+    attribute reads as the pacing at its first read and as ended afterwards, as if the decider ended it then."""
+    from engine.core.budget import PACED_SHOWN
+
+    class Racing(Decider):
+        reads: list = []
+
+        @property
+        def pacing(self):
+            return self.reads.pop(0) if self.reads else None
+
+        @pacing.setter
+        def pacing(self, value):
+            pass
+
+    d = Racing(MemoryLog(), None, clock=lambda: 100.0, budget=4)
+    d.paced = {"broker": 1, "requests_last_second": 4, "budget": 4, "read_cost": 2, "at": 99.0,
+               "look_in_seconds": 0.5, "line": "looks paced by the request budget: broker 1 at 4/s"}
+    d.reads = [{"since": 98.0, "line": d.paced["line"], "last": 99.0, "deferred": 3, "longest_wait": 0.5}]
+    paced = d.budget_status(100.0)["paced"]
+    assert paced is not None and paced["deferred"] == 3 and paced["ends_in_seconds"] == PACED_SHOWN - 1

@@ -275,3 +275,45 @@ def test_the_decider_sizes_a_small_copy_at_its_leader_with_the_look_and_starts_i
     assert d.state.steps[tp(1)].released and sim.state.partitions[tp(1)].reassigning
     assert asked == [{tp(1): (0, ())}]
     assert not sim.state.throttles.as_set().follower and not sim.state.throttles.as_set().leader
+
+
+def test_a_copy_whose_leader_failed_over_shares_and_charges_its_new_leader():
+    # Kafka's leader quota is the serving leader's (every current replica carries a leader entry): t-0's
+    # copy into 3, planned out of broker 0, comes out of broker 1 once its leadership fails over there,
+    # and shares broker 1's leader.replication.throttled.rate with t-1's copy into 4. The shares and the
+    # release bucket followed the planned leader: each copy was predicted at the whole rate, and t-0's
+    # release charged broker 0, which sends nothing of it.
+    c = FakeCluster({tp(0): (0, 1), tp(1): (1, 2)}, range(6))
+    d = Driver(c)
+    d.feed(ChangeThrottle(RATE))
+    d.feed(Submit("r", (PartitionTarget("t", 0, (0, 1, 3)), PartitionTarget("t", 1, (1, 2, 4)))))
+    d.tick()
+    assert all(f.started for f in d.state.steps.values()) and len(d.state.steps) == 2
+    assert copy_rates(d.state) == {tp(0): RATE, tp(1): RATE}
+    c.parts[tp(0)] = c.parts[tp(0)]._replace(leader=1)  # a failover within the ISR, mid-copy
+    d.observe()
+    assert d.state.steps[tp(0)].source == 1  # the caps count it out of broker 1 already
+    assert copy_rates(d.state) == {tp(0): RATE / 2, tp(1): RATE / 2}
+    d.feed(CatchUpObserved({tp(0): 1_000_000, tp(1): 10_000_000}, 1000.0))
+    assert [e.tp for e in of_type(d.events, ev.ThrottleReleased)] == [tp(0)]
+    assert (OUT_OF, 0) not in d.state.release_debt
+    assert d.state.release_debt[(OUT_OF, 1)][0] == 1_000_000
+
+
+def test_a_leader_feeding_two_new_replicas_of_one_copy_sends_its_bytes_twice():
+    # A step adding two replicas (here one whole step: 0, 1 -> 2, 3): leader 0 answers the fetches of
+    # broker 2 and of broker 3, and its leader quota counts the bytes of each response, so each new replica
+    # gets half of broker 0's leader.replication.throttled.rate; released, the copy's last bytes leave
+    # broker 0 twice. The leader's side counted the copy once: predicted at the whole rate, charged once.
+    c = FakeCluster({tp(0): (0, 1)}, range(6))
+    d = Driver(c)
+    d.feed(ChangeThrottle(RATE))
+    d.feed(Submit("r", (PartitionTarget("t", 0, (2, 3)),), steps="whole"))
+    d.tick()
+    f = d.state.steps[tp(0)]
+    assert f.started and f.step.nr == (2, 3) and f.source == 0
+    assert copy_rates(d.state) == {tp(0): RATE / 2}
+    d.feed(CatchUpObserved({tp(0): 1_500_000}, 1000.0))
+    assert [e.tp for e in of_type(d.events, ev.ThrottleReleased)] == [tp(0)]
+    assert d.state.release_debt[(INTO, 2)][0] == d.state.release_debt[(INTO, 3)][0] == 1_500_000
+    assert d.state.release_debt[(OUT_OF, 0)][0] == 3_000_000

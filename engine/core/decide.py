@@ -58,7 +58,7 @@ from engine.core.scheduler import (A, WEIGHT_UNITS, InFlight, Requeue, Schedulin
                                    next_batch, refusal, weight_units)
 from engine.core.state import (
     ABORTING, ACTIVE, CANCELLED, COMPLETED, FINISHED_KEPT, IN_FLIGHT, READY, REVERTED, TERMINAL, Retired, State, apply,
-    RELEASE_REFILL, REVERT_SKIPPED, UNCLEAN_REVERT, release_debt, release_keys, set_back,
+    RELEASE_REFILL, REVERT_SKIPPED, UNCLEAN_REVERT, release_charges, release_debt, set_back,
 )
 from engine.core.step import DEFAULT_STEP_MODE, PlanResult, Step, Waiting, plan_step
 from engine.core.throttles import ThrottleSet, in_force, minus, needed, noting, reconcile, union, with_margin
@@ -1047,22 +1047,24 @@ def copy_rates(s: State) -> dict[TopicPartition, float]:
     rate = s.throttle_rate
     if rate is None:
         return {}
-    sharing = _sharing(f.step for f in s.steps.values() if not f.released)
-    return {tp: rate / _busiest(sharing, f.step) for tp, f in s.steps.items() if not f.released and f.step.nr}
+    sharing = _sharing((f.step, f.source) for f in s.steps.values() if not f.released)
+    return {tp: rate / _busiest(sharing, f.step, f.source) for tp, f in s.steps.items()
+            if not f.released and f.step.nr}
 
 
-def _sharing(steps) -> dict[tuple, int]:
-    """How many of the throttled copies of ``steps`` each release bucket's side of a broker carries
-    (``state.release_keys``: what a broker receives, what it sends as the leader)."""
+def _sharing(copies) -> dict[tuple, int]:
+    """How many streams of the throttled ``copies`` ((step, source) pairs) each release bucket's side of a
+    broker carries (``state.release_charges``: what a broker receives, what it sends as the leader, once per
+    new replica it feeds)."""
     count: dict[tuple, int] = {}
-    for step in steps:
-        for k in release_keys(step):
-            count[k] = count.get(k, 0) + 1
+    for step, source in copies:
+        for k, times in release_charges(step, source):
+            count[k] = count.get(k, 0) + times
     return count
 
 
-def _busiest(sharing: dict[tuple, int], step) -> int:
-    return max(sharing[k] for k in release_keys(step))
+def _busiest(sharing: dict[tuple, int], step, source: int | None) -> int:
+    return max(sharing[k] for k, _times in release_charges(step, source))
 
 
 def _catch_up(d: _Decision, o: CatchUpObserved) -> None:
@@ -1071,7 +1073,7 @@ def _catch_up(d: _Decision, o: CatchUpObserved) -> None:
     unthrottled and its replicas join the ISR unthrottled, so the leader never waits for an in-sync
     follower the quota holds back (measured on Kafka 4.0: that stalls acks=all producers for
     seconds). What goes unthrottled is bounded per broker by a bucket on each side (what it receives,
-    what it sends as the leader: ``state.release_keys``): at most ``throttle_release_ms`` of the rate at
+    what it sends as the leader: ``state.release_charges``): at most ``throttle_release_ms`` of the rate at
     once, paid back at a quarter of the rate (``state.RELEASE_REFILL``), so a broker receives, and sends,
     on average at most 25 % more than its throttle."""
     s = d.state
@@ -1088,10 +1090,11 @@ def _catch_up(d: _Decision, o: CatchUpObserved) -> None:
             continue
         if remaining > shares[tp] * lead:
             continue
-        owed = {k: debt.get(k, release_debt(s, k, o.now)) for k in release_keys(f.step)}
-        if all(x + remaining <= budget for x in owed.values()):
+        charges = release_charges(f.step, f.source)
+        owed = {k: debt.get(k, release_debt(s, k, o.now)) for k, _times in charges}
+        if all(owed[k] + remaining * times <= budget for k, times in charges):
             d.emit(ev.ThrottleReleased(f.request_id, tp, f.number, remaining, o.now))
-            debt.update({k: x + remaining for k, x in owed.items()})
+            debt.update({k: owed[k] + remaining * times for k, times in charges})
 
 
 HOT_SECONDS = 2.0
@@ -1195,8 +1198,10 @@ def _release_in(s: State, tp: TopicPartition, share: float, left: float, now: fl
     rate = s.throttle_rate
     if rate:
         at_release = max(0.0, min(left, share * lead))  # what it will miss when its turn comes
-        owed = max((release_debt(s, k, now) for k in release_keys(s.steps[tp].step)), default=0.0)
-        wait = max(wait, (owed + at_release - rate * lead) / (RELEASE_REFILL * rate))
+        f = s.steps[tp]
+        due = max((release_debt(s, k, now) + at_release * times for k, times in release_charges(f.step, f.source)),
+                  default=0.0)
+        wait = max(wait, (due - rate * lead) / (RELEASE_REFILL * rate))
     return wait
 
 
@@ -1400,20 +1405,22 @@ def released_at_start(s: State, starts: list, now: float | None,
         return {}
     lead = _release_seconds(s)
     budget = rate * lead
-    sharing = _sharing([f.step for f in s.steps.values() if not f.released] + [step for _tp, step in starts])
+    sharing = _sharing([(f.step, f.source) for f in s.steps.values() if not f.released] +
+                       [(step, step.source) for _tp, step in starts])
     out: dict[TopicPartition, int] = {}
     debt: dict[tuple, float] = {}
     for tp, step in starts:
         obs = s.observed.get(tp) if looked is None else looked.get(tp)
         size = obs.size_bytes if obs is not None else None  # a look that measured no size: started throttled
-        if not step.nr or size is None or size > rate / _busiest(sharing, step) * lead:
+        if not step.nr or size is None or size > rate / _busiest(sharing, step, step.source) * lead:
             continue
-        owed = {k: debt.get(k, release_debt(s, k, now)) for k in release_keys(step)}
-        if all(x + size <= budget for x in owed.values()):
+        charges = release_charges(step, step.source)
+        owed = {k: debt.get(k, release_debt(s, k, now)) for k, _times in charges}
+        if all(owed[k] + size * times <= budget for k, times in charges):
             out[tp] = size
-            debt.update({k: x + size for k, x in owed.items()})
-            for k in release_keys(step):
-                sharing[k] -= 1  # not throttled: the others' shares grow
+            debt.update({k: owed[k] + size * times for k, times in charges})
+            for k, times in charges:
+                sharing[k] -= times  # not throttled: the others' shares grow
     return out
 
 

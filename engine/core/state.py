@@ -220,7 +220,7 @@ class State(NamedTuple):
     cluster_error: str | None = None  # why the cluster cannot be observed now
     looks_paced: str | None = None  # why the decider's looks wait for the request budget now (LooksPaced)
     # (INTO, broker) -> (bytes released into it, when), (OUT_OF, broker) -> (bytes released out of it, when):
-    # the release buckets (``release_keys``)
+    # the release buckets (``release_charges``)
     release_debt: immutables.Map = immutables.Map()
     denied: immutables.Map = immutables.Map()  # topic -> why the engine may not describe it (engine.kafka.access)
     # tp -> the shell's clock of the newest thing the state knows of the partition: its latest recorded
@@ -771,8 +771,8 @@ def _(s: State, e: ev.ThrottleReleased) -> State:
     s = s._replace(steps=s.steps.set(e.tp, f._replace(released=True)))
     # the bytes it copies unthrottled are charged to the release buckets of its receiving brokers and its source
     bucket = s.release_debt
-    for key in release_keys(f.step):
-        bucket = bucket.set(key, (release_debt(s, key, e.at) + e.remaining, e.at))
+    for key, times in release_charges(f.step, f.source):
+        bucket = bucket.set(key, (release_debt(s, key, e.at) + e.remaining * times, e.at))
     return s._replace(release_debt=bucket)
 
 
@@ -785,16 +785,20 @@ INTO, OUT_OF = "into", "out of"
 throttled.rate``'s side) and what it sends as the leader (``leader.replication.throttled.rate``'s side)."""
 
 
-def release_keys(step) -> tuple:
-    """The release buckets a copy of ``step`` is charged to: each receiving broker's (INTO) and its source's
-    (OUT_OF, the leader when planned: it feeds the new replicas). Kafka throttles both sides of a throttled
-    copy; a released one is throttled on neither, so both are bounded by a bucket."""
-    keys = tuple((INTO, b) for b in step.nr)
-    return keys + ((OUT_OF, step.source),) if keys and step.source is not None else keys
+def release_charges(step, source: int | None) -> tuple[tuple[tuple, int], ...]:
+    """The release buckets a copy of ``step`` is charged to, each with the times it carries the copy's bytes:
+    each receiving broker's (INTO, once) and its source's (OUT_OF, once per new replica: the leader sends
+    every new replica its own bytes, and its leader quota counts each fetch response). ``source`` is the
+    broker its copies come out of: ``InFlightStep.source`` for a step in flight, its partition's leader as
+    last observed, which a failover or an election moves off the leader it was planned with (Kafka's leader
+    quota is the serving leader's). Kafka throttles both sides of a throttled copy; a released one is
+    throttled on neither, so both are bounded by a bucket."""
+    into = tuple(((INTO, b), 1) for b in step.nr)
+    return into + (((OUT_OF, source), len(step.nr)),) if into and source is not None else into
 
 
 def release_debt(s: "State", key: tuple, now: float | None) -> float:
-    """Bytes released from the throttle on ``key``'s side of its broker (``release_keys``) not yet paid back
+    """Bytes released from the throttle on ``key``'s side of its broker (``release_charges``) not yet paid back
     by ``now`` (0 without a clock)."""
     debt = s.release_debt.get(key)
     if debt is None or now is None or debt[1] is None or s.throttle_rate is None:

@@ -469,9 +469,11 @@ class Decider:
 
     # --- the request budget (engine.core.budget; docs/engine.md, *The request budget*) -------------
 
-    def _shown(self, now: float) -> bool:
-        """A pacing is shown: a look was deferred within ``PACED_SHOWN`` s (a clock set back ends it)."""
-        return self.pacing is not None and 0 <= now - self.pacing["last"] < PACED_SHOWN
+    @staticmethod
+    def _shown(pacing: dict | None, now: float) -> bool:
+        """``pacing`` (``self.pacing`` read once: /status reads it from another thread while the decider may
+        end it) is shown: a look was deferred within ``PACED_SHOWN`` s (a clock set back ends it)."""
+        return pacing is not None and 0 <= now - pacing["last"] < PACED_SHOWN
 
     def _say_paced(self, now: float) -> list[EventEnvelope]:
         """Record when the looks start to wait for the request budget (the first deferral's line, which names
@@ -481,7 +483,7 @@ class Decider:
         adds nothing to the log. Recording it is no news to decide on: a tick that had nothing else to look
         at still has nothing."""
         ended = None
-        if self.pacing is not None and not self._shown(now):
+        if self.pacing is not None and not self._shown(self.pacing, now):
             ended, self.pacing = self.pacing, None
         recorded = self.state.looks_paced
         if (self.pacing is not None) == (recorded is not None):
@@ -582,7 +584,7 @@ class Decider:
         line = f"looks paced by the request budget: {where} at {self.budget:g}/s"
         self.paced = {"broker": broker, "requests_last_second": used, "budget": self.budget, "read_cost": cost,
                       "at": now, "look_in_seconds": round(at - now, 3), "line": line}
-        p = self.pacing if self._shown(now) else None  # (replaced, never changed: /status reads it from another thread)
+        p = self.pacing if self._shown(self.pacing, now) else None  # (replaced, never changed: /status reads it from another thread)
         self.pacing = {"since": now if p is None else p["since"], "line": line if p is None else p["line"],
                        "last": now, "deferred": 1 + (0 if p is None else p["deferred"]),
                        "longest_wait": max(at - self.first_deferred, 0.0 if p is None else p["longest_wait"])}
@@ -614,7 +616,8 @@ class Decider:
         within ``PACED_SHOWN`` s), by which broker."""
         recent = self._recent(now)
         broker, used = busiest(recent, now) if recent else (None, 0)
-        pacing = self.pacing if self._shown(now) else None
+        pacing = self.pacing  # (read once: the decider's thread may end it meanwhile)
+        pacing = pacing if self._shown(pacing, now) else None
         paced = None if pacing is None else {
             **{k: v for k, v in self.paced.items() if k != "line" and k != "at"}, "line": pacing["line"],
             "deferred": pacing["deferred"], "longest_wait_seconds": round(pacing["longest_wait"], 3),
