@@ -190,7 +190,11 @@ def _throttle(sql, t0, bucket_ms, n, bucket, scale) -> dict:
     The throttle (``throttle_rate``) is the operator's, as the engine's state has it: the default until a
     ``ThrottleRateChanged``; none once turned off. Kafka's rate (``kafka_rate``) is what ``ThrottlesApplied``
     set (the throttle plus ``throttle_margin_pct``), none until then: a run whose copies all started released
-    never sets it. A copy released from the throttle (``ThrottleReleased``: at its start, ``release_at_start``,
+    never sets it. Each bucket has the highest of each in force at any moment of it (the one in force at its
+    start and every one set within it; the throttle none if it was off for a moment): a copy's bytes are
+    spread evenly over its life, so a copy that ran at 50 MB/s and then at 1 MB/s puts more than 1 MB/s into
+    the bucket where the rate went to 1 MB/s, and judging that bucket by the last rate set in it would call
+    Kafka's throttle broken. A copy released from the throttle (``ThrottleReleased``: at its start, ``release_at_start``,
     or near its end) moves its ``remaining`` bytes unthrottled from its release to its completion, and they
     are charged to its receiving brokers' release bucket (at most ``throttle_release_ms`` of the throttle at
     once, paid back at a quarter of it): in a bucket of D seconds, released bytes into a broker are at most
@@ -248,22 +252,37 @@ def _throttle(sql, t0, bucket_ms, n, bucket, scale) -> dict:
     now = {"kafka": None, "throttle": DEFAULT_THROTTLE_RATE, "release_ms": DEFAULT_LIMITS.throttle_release_ms,
            "margin_pct": DEFAULT_LIMITS.throttle_margin_pct}
     margins, i = set(), 0
+    def change(c: dict) -> None:
+        if c["event_type"] == "ThrottlesApplied" and c["rate"] is not None:
+            now["kafka"] = c["rate"]
+        elif c["event_type"] == "ThrottleRateChanged":
+            now["throttle"] = c["rate"]
+            if c["rate"] is None:
+                now["kafka"] = None  # unthrottled: the rates are removed
+        elif c["event_type"] == "LimitsChanged" and c["release_ms"] is not None:
+            now["release_ms"], now["margin_pct"] = c["release_ms"], c["margin_pct"]
+        margins.add(now["margin_pct"])
+
     for k in range(n):
-        end = t0 + (k + 1) * bucket_ms
-        while i < len(changes) and changes[i]["t"] < end:
-            c = changes[i]
-            if c["event_type"] == "ThrottlesApplied" and c["rate"] is not None:
-                now["kafka"] = c["rate"]
-            elif c["event_type"] == "ThrottleRateChanged":
-                now["throttle"] = c["rate"]
-                if c["rate"] is None:
-                    now["kafka"] = None  # unthrottled: the rates are removed
-            elif c["event_type"] == "LimitsChanged" and c["release_ms"] is not None:
-                now["release_ms"], now["margin_pct"] = c["release_ms"], c["margin_pct"]
+        # the highest of each in force at any moment of the bucket: what was at its start (set at its start
+        # included) and every value set within it (a bucket's bytes are an average over copies that may have
+        # run at the higher rate)
+        start, end = t0 + k * bucket_ms, t0 + (k + 1) * bucket_ms
+        while i < len(changes) and changes[i]["t"] <= start:
+            change(changes[i])
             i += 1
-        kafka.append(now["kafka"])
-        throttle.append(now["throttle"])
-        release_ms.append(now["release_ms"])
+        high = dict(now)
+        while i < len(changes) and changes[i]["t"] < end:
+            change(changes[i])
+            i += 1
+            high = {"kafka": max((r for r in (high["kafka"], now["kafka"]) if r is not None), default=None),
+                    # unthrottled for a moment (None) is the highest throttle of all: the bucket has no bound
+                    "throttle": None if None in (high["throttle"], now["throttle"])
+                    else max(high["throttle"], now["throttle"]),
+                    "release_ms": max(high["release_ms"], now["release_ms"]), "margin_pct": now["margin_pct"]}
+        kafka.append(high["kafka"])
+        throttle.append(high["throttle"])
+        release_ms.append(high["release_ms"])
         margins.add(now["margin_pct"])
     allowance = [None if t is None else t * (u / 1000 + RELEASE_REFILL * bucket) / bucket for t, u in zip(throttle, release_ms)]
     moved = {}
@@ -290,7 +309,7 @@ def _throttle(sql, t0, bucket_ms, n, bucket, scale) -> dict:
             "peak_over_bound": max(over) if over else None})
     rate_changes = [{"at": _iso(c["recorded_at"]), "rate": c["rate"], "reason": c["reason"]}
                     for c in changes if c["event_type"] == "ThrottleRateChanged"]
-    kafka_rates: list[int] = []  # every rate Kafka was given, in order (a bucket's value may hide a short one)
+    kafka_rates: list[int] = []  # every rate Kafka was given, in order (a bucket's value, its highest, may hide a lower one)
     for c in changes:
         if c["event_type"] == "ThrottlesApplied" and c["rate"] is not None and kafka_rates[-1:] != [c["rate"]]:
             kafka_rates.append(c["rate"])
@@ -754,10 +773,12 @@ def _throttle_text(doc: dict) -> list[str]:
             + ". A line over the throttle where bytes were released is this, not a failed throttle.</p>")
     elif t.get("released_nothing"):
         words.append(f"<p><b>Released copies</b>: none{_released_nothing(t)}.</p>")
-    words.append("<p><b>peak / bound</b>: each broker's busiest bucket against Kafka's rate plus, where released "
-                 "bytes flowed, the bucket's allowance (a leader's: once per broker it sent them to); above 1 is "
-                 "more than both allow. <i>In</i> is KIP-73's follower side, <i>out</i> the leader side. A copy's "
-                 "bytes are spread evenly from its start of copying (a released part: from its release) to its "
+    words.append("<p><b>peak / bound</b>: each broker's busiest bucket against the highest Kafka rate in force at "
+                 "any moment of the bucket plus, where released bytes flowed, the bucket's allowance (of the highest "
+                 "throttle in force in it; a leader's: once per broker it sent them to); above 1 is more than both "
+                 "allow. A bucket in which the throttle was off for a moment has no bound; the lines drawn for the "
+                 "throttle and Kafka's rate are these highest values. <i>In</i> is KIP-73's follower side, "
+                 "<i>out</i> the leader side. A copy's bytes are spread evenly from its start of copying (a released part: from its release) to its "
                  "completion as the engine observed it, so a bucket shows the average, not the peak within it"
                  + (f"; the {t['brokers_total']} brokers' busiest {len(t['brokers'])} are shown"
                     if t["brokers_total"] > len(t["brokers"]) else "") + ".</p>")

@@ -547,8 +547,49 @@ def test_the_status_reads_the_pacing_once_while_the_decider_may_end_it_meanwhile
             pass
 
     d = Racing(MemoryLog(), None, clock=lambda: 100.0, budget=4)
-    d.paced = {"broker": 1, "requests_last_second": 4, "budget": 4, "read_cost": 2, "at": 99.0,
-               "look_in_seconds": 0.5, "line": "looks paced by the request budget: broker 1 at 4/s"}
-    d.reads = [{"since": 98.0, "line": d.paced["line"], "last": 99.0, "deferred": 3, "longest_wait": 0.5}]
+    d.reads = [{"since": 98.0, "line": "looks paced by the request budget: broker 1 at 4/s", "last": 99.0,
+                "deferral": {"broker": 1, "requests_in_the_second_before": 4, "read_cost": 2,
+                             "look_deferred_seconds": 0.5}, "deferred": 3, "longest_wait": 0.5}]
     paced = d.budget_status(100.0)["paced"]
     assert paced is not None and paced["deferred"] == 3 and paced["ends_in_seconds"] == PACED_SHOWN - 1
+
+
+def test_the_pacing_on_status_keeps_its_last_deferral_apart_from_its_first_and_from_now():
+    """``request_budget.paced`` gave the first deferral's line (broker 1) beside the latest deferral's
+    ``broker``, ``requests_last_second``, ``read_cost`` and ``look_in_seconds`` (broker 2's), at the top level,
+    read as figures of now: 50 s after the last deferral it still said ``look_in_seconds 0.381`` and
+    ``requests_last_second 3`` while ``request_budget.requests_last_second`` was 0. The last deferral's details
+    are grouped under ``last_deferral``, as of that deferral; the status page's entry names its broker."""
+    sc = S.from_document({
+        "seed": 3,
+        "brokers": [{"id": b, "network_in": "100 MB/s", "network_out": "100 MB/s"} for b in (1, 2, 3, 4)],
+        "topics": [{"name": "t", "min_insync_replicas": 2,
+                    "assignment": [{"replicas": [1, 2, 3], "size": "1 MB"}]}],
+    })
+    cluster = Charged(SimulatedCluster.from_scenario(sc))
+    d = Decider(MemoryLog(), cluster, clock=lambda: cluster.cluster.time, poll_interval=CEILING, floor=FLOOR,
+                budget=3)
+    d.recover(None)
+    first = cluster.cluster.time
+    cluster.log[:] = [(first - 0.5, 1, True)] * 3  # broker 1 used the budget: the look (1 request) waits
+    assert d._pace(first, 1)
+    d._say_paced(first)
+    cluster.cluster.advance(10.0)
+    second = cluster.cluster.time
+    cluster.log.clear()
+    assert not d._pace(second, 1)  # the look went meanwhile
+    cluster.log[:] = [(second - 0.7, 2, True)] * 4  # then broker 2, over it: the look waits 0.3 s
+    assert d._pace(second, 1)
+    cluster.log.clear()
+    cluster.cluster.advance(50.0)  # no request since: the window is empty, the pacing still shown
+    st_ = d.budget_status(cluster.cluster.time)
+    paced = st_["paced"]
+    assert st_["requests_last_second"] == 0
+    assert paced["line"] == d.state.looks_paced == "looks paced by the request budget: broker 1 at 3/s"
+    assert paced["deferred"] == 2 and paced["since_seconds"] == 60.0 and paced["ends_in_seconds"] == 10.0
+    assert paced["last_deferral"] == {"seconds_ago": 50.0, "broker": 2, "requests_in_the_second_before": 4,
+                                      "read_cost": 1, "look_deferred_seconds": 0.3}
+    assert not {"broker", "requests_last_second", "read_cost", "look_in_seconds"} & set(paced)
+    [entry] = [a for a in d.status()["attention"] if a["kind"] == "paced"]
+    assert entry["lines"][-1] == ("2 looks deferred over the last 60 s, the longest wait 0.50 s; the last 50 s ago "
+                                  "(broker 2): shown 10 s more unless a read waits again")

@@ -323,3 +323,35 @@ def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def test_replay_shows_each_pacing_of_the_looks_with_what_it_came_to(capsys, broker, topics, prefix):
+    """``replay`` summarised the state, which keeps only the pacing on now: no pacing was ever shown, not even
+    cut in the middle of one, while ``status`` folded from the same log showed it. It lists each pacing: its
+    line and start, and its end with the looks deferred, the longest wait and how long it lasted, or that it
+    is still on where the fold stops."""
+    line = "looks paced by the request budget: broker 3 at 12/s"
+    log = [ev.LooksPaced(line), ev.Paused(), ev.LooksPaced(None, 25, 1.0, 92.0), ev.Resumed(),
+           ev.LooksPaced("looks paced by the request budget: broker 1 at 12/s")]
+    with EventWriter(config=ClientConfig().with_bootstrap(broker.bootstrap), prefix=prefix, profile=EMBEDDED) as w:
+        w.append(log)
+    code, out, err = kreassign(capsys, broker, prefix, "replay", "--format", "json", "--from-start")
+    assert (code, err) == (0, "")
+    first, second = json.loads(out)["pacings"]
+    assert first["line"] == line and first["started_at"] <= first["ended_at"]
+    assert (first["deferred"], first["longest_wait_seconds"], first["lasted_seconds"]) == (25, 1.0, 92.0)
+    assert second["line"].endswith("broker 1 at 12/s") and second["started_at"] and second["ended_at"] is None
+    code, out, _ = kreassign(capsys, broker, prefix, "replay")
+    assert code == 0
+    assert "looks paced by the request budget (LooksPaced): 2" in out
+    assert (f"to {first['ended_at']}: {line}; then the engine's looks no longer wait for the request budget (25 "
+            "looks deferred over 92 s, the longest wait 1.00 s)") in out
+    assert f"from {second['started_at']} (still on where the fold stops): {second['line']}" in out
+    # cut in the middle of the first: on, as status shows it from the same cut of the log
+    code, out, _ = kreassign(capsys, broker, prefix, "replay", "--until-offset", "2", "--format", "json")
+    [on] = json.loads(out)["pacings"]
+    assert (on["line"], on["started_at"], on["ended_at"]) == (line, first["started_at"], None)
+    code, out, _ = kreassign(capsys, broker, prefix, "replay", "--until-offset", "2")
+    assert f"from {first['started_at']} (still on where the fold stops): {line}" in out
+    code, out, _ = kreassign(capsys, broker, prefix, "status", "--format", "json")
+    assert [a["title"] for a in json.loads(out)["attention"] if a["kind"] == "paced"] == [second["line"]]

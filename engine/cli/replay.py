@@ -8,6 +8,12 @@ offsets below N; ``--until-time T``
 stops before the first event recorded after T. Both give a prefix of the log,
 the only thing a fold can be cut to. ``--format json`` prints the summary as
 one JSON object. Undecodable messages are skipped and reported on stderr.
+Beside the summary it lists the pacings of the engine's looks by the request
+budget (``LooksPaced``, ``pacings`` in JSON): each start with its line and
+time, and its end with what it came to (looks deferred, the longest wait,
+how long it lasted), or still on where the fold stops, as ``status`` shows it.
+From a snapshot, those among its recent events and the events after it; a
+pacing on whose start is older is listed with its line alone.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from datetime import datetime, timezone
 from engine.cli import CliError
 from engine.cli.connection import add_arguments, broker_profile, client_config, int_at_least, registry
 from engine.log.replay import ReplayError, replay
-from engine.views.summary import summarize, to_text
+from engine.views.summary import pacing_lines, pacings, summarize, to_text
 
 
 def add_parser(sub) -> None:
@@ -74,6 +80,7 @@ def run(args) -> int:
         "undecodable": len(result.dead_letters),
         "from_snapshot": result.snapshot,
         **summarize(result.state),
+        "pacings": pacings(result.paced, result.state.looks_paced),
     }
     if args.format == "json":
         print(json.dumps(summary))
@@ -89,4 +96,8 @@ def run(args) -> int:
                  f"{snap['next_offset']}, written {snap['written_at']})" if snap else "")
         print(f"events: {result.events} ({read}{last}){skipped}{since}")
         print(to_text(summarize(result.state)))
+        paced = summary["pacings"]
+        print("looks paced by the request budget (LooksPaced): " + ("none" if not paced else f"{len(paced)}"))
+        for line in pacing_lines(paced):
+            print(line)
     return 0

@@ -44,6 +44,7 @@ class Replayed(NamedTuple):
     dead_letters: tuple[DeadLetter, ...]
     snapshot: dict | None = None  # the snapshot it started from (id, next_offset, events, written_at)
     notes: tuple[str, ...] = ()  # why a snapshot was not used
+    paced: tuple[EventEnvelope, ...] = ()  # the LooksPaced events folded (after a snapshot: and its recent ones)
 
 
 def fold_log(
@@ -113,25 +114,40 @@ def replay(
                                      registry=registry, timeout=timeout, set_aside=dead.append)
         notes += [note] if note else []
         start = snap.fold if snap is not None else START
-        fold = extend(start, records)
+        paced = [e for e in start.recent if type(e.payload) is ev.LooksPaced]  # the snapshot's recent events
+
+        def noted(records):
+            for offset, envelope in records:
+                if type(envelope.payload) is ev.LooksPaced and envelope.id not in {e.id for e in paced}:
+                    paced.append(envelope)
+                yield offset, envelope
+
+        fold = extend(start, noted(records))
         used = None if snap is None else {"id": snap.id, "next_offset": snap.fold.next_offset,
                                           "events": snap.fold.events, "written_at": snap.written_at}
         if dead:
             fold = fold._replace(next_offset=max(fold.next_offset, max(d.source_offset for d in dead) + 1))
         return Replayed(fold.state, fold.events, fold.duplicates, fold.next_offset, fold.last_recorded_at,
-                        tuple(dead), used, tuple(notes))
+                        tuple(dead), used, tuple(notes), tuple(paced))
     messages = read_topic(
         config, topic, decoder_for(EventEnvelope, registry, topic), dead.append,
         group_id=reader_group(prefix), profile=profile, until_offset=until_offset, idle_timeout=timeout,
         expect_partitions=EVENTS.partitions,
     )
+    paced = []
+
+    def note(_before: State, envelope: EventEnvelope) -> None:  # (events applied only: not those after the cut)
+        if type(envelope.payload) is ev.LooksPaced:
+            paced.append(envelope)
+
     try:
-        state, applied, duplicates, next_offset, last = fold_log(((m.offset, m.value) for m in messages), until_time)
+        state, applied, duplicates, next_offset, last = fold_log(((m.offset, m.value) for m in messages), until_time,
+                                                                 on_event=note)
     finally:
         messages.close()
     if dead:
         next_offset = max(next_offset, max(d.source_offset for d in dead) + 1)
-    return Replayed(state, applied, duplicates, next_offset, last, tuple(dead))
+    return Replayed(state, applied, duplicates, next_offset, last, tuple(dead), paced=tuple(paced))
 
 
 RECENT = 50

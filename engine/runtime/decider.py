@@ -214,9 +214,10 @@ class Decider:
         self.overshoots = 0  # reads sent after waiting WINDOW, the window still full (requests never held)
         self.urgent = 0  # catch-ups of copies near their release sent although the budget was used (``releasing``)
         self.held_until: float | None = None  # a look deferred until then (``due_in``)
-        self.paced: dict | None = None  # the last deferral: broker, requests in its last second, budget, at
         # the pacing shown now (deferrals less than PACED_SHOWN apart): its first deferral's time and line, its
-        # last deferral's time, the looks deferred, the longest a read waited (s); None: none shown
+        # last deferral's time and details (``deferral``: its busiest broker, that broker's requests in the
+        # second before it, the read's cost, how long the look was deferred), the looks deferred, the longest a
+        # read waited (s); None: none shown
         self.pacing: dict | None = None
         self.state: State = EMPTY
         self.progress = Progress()
@@ -582,11 +583,12 @@ class Decider:
         self.held_until = self.next_at = at
         where = "every broker (requests whose broker the client library chooses)" if broker is ANY else f"broker {broker}"
         line = f"looks paced by the request budget: {where} at {self.budget:g}/s"
-        self.paced = {"broker": broker, "requests_last_second": used, "budget": self.budget, "read_cost": cost,
-                      "at": now, "look_in_seconds": round(at - now, 3), "line": line}
-        p = self.pacing if self._shown(self.pacing, now) else None  # (replaced, never changed: /status reads it from another thread)
+        p = self.pacing  # (read once; replaced, never changed: /status reads it from another thread)
+        p = p if self._shown(p, now) else None
         self.pacing = {"since": now if p is None else p["since"], "line": line if p is None else p["line"],
-                       "last": now, "deferred": 1 + (0 if p is None else p["deferred"]),
+                       "last": now, "deferral": {"broker": broker, "requests_in_the_second_before": used,
+                                                 "read_cost": cost, "look_deferred_seconds": round(at - now, 3)},
+                       "deferred": 1 + (0 if p is None else p["deferred"]),
                        "longest_wait": max(at - self.first_deferred, 0.0 if p is None else p["longest_wait"])}
         log.warning("looks paced by the request budget: %s at %g/s (%d requests in the last second, the look "
                     "costs %d): the next look in %.2f s", where, self.budget, used, cost, at - now)
@@ -613,16 +615,20 @@ class Decider:
     def budget_status(self, now: float) -> dict:
         """The request budget for ``status``: the budget, whether the cluster counts requests, the busiest
         broker's requests of the last second, the looks deferred, and, while they are paced (a look deferred
-        within ``PACED_SHOWN`` s), by which broker."""
+        within ``PACED_SHOWN`` s), the pacing: its line (its first deferral's, which names that deferral's
+        busiest broker: the line the log recorded), its figures, and its last deferral's details apart, under
+        ``last_deferral``, each as of that deferral (how long ago it came, its busiest broker, that broker's
+        requests in the second before it, the read's cost and how long the look was deferred), never mixed
+        with the first deferral's broker or read as figures of now."""
         recent = self._recent(now)
         broker, used = busiest(recent, now) if recent else (None, 0)
         pacing = self.pacing  # (read once: the decider's thread may end it meanwhile)
         pacing = pacing if self._shown(pacing, now) else None
         paced = None if pacing is None else {
-            **{k: v for k, v in self.paced.items() if k != "line" and k != "at"}, "line": pacing["line"],
-            "deferred": pacing["deferred"], "longest_wait_seconds": round(pacing["longest_wait"], 3),
-            "since_seconds": round(now - pacing["since"], 1), "last_deferral_seconds": round(now - pacing["last"], 1),
-            "ends_in_seconds": round(pacing["last"] + PACED_SHOWN - now, 1)}
+            "line": pacing["line"], "deferred": pacing["deferred"],
+            "longest_wait_seconds": round(pacing["longest_wait"], 3), "since_seconds": round(now - pacing["since"], 1),
+            "ends_in_seconds": round(pacing["last"] + PACED_SHOWN - now, 1),
+            "last_deferral": {"seconds_ago": round(now - pacing["last"], 1), **pacing["deferral"]}}
         return {"budget": self.budget, "counted": recent is not None, "busiest_broker": broker,
                 "requests_last_second": used, "deferred_looks": self.deferred, "urgent_catch_ups": self.urgent,
                 "reads_over_budget": self.overshoots, "paced_shown_seconds": PACED_SHOWN,
@@ -970,13 +976,16 @@ def _with_pacing(entries: list[dict], paced: dict | None) -> None:
     """The ``paced`` entry of what needs attention, on the engine's own ``/status`` and status page: its last
     line, which sends ``kreassign status`` (folded from the log, which has no figures until the pacing ends) to
     the engine's ``request_budget.paced``, gives those figures themselves: the looks deferred, since when, the
-    longest wait, the last deferral and how long the warning stays shown."""
+    longest wait, the last deferral (when, and its broker: the title names the first's) and how long the warning
+    stays shown."""
     if paced is None:
         return
+    last = paced["last_deferral"]
+    where = "every broker" if last["broker"] is ANY else f"broker {last['broker']}"
     for e in entries:
         if e["kind"] == "paced":
             n = paced["deferred"]
             e["lines"] = e["lines"][:-1] + [
                 f"{n} look{'' if n == 1 else 's'} deferred over the last {paced['since_seconds']:g} s, the longest "
-                f"wait {paced['longest_wait_seconds']:.2f} s; the last {paced['last_deferral_seconds']:g} s ago: "
+                f"wait {paced['longest_wait_seconds']:.2f} s; the last {last['seconds_ago']:g} s ago ({where}): "
                 f"shown {paced['ends_in_seconds']:g} s more unless a read waits again"]

@@ -62,6 +62,48 @@ def summarize(state: State) -> dict:
     }
 
 
+def pacings(envelopes, looks_paced: str | None) -> list[dict]:
+    """The pacings of the decider's looks (``LooksPaced``) among ``envelopes`` (``EventEnvelope``s in log
+    order), each a start and its end paired: ``line`` (the start's: the first deferral's broker and the
+    budget), ``started_at``, ``ended_at`` (ISO 8601; None: not among the envelopes, or still on), and the
+    end's figures ``deferred``, ``longest_wait_seconds`` and ``lasted_seconds`` (None where the end has
+    none: a restart). ``looks_paced`` is the folded state's: a pacing on whose start is not among the
+    envelopes (before a snapshot's recent events) is listed with its line and no start time, so the list
+    agrees with the state ``status`` shows."""
+    out: list[dict] = []
+    for envelope in envelopes:
+        e = envelope.payload
+        if not isinstance(e, ev.LooksPaced):
+            continue
+        at = envelope.recorded_at.isoformat()
+        if e.reason is not None:
+            out.append({"line": e.reason, "started_at": at, "ended_at": None, "deferred": None,
+                        "longest_wait_seconds": None, "lasted_seconds": None})
+            continue
+        if not out or out[-1]["ended_at"] is not None:  # its start is not among the envelopes
+            out.append({"line": None, "started_at": None})
+        out[-1].update(ended_at=at, deferred=e.deferred, longest_wait_seconds=e.longest_wait, lasted_seconds=e.lasted)
+    if looks_paced is not None and (not out or out[-1]["ended_at"] is not None):
+        out.append({"line": looks_paced, "started_at": None, "ended_at": None, "deferred": None,
+                    "longest_wait_seconds": None, "lasted_seconds": None})
+    return out
+
+
+def pacing_lines(rows: list[dict]) -> list[str]:
+    """``pacings`` in words, a line each: when it started and ended, its line and what it came to."""
+    out = []
+    for p in rows:
+        when = (f"from {p['started_at'] or '(before the events read)'} "
+                + (f"to {p['ended_at']}" if p["ended_at"] else "(still on where the fold stops)"))
+        line = p["line"] or "looks paced by the request budget (its start is before the events read)"
+        if p["ended_at"] is None:
+            out.append(f"  {when}: {line}")
+            continue
+        came = describe(ev.LooksPaced(None, p["deferred"], p["longest_wait_seconds"], p["lasted_seconds"]))
+        out.append(f"  {when}: {line}; then {came}")
+    return out
+
+
 def rejection_row(e) -> dict:
     """A ``CommandRejected`` event as JSON-ready data."""
     return {"command": e.command, "command_id": e.command_id, "request": e.request_id, "reasons": list(e.reasons)}
