@@ -353,3 +353,60 @@ def test_a_difference_seen_after_the_logs_last_time_is_judged_soon_after_a_clock
     assert len(drifted) == 1 and drifted[0].missing.leader_brokers == {2}
     assert c.rates[("l", 2)] == ours
     assert fold(d.events) == d.state
+
+
+
+def test_a_read_back_taken_late_in_a_slow_tick_is_judged_from_when_it_was_taken():
+    """The fault simulator's seed 9475: a standby took over (its first tick reads the throttles back)
+    and that tick's calls were slow (6 s of the engine's clock; here its look). It saw a step done, the tick
+    planned the next step and applied its throttles, and the read-back at the tick's end, taken right
+    after, found them missing on a broker whose metadata lags: a lag. It was stamped with the tick's
+    start, 6 s before it was taken, so the read-back of the very next tick, 0 s later, "confirmed" it
+    (METADATA_SETTLE after the stamp) and kreassign set again throttles nobody had touched
+    (``ThrottlesDrifted``: a false alarm, a config change for nothing). A read-back is stamped when it is
+    taken: the one that judges it comes METADATA_SETTLE after that, when the broker has the throttles."""
+    from engine.runtime.decider import Decider, MemoryLog
+    from engine.sim.cluster import SimulatedCluster
+    from tests.sim_helpers import scenario
+
+    class Slow(SimulatedCluster):
+        """A look that takes ``slow`` seconds once armed (a connection that timed out)."""
+        slow = 0.0
+
+        def observe(self, partitions=None):
+            self.advance(self.slow)
+            self.slow = 0.0
+            return super().observe(partitions)
+
+    cluster = Slow.from_scenario(scenario([((1, 2, 3), 100_000_000, 0)], brokers=5))
+    cluster.advance(1000.0)
+    for b in cluster.state.brokers:
+        cluster.inject(b, "lag", seconds=3.0)  # every broker's metadata 3 s behind the controller
+    log = MemoryLog()
+    d = Decider(log, cluster, clock=lambda: cluster.time, verify_interval=10.0)
+    d.recover(None)
+    d.decide(ChangeThrottle(RATE))
+    d.decide(Submit("r", (PartitionTarget("t", 0, (1, 4, 5)),)))  # two steps: one replica at a time
+    d.tick()
+    assert d.state.steps[TP].number == 1 and d.state.steps[TP].started
+    while cluster.time < 1004.0:  # step 1 copying
+        cluster.advance(0.5)
+        d.tick()
+    assert cluster.state.partitions[TP].adding and d.state.steps[TP].number == 1
+    while cluster.state.partitions[TP].adding:  # the engine stops; step 1 ends on the controller
+        cluster.advance(0.5)
+    standby = Decider(log, cluster, clock=lambda: cluster.time, verify_interval=10.0)
+    standby.recover(d.executed)
+    start = cluster.time
+    cluster.slow = 6.0
+    standby.tick()  # looks (6 s): step 1 done, step 2 planned, its throttles applied; read back: not there yet
+    assert standby.state.steps[TP].number == 2
+    differed = standby.state.throttles_differed
+    assert differed is not None and not differed.missing.is_empty(), "the lag showed no difference"
+    assert differed.at == start + 6.0  # when it was read, not when the tick began
+    while cluster.time - start < 30.0:
+        standby.tick()
+        cluster.advance(0.5)
+    payloads = [e.payload for e in log.records]
+    assert not of_type(payloads, ev.ThrottlesDrifted), of_type(payloads, ev.ThrottlesDrifted)
+    assert standby.state.throttles_differed is None  # read again METADATA_SETTLE later: it was the lag

@@ -408,7 +408,7 @@ class Decider:
                 out += self.measure_catch_up(now, held)
                 measure = [tp for tp in measure if tp not in held]
             else:
-                out += self.verify_throttles(now)
+                out += self.verify_throttles()
                 verify = False
             later = self.clock()  # (after the held read's round trip: the deferral's time, and the pacing's)
             if (partitions or idle) and self._pace(later, self._cost("look")):
@@ -462,7 +462,7 @@ class Decider:
         # record they confirm (a look it set aside starts nothing: docs/algorithm.md, section 2)
         out += self.process(Tick(now, {tp: looks[tp] for tp in partitions if tp in looks}))
         if verify and self._fits(self.clock(), self._cost("verify")):  # else due still: first at a later tick
-            out += self.verify_throttles(now)
+            out += self.verify_throttles()
         out += self._say_paced(now)
         self._after_tick = self.state
         self._schedule(now)
@@ -746,22 +746,30 @@ class Decider:
         self.measured = measured_after(s, self.measured, remaining, now)
         return self.process(CatchUpObserved(remaining, now))
 
-    def verify_throttles(self, now: float) -> list[EventEnvelope]:
-        """Read the throttle configuration back and let the core compare it with the log."""
+    def verify_throttles(self) -> list[EventEnvelope]:
+        """Read the throttle configuration back and let the core compare it with the log. The read-back is
+        stamped with the clock as it is sent, not with the tick's start: the core judges a difference
+        by a read-back ``METADATA_SETTLE`` after the one that first showed it, and a tick's calls before it
+        may take seconds (seed 9475 of the fault simulator: a standby's first tick, whose answers were slow,
+        6 s, applied a step's throttles, read them back missing on a lagging broker and stamped that 6 s early;
+        the next tick's read-back, 0 s later, confirmed the lag as a drift and set again throttles nobody
+        had touched). Sent after every change the tick made was answered, a read-back so stamped is judged
+        only once each of those changes has had ``METADATA_SETTLE`` to reach every broker."""
         s = self.state
         force = s.throttles
         topics = {e.topic for e in force.leader | force.follower} | {tp.topic for tp in s.steps.keys()}
         # a broker that does not answer is left out (its rates are read back once it answers again):
         # asked, it would hold the read-back up; left out of what was read, it would read as missing
         brokers = (force.leader_brokers | force.follower_brokers) - set(self.unresponsive())
-        self.verified_at = now
+        taken = self.clock()
+        self.verified_at = taken
         if not topics and not brokers:
             return []
         read = self._read("verify", self.cluster.throttles, sorted(topics), sorted(brokers))
         if isinstance(read, Unavailable):
             log.warning("cannot read the throttle configuration back: %s", read)
             return []
-        return self.process(ThrottlesObserved(read, frozenset(topics), frozenset(brokers), now))
+        return self.process(ThrottlesObserved(read, frozenset(topics), frozenset(brokers), taken))
 
     def process(self, *inputs: Input) -> list[EventEnvelope]:
         """Decide, log, execute, and feed back the outcomes, until nothing is left. A round's inputs (those
