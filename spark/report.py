@@ -89,12 +89,18 @@ PARTITION_EVENTS = ("PartitionQueued", "PartitionReady", "PartitionWaiting", "St
 
 
 def _ms(ts: datetime) -> int:
-    return int(ts.replace(tzinfo=timezone.utc).timestamp() * 1000) if ts.tzinfo is None else int(ts.timestamp() * 1000)
+    """``ts``, a timestamp Spark collected, as milliseconds since the epoch. PySpark hands a TIMESTAMP to
+    Python as a naive ``datetime`` in the Python process's local time zone (whatever the session's time
+    zone), so a naive one is read as local time, as ``datetime.timestamp`` does: read as UTC, every time of
+    the report was off by the machine's offset outside UTC (its buckets cut at the wrong instants, and the
+    request's throttle lost to the default one)."""
+    return int(ts.timestamp() * 1000)
 
 
 def _iso(ts: datetime) -> str:
-    """``ts`` (naive: UTC, as the session's time zone has it) in ISO 8601, in UTC, always with microseconds."""
-    ts = ts.replace(tzinfo=timezone.utc) if ts.tzinfo is None else ts.astimezone(timezone.utc)
+    """``ts`` (naive: the Python process's local time, as PySpark collects a TIMESTAMP: ``_ms``) in ISO 8601,
+    in UTC, always with microseconds."""
+    ts = ts.astimezone(timezone.utc)
     return ts.isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 

@@ -39,3 +39,25 @@ def test_times_with_another_utc_offset_compare_and_read_as_utc():
     later = _throttle_text(doc("2024-05-01T10:00:00+02:00", [
         {"at": "2024-05-01T08:30:00Z", "rate": 40 * MB, "reason": "request r"}]))[0]
     assert "(the engine's default) until 08:30:00 UTC, then 40 MB/s (request r, from 08:30:00 UTC)." in later
+
+
+def test_a_time_spark_collects_outside_utc_is_read_as_the_instant_it_is(monkeypatch):
+    """PySpark hands a TIMESTAMP to Python as a naive ``datetime`` in the process's local time zone, whatever
+    the session's (``datetime.fromtimestamp``, as ``TimestampType.fromInternal`` does): on a machine in New
+    York the report read it as UTC, five hours off, and cut every bucket at the wrong instants (the request's
+    40 MB/s throttle lost to the default in tests/spark/test_report_released.py run with TZ=America/New_York)."""
+    import time
+    from datetime import datetime
+
+    from spark.report import _iso, _ms
+
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        collected = datetime.fromtimestamp(1_700_000_000.25)  # what PySpark gives for that instant here
+        assert collected.hour == 17  # local: 22:13:20 UTC
+        assert _ms(collected) == 1_700_000_000_250
+        assert _iso(collected) == "2023-11-14T22:13:20.250000Z"
+    finally:
+        monkeypatch.undo()
+        time.tzset()
