@@ -15,6 +15,7 @@ import argparse
 import csv
 import json
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 from engine.cli import CliError
@@ -111,9 +112,16 @@ def run_sql(spark, text: str):
 
     try:
         df = spark.sql(text)
-        return df.columns, [tuple(r) for r in df.collect()]
+        return df.columns, [tuple(_utc(v) for v in r) for r in df.collect()]
     except PySparkException as e:
         raise CliError(one_line(e)) from None
+
+
+def _utc(value):
+    """A TIMESTAMP as PySpark collects it (a naive ``datetime`` in the Python process's local time zone,
+    whatever the session's) as the UTC instant it is, printed with its offset: the warehouse's times are UTC
+    (docs/analytics.md), and a machine outside UTC printed them in its own time, unmarked."""
+    return value.astimezone(timezone.utc) if isinstance(value, datetime) else value
 
 
 def query(args) -> int:

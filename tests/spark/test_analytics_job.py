@@ -388,6 +388,22 @@ def test_query_command_prints_rows(story, capsys):
     assert [r["request_id"] for r in rows] == ["no-such-request", "req-a", "req-b", "req-c"]
 
 
+def test_query_command_prints_times_in_utc_on_a_machine_elsewhere(story, capsys, monkeypatch):
+    # PySpark collects a TIMESTAMP as a naive datetime in the process's local time: in New York the command
+    # printed "2023-11-14 17:13:20.250000" for 22:13:20.25 UTC, unmarked, where the warehouse's times are UTC
+    import time
+
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        assert main(["analytics", "query", "--warehouse", str(story.warehouse), "--format", "json",
+                     "SELECT timestamp_millis(1700000000250) AS t"]) == 0
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert json.loads(capsys.readouterr().out) == {"t": "2023-11-14 22:13:20.250000+00:00"}
+
+
 @pytest.mark.parametrize("sql, words", [
     ("SELEC nonsense", "PARSE_SYNTAX_ERROR"),
     ("SELECT * FROM no_such_table", "no_such_table"),
