@@ -253,3 +253,84 @@ def test_no_replica_is_ever_proposed_onto_a_broker_that_is_down():
     drained = propose("remove-brokers", {**asg, tp(9): (3, 0)}, {}, range(4), remove=[3], down=[3])
     assert all(3 not in r for r in drained.proposed.values())
     assert propose("leader-balance", asg, {}, range(4), down=[3]).replicas_moved == 0  # no data moves anyway
+
+
+# --- preferred-leader changes -------------------------------------------------------------------------
+# Each partition whose preferred leader changes changes leader on the cluster when its move completes
+# (producers see NOT_LEADER_OR_FOLLOWER, refresh metadata, the leader epoch is bumped; each counts under
+# max_leader_moves_in_flight): among equally good proposals, the balancer changes as few as it can.
+
+
+def test_adding_a_broker_changes_only_the_preferred_leaders_that_leader_balance_needs():
+    # ops/scenarios/add-broker-small-cluster-4mbs.yaml: 24 partitions of 16 MiB, RF 3 on brokers 1-3,
+    # each leading 8; broker 4 joins. 18 replicas must reach it, and 6 preferred leaderships (8 - 6
+    # from each of 1-3). The old balancer moved the leader's own replica in every partition it
+    # touched: 18 (threshold 0) preferred leaders changed.
+    orders = [(1, 2, 3), (2, 3, 1), (3, 1, 2), (1, 3, 2), (2, 1, 3), (3, 2, 1)]
+    asg = {tp(i, "probe"): orders[i % 6] for i in range(24)}
+    sizes = {t: 16 * 2**20 for t in asg}
+    p = propose("add-brokers", asg, {}, [1, 2, 3], sizes, threshold=0.0, add=[4])
+    after = {**asg, **p.proposed}
+    assert counts(after, [1, 2, 3, 4]) == {1: 18, 2: 18, 3: 18, 4: 18}
+    assert p.replicas_moved == p.lower_bound == 18
+    assert preferred(after, [1, 2, 3, 4]) == {1: 6, 2: 6, 3: 6, 4: 6}
+    assert p.leaders_moved == 6
+    # where the preferred leader changes, the old one is the replica that leaves: the new one leads
+    # as its copy completes (step rule 2), with no election after it
+    changed = [t for t in p.proposed if after[t][0] != asg[t][0]]
+    assert len(changed) == 6 and all(asg[t][0] not in after[t] for t in changed)
+
+
+def fewest_leader_changes(after, original, alive):
+    """The fewest partitions led by another broker than ``original``, over every choice of
+    preferred leaders among each partition's replicas that leaves every broker of ``alive`` within
+    [floor(avg), ceil(avg)] and no other broker leading (None when no choice does)."""
+    import itertools
+    import math
+
+    tps = sorted(after)
+    avg = len(tps) / len(alive)
+    lo, hi = math.floor(avg), math.ceil(avg)
+    best = None
+    for leaders in itertools.product(*(after[t] for t in tps)):
+        c = Counter(leaders)
+        if any(b not in alive for b in c) or any(not lo <= c.get(b, 0) <= hi for b in alive):
+            continue
+        changes = sum(1 for t, b in zip(tps, leaders) if b != original[t])
+        best = changes if best is None else min(best, changes)
+    return best
+
+
+@st.composite
+def small_clusters(draw):
+    n = draw(st.integers(3, 5))
+    rf = draw(st.integers(2, 3))
+    parts = draw(st.integers(1, 7))
+    asg = {tp(i): tuple(draw(st.permutations(range(n)))[:rf]) for i in range(parts)}
+    return n, asg
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small_clusters(), st.sampled_from(["cluster-balance", "add-brokers", "remove-brokers", "leader-balance"]))
+def test_no_proposal_changes_more_preferred_leaders_than_its_placement_and_leader_balance_need(c, mode):
+    # the oracle: for the replicas the proposal places, the fewest preferred-leader changes of any
+    # choice of leaders that is as balanced as leader balance aims at (brute force)
+    n, asg = c
+    brokers, extra = list(range(n)), {}
+    if mode == "add-brokers":
+        extra = {"add": [n]}
+    elif mode == "remove-brokers":
+        if max(len(r) for r in asg.values()) > n - 1:
+            return
+        extra = {"remove": [n - 1]}
+    p = propose(mode, asg, {}, brokers, threshold=0.0, **extra)
+    after = {**asg, **p.proposed}
+    alive = set(range(n + 1)) if mode == "add-brokers" else set(range(n - 1)) if mode == "remove-brokers" \
+        else set(range(n))
+    fewest = fewest_leader_changes(after, {t: r[0] for t, r in asg.items()}, alive)
+    if fewest is None:  # leader balance cannot reach the range with these replicas: nothing to compare
+        return
+    led = Counter(r[0] for r in after.values())
+    avg = len(after) / len(alive)
+    if all(int(avg) <= led.get(b, 0) <= -int(-avg // 1) for b in alive):
+        assert p.leaders_moved == fewest
