@@ -202,11 +202,10 @@ def _throttle(sql, t0, bucket_ms, n, bucket, scale) -> dict:
     the bucket where the rate went to 1 MB/s, and judging that bucket by the last rate set in it would call
     Kafka's throttle broken. A copy released from the throttle (``ThrottleReleased``: at its start, ``release_at_start``,
     or near its end) moves its ``remaining`` bytes unthrottled from its release to its completion, and they
-    are charged to the release buckets of its receiving brokers and of its leader (``state.release_charges``:
-    each at most ``throttle_release_ms`` of the throttle at once, paid back at a quarter of it; a leader's
-    once per new replica it feeds): in a bucket of D seconds, released bytes into a broker, and out of one,
-    are at most T * (U + D / 4) / D per second. A broker's bound in a bucket is Kafka's rate plus that
-    allowance where released bytes flowed into it, or out of it."""
+    are charged to its receiving brokers' release bucket (at most ``throttle_release_ms`` of the throttle at
+    once, paid back at a quarter of it): in a bucket of D seconds, released bytes into a broker are at most
+    T * (U + D / 4) / D per second. A broker's bound in a bucket is Kafka's rate plus that allowance where
+    released bytes flowed into it (out of a leader: once per broker it sent released bytes to)."""
     released = """
         SELECT request_id, topic, partition, step_number, min(unix_millis(recorded_at)) AS r,
                min_by(CAST(get_json_object(payload, '$.remaining') AS BIGINT), kafka_offset) AS remaining
@@ -220,15 +219,17 @@ def _throttle(sql, t0, bucket_ms, n, bucket, scale) -> dict:
     transfers = f"""
         SELECT s0, e0, least(greatest(coalesce(released_ms, e0), s0), e0) AS r, t.broker AS broker,
                t.direction AS direction, t.bytes AS bytes,
-               least(t.bytes, remaining * CASE t.direction WHEN 'in' THEN 1 ELSE size(new_replicas) END) AS rel
+               least(t.bytes, remaining * CASE t.direction WHEN 'in' THEN 1 ELSE size(new_replicas) END) AS rel,
+               CASE t.direction WHEN 'in' THEN array(t.broker) ELSE new_replicas END AS receivers
         FROM ({steps}) LATERAL VIEW explode(transfers) x AS t WHERE t.bytes IS NOT NULL"""
     parts = f"""
-        SELECT s0 AS s, greatest(r, s0 + 1) AS e, broker, direction, bytes - rel AS bytes, false AS released
-        FROM ({transfers}) WHERE bytes > rel
+        SELECT s0 AS s, greatest(r, s0 + 1) AS e, broker, direction, bytes - rel AS bytes, false AS released,
+               receivers FROM ({transfers}) WHERE bytes > rel
         UNION ALL
-        SELECT least(r, e0 - 1) AS s, e0 AS e, broker, direction, rel AS bytes, true AS released
+        SELECT least(r, e0 - 1) AS s, e0 AS e, broker, direction, rel AS bytes, true AS released, receivers
         FROM ({transfers}) WHERE rel > 0"""
-    rows = sql(f"SELECT k, broker, direction, released, sum(share) AS bytes "
+    rows = sql(f"SELECT k, broker, direction, released, sum(share) AS bytes, "
+               f"size(array_distinct(flatten(collect_list(receivers)))) AS receivers "
                f"FROM ({_spread(parts, t0, bucket_ms, 'bytes')}) GROUP BY k, broker, direction, released")
     totals = sql(f"SELECT broker, direction, sum(bytes) AS bytes, sum(rel) AS released FROM ({transfers}) "
                  "GROUP BY broker, direction")
@@ -241,10 +242,12 @@ def _throttle(sql, t0, bucket_ms, n, bucket, scale) -> dict:
     series: dict[int, dict[str, list[float]]] = {}
     for r in rows:
         if 0 <= r["k"] < n:
-            per = series.setdefault(r["broker"], {key: zeros() for key in ("in", "out", "released_in", "released_out")})
+            per = series.setdefault(r["broker"], {key: zeros() for key in (
+                "in", "out", "released_in", "released_out", "receivers_in", "receivers_out")})
             per[r["direction"]][r["k"]] += r["bytes"] / bucket  # bytes per cluster second
             if r["released"]:
                 per[f"released_{r['direction']}"][r["k"]] += r["bytes"] / bucket
+                per[f"receivers_{r['direction']}"][r["k"]] = r["receivers"]
     changes = sql("""
         SELECT unix_millis(recorded_at) AS t, recorded_at, event_type, rate, reason,
                CAST(get_json_object(payload, '$.limits.throttle_release_ms') AS BIGINT) AS release_ms,
@@ -296,8 +299,9 @@ def _throttle(sql, t0, bucket_ms, n, bucket, scale) -> dict:
     busiest = sorted(moved, key=lambda b: (-(moved[b]["in"] + moved[b]["out"]), b))[:MAX_BROKERS]
     brokers = []
     for b in sorted(busiest):
-        per = series.get(b) or {key: zeros() for key in ("in", "out", "released_in", "released_out")}
-        bound = {d: [None if a is None else (q or 0) + (a if per[f"released_{d}"][k] > 0 else 0)
+        per = series.get(b) or {key: zeros() for key in (
+            "in", "out", "released_in", "released_out", "receivers_in", "receivers_out")}
+        bound = {d: [None if a is None else (q or 0) + a * per[f"receivers_{d}"][k]
                      for k, (q, a) in enumerate(zip(kafka, allowance))] for d in ("in", "out")}
         over = [per[d][k] / bound[d][k] for d in ("in", "out") for k in range(n)
                 if per[d][k] > 0 and bound[d][k]]
@@ -767,8 +771,7 @@ def _throttle_text(doc: dict) -> list[str]:
             f"<p><b>Released copies</b> (shaded): {n} cop{'y' if n == 1 else 'ies'} ({_size(t['released_bytes_in'])} "
             f"received) went unthrottled (<code>ThrottleReleased</code>), {' and '.join(h for h in how if h)}"
             f"{_released_nothing(t, 'more ')}. "
-            f"The release buckets bound them per broker, what it receives and what it sends as the leader: "
-            f"each at most <code>throttle_release_ms</code> "
+            f"The release bucket bounds them per receiving broker: at most <code>throttle_release_ms</code> "
             f"({ms} ms) of the throttle at once ({_size(once)}), paid back at a quarter of it, so on average at "
             "most 25 % over the throttle"
             + (f"; in a {doc['bucket_s']:g} s bucket, at most {format_rate(allowance)} above Kafka's rate"
@@ -778,7 +781,7 @@ def _throttle_text(doc: dict) -> list[str]:
         words.append(f"<p><b>Released copies</b>: none{_released_nothing(t)}.</p>")
     words.append("<p><b>peak / bound</b>: each broker's busiest bucket against the highest Kafka rate in force at "
                  "any moment of the bucket plus, where released bytes flowed, the bucket's allowance (of the highest "
-                 "throttle in force in it, on either side of a broker); above 1 is more than both "
+                 "throttle in force in it; a leader's: once per broker it sent them to); above 1 is more than both "
                  "allow. A bucket in which the throttle was off for a moment has no bound; the lines drawn for the "
                  "throttle and Kafka's rate are these highest values. <i>In</i> is KIP-73's follower side, "
                  "<i>out</i> the leader side. A copy's bytes are spread evenly from its start of copying (a released part: from its release) to its "

@@ -58,7 +58,7 @@ from engine.core.scheduler import (A, WEIGHT_UNITS, InFlight, Requeue, Schedulin
                                    next_batch, refusal, weight_units)
 from engine.core.state import (
     ABORTING, ACTIVE, CANCELLED, COMPLETED, FINISHED_KEPT, IN_FLIGHT, READY, REVERTED, TERMINAL, Retired, State, apply,
-    RELEASE_REFILL, REVERT_SKIPPED, UNCLEAN_REVERT, release_charges, release_debt, set_back,
+    RELEASE_REFILL, REVERT_SKIPPED, UNCLEAN_REVERT, release_debt, set_back,
 )
 from engine.core.step import DEFAULT_STEP_MODE, PlanResult, Step, Waiting, plan_step
 from engine.core.throttles import ThrottleSet, in_force, minus, needed, noting, reconcile, union, with_margin
@@ -1040,31 +1040,18 @@ def _release_seconds(s: State) -> float:
 
 
 def copy_rates(s: State) -> dict[TopicPartition, float]:
-    """The throttle's share each throttled copy in flight gets (bytes/s): the rate split among the
-    throttled copies on its busiest side, a receiving broker's (``follower.replication.throttled.rate``)
-    or its source's (``leader.replication.throttled.rate``: a leader leaves throttled partitions out of
-    its fetch responses while its quota is used up, whoever fetches). Empty when throttling is off."""
+    """The throttle's share each throttled copy in flight gets (bytes/s): the rate of its busiest
+    receiving broker, split among the throttled copies into it. Empty when throttling is off."""
     rate = s.throttle_rate
     if rate is None:
         return {}
-    sharing = _sharing((f.step, f.source) for f in s.steps.values() if not f.released)
-    return {tp: rate / _busiest(sharing, f.step, f.source) for tp, f in s.steps.items()
-            if not f.released and f.step.nr}
-
-
-def _sharing(copies) -> dict[tuple, int]:
-    """How many streams of the throttled ``copies`` ((step, source) pairs) each release bucket's side of a
-    broker carries (``state.release_charges``: what a broker receives, what it sends as the leader, once per
-    new replica it feeds)."""
-    count: dict[tuple, int] = {}
-    for step, source in copies:
-        for k, times in release_charges(step, source):
-            count[k] = count.get(k, 0) + times
-    return count
-
-
-def _busiest(sharing: dict[tuple, int], step, source: int | None) -> int:
-    return max(sharing[k] for k, _times in release_charges(step, source))
+    into: dict[int, int] = {}
+    for f in s.steps.values():
+        if not f.released and f.step.nr:
+            for b in f.step.nr:
+                into[b] = into.get(b, 0) + 1
+    return {tp: rate / max(into[b] for b in f.step.nr)
+            for tp, f in s.steps.items() if not f.released and f.step.nr}
 
 
 def _catch_up(d: _Decision, o: CatchUpObserved) -> None:
@@ -1072,17 +1059,16 @@ def _catch_up(d: _Decision, o: CatchUpObserved) -> None:
     ``throttle_release_ms`` (the time to notice and to change the config): its last bytes flow
     unthrottled and its replicas join the ISR unthrottled, so the leader never waits for an in-sync
     follower the quota holds back (measured on Kafka 4.0: that stalls acks=all producers for
-    seconds). What goes unthrottled is bounded per broker by a bucket on each side (what it receives,
-    what it sends as the leader: ``state.release_charges``): at most ``throttle_release_ms`` of the rate at
-    once, paid back at a quarter of the rate (``state.RELEASE_REFILL``), so a broker receives, and sends,
-    on average at most 25 % more than its throttle."""
+    seconds). What goes unthrottled is bounded per receiving broker by a bucket: at most
+    ``throttle_release_ms`` of the rate at once, paid back at a quarter of the rate (``state.
+    RELEASE_REFILL``), so a broker receives on average at most 25 % more than its throttle."""
     s = d.state
     if s.throttle_rate is None:
         return
     lead = _release_seconds(s)
     budget = s.throttle_rate * lead
     shares = copy_rates(s)
-    debt: dict[tuple, float] = {}
+    debt: dict[int, float] = {}
     for tp in sorted(o.remaining):
         f = s.steps.get(tp)
         remaining = o.remaining[tp]
@@ -1090,11 +1076,10 @@ def _catch_up(d: _Decision, o: CatchUpObserved) -> None:
             continue
         if remaining > shares[tp] * lead:
             continue
-        charges = release_charges(f.step, f.source)
-        owed = {k: debt.get(k, release_debt(s, k, o.now)) for k, _times in charges}
-        if all(owed[k] + remaining * times <= budget for k, times in charges):
+        owed = {b: debt.get(b, release_debt(s, b, o.now)) for b in f.step.nr}
+        if all(x + remaining <= budget for x in owed.values()):
             d.emit(ev.ThrottleReleased(f.request_id, tp, f.number, remaining, o.now))
-            debt.update({k: owed[k] + remaining * times for k, times in charges})
+            debt.update({b: x + remaining for b, x in owed.items()})
 
 
 HOT_SECONDS = 2.0
@@ -1191,17 +1176,14 @@ def _release_in(s: State, tp: TopicPartition, share: float, left: float, now: fl
                 speed: float | None = None) -> float:
     """Seconds until a throttled copy missing ``left`` bytes may be released (``_catch_up``): until its
     bytes are ``throttle_release_ms`` of its share (moving at ``speed``, default the share), and until the
-    release buckets of its receiving brokers and its source have room for them (paid back at
-    ``RELEASE_REFILL`` of the rate)."""
+    bucket of each of its receiving brokers has room for them (paid back at ``RELEASE_REFILL`` of the rate)."""
     lead = _release_seconds(s)
     wait = max(0.0, left - share * lead) / (speed or share)
     rate = s.throttle_rate
     if rate:
         at_release = max(0.0, min(left, share * lead))  # what it will miss when its turn comes
-        f = s.steps[tp]
-        due = max((release_debt(s, k, now) + at_release * times for k, times in release_charges(f.step, f.source)),
-                  default=0.0)
-        wait = max(wait, (due - rate * lead) / (RELEASE_REFILL * rate))
+        owed = max((release_debt(s, b, now) for b in s.steps[tp].step.nr), default=0.0)
+        wait = max(wait, (owed + at_release - rate * lead) / (RELEASE_REFILL * rate))
     return wait
 
 
@@ -1211,7 +1193,7 @@ def next_looks(s: State, now: float, measured: dict, floor: float, ceiling: floa
     at sooner than ``floor`` seconds from now, and everything watched at least every ``ceiling``:
 
     * a throttled copy in flight: at its predicted release point (``copy_left`` at the throttle's
-      share; ``throttle_release_ms`` before its end, and once the release buckets of its brokers have
+      share; ``throttle_release_ms`` before its end, and once the receiving brokers' release bucket has
       room for it), where its catch-up is measured (``measure_due``); a copy whose bytes are not known:
       at the ceiling;
     * a step whose end comes with no more copying (released from the throttle, being aborted, copying
@@ -1395,8 +1377,8 @@ def released_at_start(s: State, starts: list, now: float | None,
     """The starting copies (``starts``: (tp, step) in the order they start) that the release rule
     (``_catch_up``) would let go at once: the whole log a copy makes (its partition's size, as the tick's
     look measured it: ``looked``; the log's size only for a shell that gives no look, whose observations
-    all count as fresh) is no more than its share of the throttle gives it in ``throttle_release_ms``, and the
-    release buckets of its receiving brokers and its source have room for it. They start released: no throttle entry is set
+    all count as fresh) is no more than its share of the throttle gives it in ``throttle_release_ms``, and each of
+    its receiving brokers' release bucket has room for it. They start released: no throttle entry is set
     for them and removed a moment later (two config changes, each a metadata record every broker applies,
     per small step), and their bytes are charged to the bucket as a release's are, so what a broker
     receives unthrottled is bound as before (``release_at_start``, Q = 1). tp -> bytes charged."""
@@ -1405,22 +1387,23 @@ def released_at_start(s: State, starts: list, now: float | None,
         return {}
     lead = _release_seconds(s)
     budget = rate * lead
-    sharing = _sharing([(f.step, f.source) for f in s.steps.values() if not f.released] +
-                       [(step, step.source) for _tp, step in starts])
+    into: dict[int, int] = {}
+    for step in [f.step for f in s.steps.values() if not f.released] + [step for _tp, step in starts]:
+        for b in step.nr:
+            into[b] = into.get(b, 0) + 1
     out: dict[TopicPartition, int] = {}
-    debt: dict[tuple, float] = {}
+    debt: dict[int, float] = {}
     for tp, step in starts:
         obs = s.observed.get(tp) if looked is None else looked.get(tp)
         size = obs.size_bytes if obs is not None else None  # a look that measured no size: started throttled
-        if not step.nr or size is None or size > rate / _busiest(sharing, step, step.source) * lead:
+        if not step.nr or size is None or size > rate / max(into[b] for b in step.nr) * lead:
             continue
-        charges = release_charges(step, step.source)
-        owed = {k: debt.get(k, release_debt(s, k, now)) for k, _times in charges}
-        if all(owed[k] + size * times <= budget for k, times in charges):
+        owed = {b: debt.get(b, release_debt(s, b, now)) for b in step.nr}
+        if all(x + size <= budget for x in owed.values()):
             out[tp] = size
-            debt.update({k: owed[k] + size * times for k, times in charges})
-            for k, times in charges:
-                sharing[k] -= times  # not throttled: the others' shares grow
+            debt.update({b: x + size for b, x in owed.items()})
+            for b in step.nr:
+                into[b] -= 1  # not throttled: the others' shares grow
     return out
 
 

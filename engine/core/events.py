@@ -343,7 +343,7 @@ class ThrottleReleased:
     request_id: str
     tp: TopicPartition
     number: int
-    remaining: int  # bytes still to copy then (charged to the release buckets of its receiving brokers and its source)
+    remaining: int  # bytes still to copy then (charged to its receiving brokers' release bucket)
     at: float | None = None  # the shell's clock
 
 

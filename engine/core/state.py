@@ -219,9 +219,7 @@ class State(NamedTuple):
     throttles_differed: object = None
     cluster_error: str | None = None  # why the cluster cannot be observed now
     looks_paced: str | None = None  # why the decider's looks wait for the request budget now (LooksPaced)
-    # (INTO, broker) -> (bytes released into it, when), (OUT_OF, broker) -> (bytes released out of it, when):
-    # the release buckets (``release_charges``)
-    release_debt: immutables.Map = immutables.Map()
+    release_debt: immutables.Map = immutables.Map()  # broker -> (bytes released into it, when): a bucket
     denied: immutables.Map = immutables.Map()  # topic -> why the engine may not describe it (engine.kafka.access)
     # tp -> the shell's clock of the newest thing the state knows of the partition: its latest recorded
     # observation, or the cluster's latest answer to an alter or cancel of it. A look taken earlier
@@ -769,38 +767,21 @@ def _(s: State, e: ev.ThrottleReleased) -> State:
     if f is None or f.number != e.number:
         return s
     s = s._replace(steps=s.steps.set(e.tp, f._replace(released=True)))
-    # the bytes it copies unthrottled are charged to the release buckets of its receiving brokers and its source
+    # the bytes it copies unthrottled are charged to its receiving brokers' release bucket
     bucket = s.release_debt
-    for key, times in release_charges(f.step, f.source):
-        bucket = bucket.set(key, (release_debt(s, key, e.at) + e.remaining * times, e.at))
+    for b in f.step.nr:
+        bucket = bucket.set(b, (release_debt(s, b, e.at) + e.remaining, e.at))
     return s._replace(release_debt=bucket)
 
 
 RELEASE_REFILL = 0.25
 """Bytes released from the throttle are paid back at this fraction of the throttle rate: on average a
-broker receives, and sends, at most 25 % more than its throttle, in bursts of at most ``throttle_release_ms``."""
-
-INTO, OUT_OF = "into", "out of"
-"""The two sides of a broker's release bucket: what it receives as a follower (``follower.replication.
-throttled.rate``'s side) and what it sends as the leader (``leader.replication.throttled.rate``'s side)."""
+broker receives at most 25 % more than its throttle, in bursts of at most ``throttle_release_ms``."""
 
 
-def release_charges(step, source: int | None) -> tuple[tuple[tuple, int], ...]:
-    """The release buckets a copy of ``step`` is charged to, each with the times it carries the copy's bytes:
-    each receiving broker's (INTO, once) and its source's (OUT_OF, once per new replica: the leader sends
-    every new replica its own bytes, and its leader quota counts each fetch response). ``source`` is the
-    broker its copies come out of: ``InFlightStep.source`` for a step in flight, its partition's leader as
-    last observed, which a failover or an election moves off the leader it was planned with (Kafka's leader
-    quota is the serving leader's). Kafka throttles both sides of a throttled copy; a released one is
-    throttled on neither, so both are bounded by a bucket."""
-    into = tuple(((INTO, b), 1) for b in step.nr)
-    return into + (((OUT_OF, source), len(step.nr)),) if into and source is not None else into
-
-
-def release_debt(s: "State", key: tuple, now: float | None) -> float:
-    """Bytes released from the throttle on ``key``'s side of its broker (``release_charges``) not yet paid back
-    by ``now`` (0 without a clock)."""
-    debt = s.release_debt.get(key)
+def release_debt(s: "State", broker: int, now: float | None) -> float:
+    """Bytes released from the throttle into ``broker`` not yet paid back by ``now`` (0 without a clock)."""
+    debt = s.release_debt.get(broker)
     if debt is None or now is None or debt[1] is None or s.throttle_rate is None:
         return 0.0
     owed, at = debt
@@ -916,7 +897,7 @@ def _(s: State, e: ev.ClockSetBack) -> State:
         partitions = partitions.finish()
     elections = immutables.Map({tp: el._replace(since=back(el.since), retry_at=back(el.retry_at))
                                 for tp, el in s.elections.items()})
-    debt = immutables.Map({k: (owed, back(at)) for k, (owed, at) in s.release_debt.items()})
+    debt = immutables.Map({b: (owed, back(at)) for b, (owed, at) in s.release_debt.items()})
     creation = immutables.Map({b: c._replace(last=c.last - shift, since=c.since - shift, before=back(c.before),
                                            batch_at=back(c.batch_at))
                                for b, c in s.creation.items()})

@@ -93,12 +93,6 @@ def test_a_move_whose_copies_all_start_released_is_judged_against_the_release_bu
                 assert row["bound_in"][k] == pytest.approx(bound)
                 ratios.append(rate / bound)
         assert row["peak_over_bound"] >= max(ratios) > 0
-        # out of a leader likewise, once: its release bucket is one, charged once per new replica it feeds
-        # (state.release_charges), whatever the brokers it sent released bytes to (the report multiplied the
-        # allowance by them)
-        out = [k for k, rel in enumerate(row["released_rate_out"]) if rel > 0]
-        assert all(row["bound_out"][k] == pytest.approx(bound) for k in out), (row["bound_out"], out)
-    assert any(rel > 0 for row in brokers.values() for rel in row["released_rate_out"])
     # the page says what ran and why a line may be over the throttle
     assert "The throttle</b> the engine ran with: 40 MB/s (request small, from 23:58:10 UTC)." in page
     assert "<b>never set</b>, no copy ran throttled" in page

@@ -390,9 +390,9 @@ def timers_ahead(state: State, now: float, slack: float = 60.0) -> list[str]:
             late.append(f"election of {tp} asked {el.since - now:.0f} s in the future")
     if state.throttle_retry_at is not None and state.throttle_retry_at > horizon:
         late.append(f"throttle retry in {state.throttle_retry_at - now:.0f} s")
-    for (side, b), (_owed, at) in state.release_debt.items():
+    for b, (_owed, at) in state.release_debt.items():
         if at is not None and at > horizon:
-            late.append(f"release bucket {side} broker {b} refills from {at - now:.0f} s in the future")
+            late.append(f"release bucket of broker {b} refills from {at - now:.0f} s in the future")
     return late
 
 
