@@ -153,9 +153,9 @@ class Probed(Charged):
         return super().requests_sent()
 
 
-def moving(budget, partitions=6, size="8 MB", cluster_of=Charged, decider=Decider, limit=120.0):
-    """Six small copies into broker 4 at 4 MB/s, the decider driven as the worker drives it (its timer every
-    FLOOR, a tick when one is due), until the request completes."""
+def submitted(budget, partitions=6, size="8 MB", cluster_of=Charged, decider=Decider):
+    """(the decider, its cluster): ``partitions`` copies of ``size`` into broker 4 at 4 MB/s submitted, nothing
+    ticked yet."""
     sc = S.from_document({
         "seed": 3,
         "brokers": [{"id": b, "network_in": "100 MB/s", "network_out": "100 MB/s"} for b in (1, 2, 3, 4)],
@@ -168,6 +168,13 @@ def moving(budget, partitions=6, size="8 MB", cluster_of=Charged, decider=Decide
     d.recover(None)
     d.decide(ChangeThrottle(4_000_000))
     d.decide(Submit("r", tuple(PartitionTarget("t", p, (1, 2, 4)) for p in range(partitions))))
+    return d, cluster
+
+
+def moving(budget, partitions=6, size="8 MB", cluster_of=Charged, decider=Decider, limit=120.0):
+    """Six small copies into broker 4 at 4 MB/s, the decider driven as the worker drives it (its timer every
+    FLOOR, a tick when one is due), until the request completes."""
+    d, cluster = submitted(budget, partitions, size, cluster_of, decider)
     paced = []
     d.deferred_at = []  # when each deferral came (the tick's time)
     d.said = []  # (the tick's time, the LooksPaced it appended)
@@ -425,18 +432,7 @@ def test_a_pacing_that_ended_while_the_cluster_cannot_be_observed_is_recorded_as
     /status said none was."""
     from engine.runtime.decider import PACED_SHOWN
 
-    sc = S.from_document({
-        "seed": 3,
-        "brokers": [{"id": b, "network_in": "100 MB/s", "network_out": "100 MB/s"} for b in (1, 2, 3, 4)],
-        "topics": [{"name": "t", "min_insync_replicas": 2,
-                    "assignment": [{"replicas": [1, 2, 3], "size": "64 MB"} for _ in range(6)]}],
-    })
-    cluster = Unreachable(SimulatedCluster.from_scenario(sc))
-    d = Decider(MemoryLog(), cluster, clock=lambda: cluster.cluster.time, poll_interval=CEILING, floor=FLOOR,
-                budget=4)
-    d.recover(None)
-    d.decide(ChangeThrottle(4_000_000))
-    d.decide(Submit("r", tuple(PartitionTarget("t", p, (1, 2, 4)) for p in range(6))))
+    d, cluster = submitted(4, size="64 MB", cluster_of=Unreachable)
 
     def run_until(stop, limit):
         end = cluster.cluster.time + limit
@@ -464,18 +460,7 @@ def test_a_pacing_goes_on_when_the_look_after_a_held_read_is_deferred_a_moment_l
     engine's looks no longer wait for the request budget (15 looks deferred over 11 s ...)' less than a
     second after a deferral, then 'looks paced ...' again a second later, its figures from 0. The pacing
     goes on: nothing recorded, the deferral counted in it."""
-    sc = S.from_document({
-        "seed": 3,
-        "brokers": [{"id": b, "network_in": "100 MB/s", "network_out": "100 MB/s"} for b in (1, 2, 3, 4)],
-        "topics": [{"name": "t", "min_insync_replicas": 2,
-                    "assignment": [{"replicas": [1, 2, 3], "size": "64 MB"} for _ in range(6)]}],
-    })
-    cluster = Charged(SimulatedCluster.from_scenario(sc))
-    d = Decider(MemoryLog(), cluster, clock=lambda: cluster.cluster.time, poll_interval=CEILING, floor=FLOOR,
-                budget=3)
-    d.recover(None)
-    d.decide(ChangeThrottle(4_000_000))
-    d.decide(Submit("r", tuple(PartitionTarget("t", p, (1, 2, 4)) for p in range(6))))
+    d, cluster = submitted(3, size="64 MB", cluster_of=Charged)
     while (d.state.looks_paced is None or not d.state.steps) and cluster.cluster.time < 60.0:
         due = d.due_in()
         if due is not None and due <= FLOOR / 2:

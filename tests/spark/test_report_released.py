@@ -6,7 +6,6 @@ with them: their copies start released too, with nothing to copy (``remaining`` 
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 
 import pytest
@@ -14,13 +13,8 @@ import pytest
 from engine.core import events as ev
 from engine.core.commands import PartitionTarget, Submit
 from engine.core.partition import TopicPartition
-from engine.kafka.client_config import ClientConfig
-from engine.kafka.embedded import EMBEDDED
-from engine.kafka.topics import Topics, create, reader_group
-from spark import audit_job
-from spark import report
 from tests.analytics_log import TimedDriver, one_at_a_time, sized_cluster
-from tests.spark.test_analytics_job import write_in_chunks
+from tests.spark.reports import report_of
 
 MB = 1_000_000
 THROTTLE = 40 * MB
@@ -44,17 +38,7 @@ def released_log() -> list:
 
 @pytest.fixture(scope="module")
 def released(spark, broker, tmp_path_factory):
-    prefix = "analytics-released."
-    create({"bootstrap.servers": broker.bootstrap}, prefix)
-    warehouse = tmp_path_factory.mktemp("warehouse-released")
-    log = released_log()
-    write_in_chunks(broker, prefix, log, chunks=1)
-    audit_job.run(spark, audit_job.JobOptions(
-        warehouse=str(warehouse), topic=Topics.named(prefix).events, group=reader_group(prefix),
-        kafka=ClientConfig().with_bootstrap(broker.bootstrap).confluent(**EMBEDDED.consumer)))
-    out = tmp_path_factory.mktemp("report-released")
-    report.write(spark, str(warehouse), out)
-    return log, json.loads((out / "report.json").read_text()), (out / "index.html").read_text()
+    return report_of(spark, broker, tmp_path_factory, "released", released_log())
 
 
 def test_a_move_whose_copies_all_start_released_is_judged_against_the_release_bucket(released):

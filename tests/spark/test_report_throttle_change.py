@@ -6,7 +6,6 @@ its throttle (the demo's report said 2.06 for two brokers, and 13.9 in another r
 
 from __future__ import annotations
 
-import json
 import math
 from datetime import timedelta
 
@@ -15,13 +14,8 @@ import pytest
 from engine.core import events as ev
 from engine.core.commands import ChangeThrottle, PartitionTarget, Submit
 from engine.core.partition import TopicPartition
-from engine.kafka.client_config import ClientConfig
-from engine.kafka.embedded import EMBEDDED
-from engine.kafka.topics import Topics, create, reader_group
-from spark import audit_job
-from spark import report
 from tests.analytics_log import TimedDriver, one_at_a_time, sized_cluster
-from tests.spark.test_analytics_job import write_in_chunks
+from tests.spark.reports import report_of
 
 MB = 1_000_000
 THROTTLE, LOW = 40 * MB, 1 * MB
@@ -47,17 +41,7 @@ def dropped_log():
 
 @pytest.fixture(scope="module")
 def dropped(spark, broker, tmp_path_factory):
-    prefix = "analytics-dropped."
-    create({"bootstrap.servers": broker.bootstrap}, prefix)
-    warehouse = tmp_path_factory.mktemp("warehouse-dropped")
-    log = dropped_log()
-    write_in_chunks(broker, prefix, log, chunks=1)
-    audit_job.run(spark, audit_job.JobOptions(
-        warehouse=str(warehouse), topic=Topics.named(prefix).events, group=reader_group(prefix),
-        kafka=ClientConfig().with_bootstrap(broker.bootstrap).confluent(**EMBEDDED.consumer)))
-    out = tmp_path_factory.mktemp("report-dropped")
-    report.write(spark, str(warehouse), out)
-    return log, json.loads((out / "report.json").read_text()), (out / "index.html").read_text()
+    return report_of(spark, broker, tmp_path_factory, "dropped", dropped_log())
 
 
 def highest_in_force(log, t0: float, bucket: float, n: int) -> list[int | None]:
