@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 from collections import Counter, defaultdict
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -92,6 +92,13 @@ class Story:
     pass
 
 
+def _utc(value):
+    """A collected TIMESTAMP as the naive UTC time the tests compute with: PySpark collects it as a naive
+    ``datetime`` in the process's local time zone (its ``fold`` set in a repeated hour), so on a machine
+    outside UTC every time compared was off by the offset (TZ=Asia/Kolkata: 7 tests failed)."""
+    return value.astimezone(timezone.utc).replace(tzinfo=None) if isinstance(value, datetime) else value
+
+
 def spark_submit(broker, prefix: str, warehouse: Path) -> subprocess.Popen:
     """``spark-submit spark/audit_job.py``: its own JVM, the same options (started early, to run beside
     the module's other tests: its JVM start and job take as long as they do)."""
@@ -144,7 +151,7 @@ def story(spark, broker, tmp_path_factory):
                     "--poll-interval", f"{REPORT_POLL:g}"])
     s.all = s.first + s.second
     wh.register(spark, str(s.warehouse))
-    s.sql = lambda q: [r.asDict() for r in spark.sql(q).collect()]
+    s.sql = lambda q: [{k: _utc(v) for k, v in r.asDict().items()} for r in spark.sql(q).collect()]
     yield s
     if s.submitted.poll() is None:  # its test did not run
         s.submitted.kill()
