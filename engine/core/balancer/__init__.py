@@ -3,11 +3,7 @@
 Modes (``propose``): replica balance, leader balance, cluster balance (replicas
 then leaders), adding brokers, removing brokers, and Kafka's ``--generate``
 (some topics onto a broker list). Every mode is rack-aware unless told not to,
-moves as little as possible, and reports its moves against a lower bound. For
-the same balance it changes as few preferred leaders as it can (each is a
-leadership change on the cluster): replica balance gives a follower's replica
-among equal ones, leader balance counts changes against the preferred leaders
-before the proposal (``leaders.py``, ``replicas.py``).
+moves as little as possible, and reports its moves against a lower bound.
 Pure functions: same input, same proposal.
 """
 
@@ -97,8 +93,7 @@ def propose(
         after, bound, target, balanced, notes, pinned = (
             rb.assignment, rb.lower_bound, rb.target, rb.balanced, rb.notes, rb.pinned)
     if mode != "replica-balance":
-        original = {tp: r[0] for tp, r in scope.items() if r}
-        after = balance_leaders(after, eligible, down=set(down), original=original)
+        after = balance_leaders(after, eligible, down=set(down))
     changed = sorted(tp for tp in scope if after[tp] != tuple(scope[tp]))
     moved = {tp: len(set(after[tp]) - set(scope[tp])) for tp in changed}
     sizes = sizes or {}

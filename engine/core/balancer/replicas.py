@@ -13,23 +13,9 @@ moves from the fullest broker to the emptiest one that may take it. "May take
 it": it holds no replica of that partition, and the partition does not span
 fewer distinct racks afterwards (``racks``). Among the replicas a broker could
 give, the smallest partition goes first (fewer bytes), and a move that spreads
-the partition over more racks is preferred.
-
-Preferred leaders. A replaced broker keeps its place in the replica list, so
-the preferred leader changes only where the leader's own replica moves, and
-each such change is a leadership change on the cluster when the move completes
-(producers refused with NOT_LEADER_OR_FOLLOWER, a leader epoch bump, one of
-``max_leader_moves_in_flight``). Among replicas of equal size a broker gives a
-follower's, unless handing one of its preferred leaderships to the receiver
-evens out preferred leaders (the giver leads more than ceil(avg), or the
-receiver fewer than floor(avg), over partitions / eligible brokers, and the
-other end has room): then the leader's, whose leadership goes with the copy
-(the new leader leads when its step completes, where leader balance would move
-it later by an election, a second epoch bump, with the old leader kept as a
-follower). Adding a broker to 24 partitions of 16 MiB led 8 each by brokers
-1-3: 6 preferred leaders change, not 18 (every move of the old rule took the
-leader's replica: the first of a size-ordered list). Sizes still come first:
-a smaller partition's leader replica moves before a larger one's follower.
+the partition over more racks is preferred. A replaced broker keeps its place
+in the replica list, so the preferred leader changes only where the leader's
+own replica moves (leader balance, run after, evens that out).
 
 Pinned brokers. The placement rules can leave a broker outside the range with
 no move at all: after a decommission, a rack's last broker holds a replica of
@@ -50,7 +36,6 @@ All of this is a pure function of its inputs: same input, same proposal.
 from __future__ import annotations
 
 import bisect
-import heapq
 import math
 from typing import Iterable, Mapping, NamedTuple
 
@@ -112,22 +97,14 @@ def balance_replicas(
     initial = dict(count)
     active = set(eligible)  # the brokers not pinned
     pinned: list[int] = []
-    # per broker and role: (size, tp) of the replicas it holds, smallest first; role 1 where it is the
-    # partition's preferred leader (moving that replica changes it), 0 where it is a follower. A replica
-    # keeps its place in the list while it stays and its replacement takes that place: roles never change.
-    held: dict[tuple[int, int], list[tuple[int, TopicPartition]]] = {
-        (b, role): [] for b in eligible for role in (0, 1)}
-    leads: dict[int, int] = {}  # preferred leaderships per broker (any broker, eligible or not)
+    # per broker: (size, tp) of the replicas it holds, smallest first
+    held: dict[int, list[tuple[int, TopicPartition]]] = {b: [] for b in eligible}
     for tp in sorted(work):
-        if work[tp]:
-            leads[work[tp][0]] = leads.get(work[tp][0], 0) + 1
-        for i, b in enumerate(work[tp]):
-            if b in count:
-                held[b, int(i == 0)].append((sizes.get(tp, 0), tp))
-    for entries in held.values():
-        entries.sort()
-    lead_avg = len(work) / len(eligible)
-    lead_lo, lead_hi = math.floor(lead_avg), math.ceil(lead_avg)
+        for b in work[tp]:
+            if b in held:
+                held[b].append((sizes.get(tp, 0), tp))
+    for b in eligible:
+        held[b].sort()
 
     rack_count = len({rk.get(b) for b in eligible}) if rk else 1
     spreadable = {tp for tp, r in work.items() if rk and can_gain(r, rk, rack_count)}
@@ -136,7 +113,7 @@ def balance_replicas(
         for b in work[tp]:
             if b in spreadable_on:
                 spreadable_on[b] += 1
-    start = {key: 0 for key in held}  # entries of held[key] before this index have left its broker
+    start = {b: 0 for b in eligible}  # entries of held[b] before this index have left b
 
     def may_take(tp: TopicPartition, src: int, dst: int) -> bool:
         replicas = work[tp]
@@ -149,20 +126,15 @@ def balance_replicas(
                 if b in spreadable_on:
                     spreadable_on[b] -= 1
             spreadable.discard(tp)
-        role = int(replicas[0] == src)
         replicas[replicas.index(src)] = dst
         if src in count:
             count[src] -= 1
         count[dst] += 1
-        if role:
-            leads[src] -= 1
-            leads[dst] = leads.get(dst, 0) + 1
         entry = (sizes.get(tp, 0), tp)
-        key = (dst, role)
-        at = bisect.bisect_left(held[key], entry)
-        held[key].insert(at, entry)
-        if at < start[key]:
-            start[key] = at
+        at = bisect.bisect_left(held[dst], entry)
+        held[dst].insert(at, entry)
+        if at < start[dst]:
+            start[dst] = at
         if rk and can_gain(replicas, rk, rack_count):
             spreadable.add(tp)
             for b in replicas:
@@ -184,8 +156,7 @@ def balance_replicas(
     # 2. pin the brokers above the range that no replica may leave, and take the range over the others
     while True:
         stuck = [b for b in sorted(active) if count[b] > upper and not any(
-            may_take(tp, b, d) for role in (0, 1) for _size, tp in held[b, role] if b in work[tp]
-            for d in active if d != b)]
+            may_take(tp, b, d) for _size, tp in held[b] if b in work[tp] for d in active if d != b)]
         if not stuck or len(stuck) == len(active):
             break
         pinned.extend(stuck)
@@ -193,31 +164,17 @@ def balance_replicas(
         lower, upper = target_range(sum(count[b] for b in active), len(active), threshold)
 
     # 3. even out counts
-    def leader_move_wanted(src: int, dst: int) -> bool:
-        """Whether handing a preferred leadership from ``src`` to ``dst`` evens out preferred leaders."""
-        ls, ld = leads.get(src, 0), leads.get(dst, 0)
-        return ls > lead_lo and ld < lead_hi and (ls > lead_hi or ld < lead_lo)
-
-    def remaining(src: int, role: int, rank: int):
-        entries = held[src, role]
-        i = start[src, role]
+    def pick(src: int, dst: int) -> TopicPartition | None:
+        """The replica ``src`` gives to ``dst``: smallest first, a rack-spreading one if near."""
+        entries = held[src]
+        i = start[src]
         while i < len(entries) and src not in work[entries[i][1]]:
             i += 1
-        start[src, role] = i
-        return ((size, rank, tp) for size, tp in entries[i:])
-
-    def pick(src: int, dst: int) -> TopicPartition | None:
-        """The replica ``src`` gives to ``dst``: smallest first, a rack-spreading one if near; among
-        equal sizes a follower's, unless handing ``src``'s preferred leadership to ``dst`` evens out
-        preferred leaders (then the leader's: the leadership moves with the copy, where leader
-        balance would move it later by an election)."""
-        lead_first = leader_move_wanted(src, dst)
-        roles = (1, 0) if lead_first else (0, 1)
-        entries = heapq.merge(*(remaining(src, role, rank) for rank, role in enumerate(roles)))
+        start[src] = i
         look_for_gain = spreadable_on[src] > 0
         first = None
         scanned = 0
-        for _size, _rank, tp in entries:
+        for _size, tp in entries[i:]:
             if src not in work[tp] or not may_take(tp, src, dst):
                 continue
             if not look_for_gain:
