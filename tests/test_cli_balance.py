@@ -157,3 +157,17 @@ def test_a_pinned_broker_is_named_and_the_others_are_balanced(tmp_path, capsys):
     doc = json.loads(capsys.readouterr().out)
     summary = doc["summary"]
     assert summary["pinned"] == [3] and summary["balanced"] and summary["replicas_moved"] == summary["lower_bound"] == 4
+
+
+def test_a_proposal_of_one_is_counted_as_one():
+    # "1 partitions change: 1 replicas moved ...; 1 preferred leaders change" read as a count of several
+    from engine.cli.balance import render_proposal
+    from engine.core.balancer import propose
+    from engine.core.partition import TopicPartition
+
+    t = [TopicPartition("t", i) for i in range(3)]
+    p = propose("add-brokers", {t[0]: (0,), t[1]: (0,), t[2]: (1,)}, {}, [0, 1], {tp: 1 for tp in t},
+                threshold=0.0, rack_aware=False, add=[2])
+    assert len(p.proposed) == p.replicas_moved == p.leaders_moved == 1
+    assert "1 partition changes: 1 replica moved (lower bound 1), 1 B to copy; 1 preferred leader changes" in \
+        render_proposal(p, 0.0)

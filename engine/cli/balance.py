@@ -23,6 +23,7 @@ from engine.cli.connection import (
     KEEP, NONE_MEANS, RATE_OR_NONE, add_arguments, add_cluster_arguments, fail_fast, rate_or_none, submit_throttle,
 )
 from engine.core.cluster_snapshot import ClusterSnapshot
+from engine.views.verdict import count
 from engine.core.commands import PartitionTarget, Submit
 from engine.log.envelope import new_id
 from engine.core.units import format_size
@@ -182,10 +183,11 @@ def render_proposal(p: Proposal, threshold_pct: float) -> str:
         reassignment_json.dumps(p.proposed),
         "",
     ]
-    moved = f"{p.replicas_moved} replicas moved (lower bound {p.lower_bound})"
+    moved = f"{count(p.replicas_moved, 'replica')} moved (lower bound {p.lower_bound})"
     if p.bytes_moved is not None:
         moved += f", {format_size(p.bytes_moved)} to copy"
-    lines.append(f"{len(p.proposed)} partitions change: {moved}; {p.leaders_moved} preferred leaders change")
+    lines.append(f"{count(len(p.proposed), 'partition')} {'changes' if len(p.proposed) == 1 else 'change'}: {moved}; "
+                 f"{count(p.leaders_moved, 'preferred leader')} {'changes' if p.leaders_moved == 1 else 'change'}")
     if p.target is not None:
         lo, hi = p.target
         verdict = ("NOT reached: " + "; ".join(p.notes) if not p.balanced
