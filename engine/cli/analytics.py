@@ -120,8 +120,17 @@ def run_sql(spark, text: str):
 def _utc(value):
     """A TIMESTAMP as PySpark collects it (a naive ``datetime`` in the Python process's local time zone,
     whatever the session's) as the UTC instant it is, printed with its offset: the warehouse's times are UTC
-    (docs/analytics.md), and a machine outside UTC printed them in its own time, unmarked."""
-    return value.astimezone(timezone.utc) if isinstance(value, datetime) else value
+    (docs/analytics.md), and a machine outside UTC printed them in its own time, unmarked. Within a struct
+    (a ``Row``), an array or a map too (``window(...)``, ``collect_list(recorded_at)``)."""
+    if isinstance(value, datetime):
+        return value.astimezone(timezone.utc)
+    if hasattr(value, "asDict"):  # a struct: pyspark's Row, rebuilt with its fields in order
+        return type(value)(**{k: _utc(v) for k, v in value.asDict().items()})
+    if isinstance(value, list):
+        return [_utc(v) for v in value]
+    if isinstance(value, dict):
+        return {_utc(k): _utc(v) for k, v in value.items()}
+    return value
 
 
 def query(args) -> int:

@@ -404,11 +404,13 @@ def test_query_command_prints_times_in_utc_on_a_machine_elsewhere(story, capsys,
     time.tzset()
     try:
         assert main(["analytics", "query", "--warehouse", str(story.warehouse), "--format", "json",
-                     "SELECT timestamp_millis(1700000000250) AS t"]) == 0
+                     "SELECT timestamp_millis(1700000000250) AS t, named_struct('at', timestamp_millis(1700000000250)) "
+                     "AS s, array(timestamp_millis(1700000000250)) AS a"]) == 0
     finally:
         monkeypatch.undo()
         time.tzset()
-    assert json.loads(capsys.readouterr().out) == {"t": "2023-11-14 22:13:20.250000+00:00"}
+    utc = "2023-11-14 22:13:20.250000+00:00"  # within a struct or an array too (a window, a collect_list)
+    assert json.loads(capsys.readouterr().out) == {"t": utc, "s": [utc], "a": [utc]}
 
 
 @pytest.mark.parametrize("sql, words", [
