@@ -175,10 +175,16 @@ def moving(budget, partitions=6, size="8 MB", cluster_of=Charged, decider=Decide
     """Six small copies into broker 4 at 4 MB/s, the decider driven as the worker drives it (its timer every
     FLOOR, a tick when one is due), until the request completes."""
     d, cluster = submitted(budget, partitions, size, cluster_of, decider)
-    paced = []
     d.deferred_at = []  # when each deferral came (the tick's time)
     d.said = []  # (the tick's time, the LooksPaced it appended)
     d.shown = []  # (the tick's time, whether /status said paced after it)
+    return d, cluster, drive(d, cluster, limit)
+
+
+def drive(d, cluster, limit, until=lambda d: False):
+    """Drive ``d`` (of ``moving``) as the worker does until its request completes, ``until(d)`` holds after a
+    tick, or the clock reaches ``limit``: what /status said of the pacing at each tick it showed one."""
+    paced = []
     while cluster.cluster.time < limit:
         due = d.due_in()
         if due is not None and due <= FLOOR / 2:
@@ -190,10 +196,12 @@ def moving(budget, partitions=6, size="8 MB", cluster_of=Charged, decider=Decide
             d.shown.append((at, st_["paced"] is not None))
             if st_["paced"]:
                 paced.append(st_["paced"])
+            if until(d):
+                break
         if any(isinstance(e.payload, ev.RequestCompleted) for e in d.log.records[-5:]):
             break
         cluster.cluster.advance(FLOOR / 2)
-    return d, cluster, paced
+    return paced
 
 
 def windows(log, end, reads_only, catch_ups=True):
@@ -275,21 +283,28 @@ def test_a_pacing_is_recorded_once_when_it_starts_and_once_when_it_ends_and_stat
     from engine.views.attention import attention
     from engine.views.summary import describe
 
-    d, cluster, paced = moving(budget=4)
-    assert d.deferred > 3 and paced
+    d, cluster, paced = moving(budget=4, limit=0.0)
+    paced = drive(d, cluster, 120.0, until=lambda d: d.deferred > 3)  # mid-move, paced
+    assert d.deferred > 3 and paced and d.state.steps
     first = d.said[0]
     assert first == (d.deferred_at[0], ev.LooksPaced("looks paced by the request budget: broker 1 at 4/s"))
-    assert d.state.looks_paced == first[1].reason and len(d.said) == 1  # the move took 9.5 s: one pacing
+    assert d.state.looks_paced == first[1].reason and len(d.said) == 1
     entry = [a for a in attention(d.state) if a["kind"] == "paced"]
     assert entry and entry[0]["title"] == d.state.looks_paced
     assert paced[-1]["deferred"] == d.deferred and 0 < paced[-1]["longest_wait_seconds"] <= WINDOW
     assert metrics(d) == {"kreassign_looks_paced": 1.0,
                           "kreassign_looks_paced_longest_wait_seconds": paced[-1]["longest_wait_seconds"]}
+    cluster.cluster.advance(FLOOR / 2)
+    paced += drive(d, cluster, 120.0)  # to the move's end (9.5 s): one pacing
+    done = cluster.cluster.time  # the tick that completed the request (``drive`` stops there)
+    assert paced[-1]["deferred"] == d.deferred and 0 < paced[-1]["longest_wait_seconds"] <= WINDOW
     settle(d, cluster, PACED_SHOWN + 2 * FLOOR)
     assert d.state.looks_paced is None and not [a for a in attention(d.state) if a["kind"] == "paced"]
     at, end = d.said[-1]
     assert len(d.said) == 2 and end.reason is None
-    assert at == pytest.approx(d.deferred_at[-1] + PACED_SHOWN, abs=FLOOR)
+    # ended by the tick that completed the move, not PACED_SHOWN later: with nothing left to look at, "a
+    # step's end may be seen up to a second later" would only mislead (it was shown a minute after the move)
+    assert at == done < d.deferred_at[-1] + PACED_SHOWN
     assert end.deferred == d.deferred and end.lasted == pytest.approx(d.deferred_at[-1] - d.deferred_at[0])
     assert 0 < end.longest_wait <= WINDOW
     assert describe(end).startswith(f"the engine's looks no longer wait for the request budget ({d.deferred} looks "
@@ -310,6 +325,7 @@ def test_a_long_move_paced_now_and_then_shows_one_warning_not_one_per_deferral(s
     from engine.runtime.decider import PACED_SHOWN
 
     d, cluster, _p = moving(budget=4, size=size, limit=limit)
+    done = cluster.cluster.time  # the tick that completed the move: it ends a pacing still shown
     settle(d, cluster, PACED_SHOWN + 2 * FLOOR)
     runs = pacings(d.deferred_at)
     said = [p for _t, p in d.said]
@@ -319,10 +335,12 @@ def test_a_long_move_paced_now_and_then_shows_one_warning_not_one_per_deferral(s
     assert sum(p.deferred for p in ends) == d.deferred
     assert [p.lasted for p in ends] == [pytest.approx(b - a) for a, b in runs]
     assert all(0 < p.longest_wait <= WINDOW for p in ends)
-    # /status said paced at every tick from a pacing's first deferral to PACED_SHOWN after its last: no flapping
+    # /status said paced at every tick from a pacing's first deferral to PACED_SHOWN after its last (or the
+    # move's end): no flapping
     for a, b in runs:
-        during = [shown for t, shown in d.shown if a <= t < b + PACED_SHOWN - FLOOR]
+        during = [shown for t, shown in d.shown if a <= t < min(b + PACED_SHOWN - FLOOR, done)]
         assert during and all(during), (a, b)
+    assert [t for t, p in d.said if p.reason is None][-1] == min(runs[-1][1] + PACED_SHOWN, done)
 
 
 @pytest.mark.parametrize("kind, seed, partitions, throttle, median, margin", [
@@ -500,7 +518,8 @@ def test_the_engines_own_status_page_gives_the_pacings_figures_in_its_attention_
     the engine's /status. The engine's own /status (and the status page that renders its attention) has them
     at hand: its entry gives the looks deferred, the longest wait and how long it stays shown, not a pointer
     to a JSON key of the very page the operator is reading."""
-    d, cluster, paced = moving(budget=4)
+    d, cluster, _p = moving(budget=4, limit=0.0)
+    drive(d, cluster, 120.0, until=lambda d: d.deferred > 3)  # mid-move (its end ends the pacing)
     doc = d.status()
     entry = [a for a in doc["attention"] if a["kind"] == "paced"]
     assert entry and entry[0]["title"] == d.state.looks_paced

@@ -41,7 +41,9 @@ PACED_SHOWN = 60.0
 deferred: deferrals less apart than this are one pacing, recorded once when it starts and once when it ends.
 On a long move the budget binds now and then (a step's end, the throttle read-back every ``verify_interval``,
 10 s): shown for 5 s after each deferral, the warning came and went every few seconds, a pair of events each
-time (54 on a 382 s move of tests/test_budget.py, 4 now); kept a minute, such a move is one or two pacings (the runtime decides the pacing: ``engine.runtime.decider``)."""
+time (54 on a 382 s move of tests/test_budget.py, 4 now); kept a minute, such a move is one or two pacings. A
+pacing ends sooner when nothing is left to look at (the move done). The runtime decides the pacing
+(``engine.runtime.decider``)."""
 
 
 class RequestsSent(NamedTuple):

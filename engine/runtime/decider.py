@@ -479,13 +479,17 @@ class Decider:
     def _say_paced(self, now: float) -> list[EventEnvelope]:
         """Record when the looks start to wait for the request budget (the first deferral's line, which names
         the broker: within the tick that deferred) and when none has waited for ``PACED_SHOWN`` s
-        (``LooksPaced``, with the looks the pacing deferred, the longest wait and how long it lasted): once
+        (``LooksPaced``, with the looks the pacing deferred, the longest wait and how long it lasted), or
+        sooner, at the first tick after its last deferral with nothing in flight, waiting or ready (a move
+        done: no step is left to be seen late, and a warning that it might would mislead): once
         per pacing, so a pacing that goes on, recurs within ``PACED_SHOWN`` s or moves from broker to broker
         adds nothing to the log. Recording it is no news to decide on: a tick that had nothing else to look
         at still has nothing."""
         ended = None
-        if self.pacing is not None and not self._shown(self.pacing, now):
-            ended, self.pacing = self.pacing, None
+        s = self.state
+        if self.pacing is not None and (not self._shown(self.pacing, now) or (
+                now > self.pacing["last"] and not (s.steps or s.waiting or s.elections or s.ready.size))):
+            ended, self.pacing = self.pacing, None  # (with nothing left to look at, as soon as that is so)
         recorded = self.state.looks_paced
         if (self.pacing is not None) == (recorded is not None):
             return []

@@ -13,7 +13,7 @@ the status page show it first, in this order:
 | ``cluster``, ``throttles``, ``step``, ``abort``, ``election`` | error | what the cluster refused or could not be asked (``engine.views.summary.problems``): one entry per kind and error, with the partitions, the attempt and when it is tried again |
 | ``waiting`` | warning | partitions that cannot take their next step, one entry per reason (and when a refused step is planned again) |
 | ``paused`` | warning | the engine starts no new step |
-| ``paced`` | warning | the decider's looks wait for the request budget (``LooksPaced``): steps are seen to end, and the next started, up to a second later; shown from the first deferral until none came for ``PACED_SHOWN`` (60 s) |
+| ``paced`` | warning | the decider's looks wait for the request budget (``LooksPaced``): steps are seen to end, and the next started, up to a second later; shown from the first deferral until none came for ``PACED_SHOWN`` (60 s) or nothing is left to look at |
 | ``throttles_differ`` | warning | a throttle read-back differs from the log and is not judged yet (``ThrottlesDiffered``): a piece or broker rate missing, a broker rate at another value than the one in force ("rate X read, Y in force"), or an entry left over; set right if the read-back ``METADATA_SETTLE`` after still shows it |
 | ``skipped`` | warning | partitions a cancel left alone (KIP-236's rules), one entry per reason, while their request runs and for ``SKIPS_NEED_ATTENTION_FOR`` after it ended (then only in its history: ``kreassign list``, ``kreassign replay``) |
 | ``rejected`` | error | the latest rejected commands, each with every reason and its time, for ``REJECTIONS_NEED_ATTENTION_FOR`` after the rejection (then only in history: ``rejection_history``, ``kreassign replay``) |
@@ -114,8 +114,8 @@ def attention(state: State, rejected_at: dict | None = None, only: str | None = 
         out.append(_entry("paced", "warning", state.looks_paced, [
             "the engine's reads of the cluster wait for it (kreassign engine --request-budget); its actions never do",
             "a step's end may be seen, and the next step started, up to a second later",
-            f"shown until no read has waited for {PACED_SHOWN:g} s (kreassign engine's /status: request_budget.paced "
-            "counts the looks deferred and the longest wait)"],
+            f"shown until no read has waited for {PACED_SHOWN:g} s or the move is done (kreassign engine's /status: "
+            "request_budget.paced counts the looks deferred and the longest wait)"],
             reason=state.looks_paced))
     differed = state.throttles_differed
     if differed is not None and members is None:
