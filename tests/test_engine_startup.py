@@ -88,6 +88,7 @@ def test_what_a_stopped_flood_held_back_is_said_once_its_interval_has_passed():
     clock = Clock()
     out = io.StringIO()
     handler = logging.StreamHandler(out)
+    handler.setFormatter(logging.Formatter("%(created)f %(message)s"))
     handler.setLevel(logging.WARNING)
     repeats = logs.quiet([handler], clock=clock, flush_every=None)
     logger = logging.getLogger("kreassign.test-flood")
@@ -99,13 +100,17 @@ def test_what_a_stopped_flood_held_back_is_said_once_its_interval_has_passed():
             clock.t += 0.1
         assert repeats.flush() == 0  # within the interval: the flood may go on
         clock.t += 9.5  # 12 s since the first was said
+        flushed = time.time()
         assert repeats.flush() == 1
         assert repeats.flush() == 0  # said once
     finally:
         logger.removeHandler(handler)
     lines = out.getvalue().splitlines()
-    assert lines == ["cannot observe the cluster: attempt 0",
-                     "cannot observe the cluster: attempt 24 [24 more like this in the last 12 s; none since]"]
+    assert [line.split(" ", 1)[1] for line in lines] == [
+        "cannot observe the cluster: attempt 0",
+        "cannot observe the cluster: attempt 24 [24 more like this in the last 12 s, the last 10 s ago; none since]"]
+    # stamped when said, not with the held line's time: a log read in order stays in order
+    assert float(lines[-1].split(" ", 1)[0]) >= flushed
 
 
 def test_an_info_line_is_said_every_time_however_soon_it_comes_again():

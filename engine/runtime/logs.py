@@ -13,8 +13,9 @@ matters: every failure is also an event on the log (``ActionFailed``,
 ``ClusterUnreachable``), in ``status``, on the status page and in ``/metrics``.
 When a flood stops, what was held back since its last line is said once the
 interval has passed (``flush``, every second from a thread of ``quiet``'s):
-"[12 more like this in the last 10 s; none since]", so the log never reads as
-if a failure happened once when it went on for seconds.
+"[12 more like this in the last 10 s, the last 7 s ago; none since]", so the log never reads as
+if a failure happened once when it went on for seconds; that line is stamped with the time it is said (a
+log read in order stays in order).
 
 ``EXPECTED`` lists the client library's warnings that are part of normal
 operation: aiokafka's "Heartbeat failed for group ... because it is
@@ -50,7 +51,8 @@ class Repeats(logging.Filter):
         super().__init__()
         self.interval = interval
         self.clock = clock
-        self.said: dict[tuple, list] = {}  # kind of line -> [when last said, how many held back since, the last held]
+        self.said: dict[tuple, list] = {}  # kind of line -> [when last said, how many held back since, the last
+        # held, when it came]
         self.lock = threading.Lock()  # the decider logs from its thread, Faust from the event loop
         self.handlers: list[logging.Handler] = []  # where ``flush`` says what a stopped flood held back
 
@@ -72,10 +74,11 @@ class Repeats(logging.Filter):
             if entry is not None and now - entry[0] < self.interval:
                 entry[1] += 1
                 entry[2] = record
+                entry[3] = now
                 return False
             held, since = (entry[1], entry[0]) if entry is not None else (0, now)
             self.said.pop(kind, None)
-            self.said[kind] = [now, 0, None]
+            self.said[kind] = [now, 0, None, now]
             if len(self.said) > _KEPT:
                 del self.said[next(iter(self.said))]
         if held:
@@ -94,8 +97,13 @@ class Repeats(logging.Filter):
                 if entry[1] and now - entry[0] >= self.interval:
                     last = logging.makeLogRecord(entry[2].__dict__)
                     last.msg = f"{entry[2].getMessage()} [{entry[1]} more like this in the last " \
-                               f"{now - entry[0]:.0f} s; none since]"
+                               f"{now - entry[0]:.0f} s, the last {now - entry[3]:.0f} s ago; none since]"
                     last.args = ()
+                    # stamped now, when it is said: with the held line's own time it came after later lines
+                    # with an earlier time, and the log read out of order
+                    last.created = time.time()
+                    last.msecs = (last.created - int(last.created)) * 1000
+                    last.relativeCreated = (last.created - logging._startTime) * 1000
                     last.kreassign_said = True  # said: no handler's filter holds it back
                     out.append(last)
                     entry[0], entry[1], entry[2] = now, 0, None
