@@ -201,7 +201,8 @@ def _throttle(sql, t0, bucket_ms, n, bucket, scale) -> dict:
     spread evenly over its life, so a copy that ran at 50 MB/s and then at 1 MB/s puts more than 1 MB/s into
     the bucket where the rate went to 1 MB/s, and judging that bucket by the last rate set in it would call
     Kafka's throttle broken. A copy released from the throttle (``ThrottleReleased``: at its start, ``release_at_start``,
-    or near its end) moves its ``remaining`` bytes unthrottled from its release to its completion, and they
+    or near its end) moves its ``remaining`` bytes unthrottled from its release to its completion (one
+    released at its start moves every byte so, what producers added while it copied included), and they
     are charged to its receiving brokers' release bucket (at most ``throttle_release_ms`` of the throttle at
     once, paid back at a quarter of it): in a bucket of D seconds, released bytes into a broker are at most
     T * (U + D / 4) / D per second. A broker's bound in a bucket is Kafka's rate plus that allowance where
@@ -219,7 +220,9 @@ def _throttle(sql, t0, bucket_ms, n, bucket, scale) -> dict:
     transfers = f"""
         SELECT s0, e0, least(greatest(coalesce(released_ms, e0), s0), e0) AS r, t.broker AS broker,
                t.direction AS direction, t.bytes AS bytes,
-               least(t.bytes, remaining * CASE t.direction WHEN 'in' THEN 1 ELSE size(new_replicas) END) AS rel,
+               CASE WHEN released_ms <= s0 AND remaining > 0 THEN t.bytes  -- released from its start: all of it
+                    ELSE least(t.bytes, remaining * CASE t.direction WHEN 'in' THEN 1 ELSE size(new_replicas) END)
+               END AS rel,
                CASE t.direction WHEN 'in' THEN array(t.broker) ELSE new_replicas END AS receivers
         FROM ({steps}) LATERAL VIEW explode(transfers) x AS t WHERE t.bytes IS NOT NULL"""
     parts = f"""
