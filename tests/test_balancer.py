@@ -7,7 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.core.balancer import (
-    BalanceError, balance_leaders, balance_replicas, cluster_state, propose, rack_spread_kept, target_range,
+    BalanceError, balance_leaders, balance_replicas, change_bound, cluster_state, leader_imbalance, propose,
+    rack_spread_kept, target_range,
 )
 from engine.core.balancer.racks import distinct_racks
 from engine.core.partition import TopicPartition
@@ -172,6 +173,39 @@ def test_a_broker_that_is_down_is_never_made_a_preferred_leader(replica_lists):
     assert led_after <= led_before
 
 
+def changed_leaders(before, after):
+    return sum(1 for t, r in before.items() if after[t][0] != r[0])
+
+
+def test_leader_balance_hands_over_a_partition_whose_leader_changes_anyway():
+    # draining broker 0 gives t-1's leadership to broker 1 (it changes anyway); leader balance then
+    # hands that one on to broker 2, not t-0, which broker 1 has led all along
+    asg = {tp(0): (1, 2), tp(1): (0, 2)}
+    p = propose("remove-brokers", asg, {}, [0, 1, 2], remove=[0])
+    after = {**asg, **p.proposed}
+    assert preferred(after, [1, 2]) == {1: 1, 2: 1}
+    assert after[tp(0)] == (1, 2) and p.leaders_moved == 1
+
+
+def test_leader_balance_gives_first_to_a_broker_below_the_range():
+    # 10 partitions on 4 brokers: each leads 2 or 3. Broker 0 leads 4, broker 2 one: one hand-over
+    # from 0 to 2 balances both (giving to broker 1 first, which may take one, needs a second)
+    asg = {tp(0): (0, 1), tp(1): (0, 1), tp(2): (0, 2), tp(3): (0, 1), tp(4): (1, 3), tp(5): (1, 3),
+           tp(6): (2, 3), tp(7): (3, 1), tp(8): (3, 1), tp(9): (3, 1)}
+    out = balance_leaders(asg, range(4))
+    assert preferred(out, range(4)) == {0: 3, 1: 2, 2: 2, 3: 3}
+    assert changed_leaders(asg, out) == 1
+
+
+def test_the_same_cluster_in_another_order_gets_the_same_proposal():
+    asg = {tp(i): ((i * 7) % 5, (i * 3 + 1) % 5) for i in range(40) if (i * 7) % 5 != (i * 3 + 1) % 5}
+    racks = {b: "ab"[b % 2] for b in range(6)}
+    sizes = {t: 1 + t.partition % 4 for t in asg}
+    forward = propose("add-brokers", asg, racks, range(5), sizes, add=[5])
+    backward = propose("add-brokers", dict(reversed(list(asg.items()))), racks, range(5), sizes, add=[5])
+    assert forward.proposed == backward.proposed and forward.leaders_moved == backward.leaders_moved
+
+
 # --- properties --------------------------------------------------------------------------------------
 
 
@@ -253,3 +287,15 @@ def test_no_replica_is_ever_proposed_onto_a_broker_that_is_down():
     drained = propose("remove-brokers", {**asg, tp(9): (3, 0)}, {}, range(4), remove=[3], down=[3])
     assert all(3 not in r for r in drained.proposed.values())
     assert propose("leader-balance", asg, {}, range(4), down=[3]).replicas_moved == 0  # no data moves anyway
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(2, 7), st.lists(st.integers(0, 6), min_size=1, max_size=40))
+def test_with_every_partition_on_every_broker_leader_balance_changes_only_what_it_must(n, leaders):
+    # any broker may lead any partition: every hand-over goes straight from a broker above the range to
+    # one below it, so exactly the leaderships the brokers above must give change
+    asg = {tp(i): tuple([b % n] + [x for x in range(n) if x != b % n]) for i, b in enumerate(leaders)}
+    out = balance_leaders(asg, range(n))
+    spread = preferred(out, range(n))
+    assert max(spread.values()) - min(spread.values()) <= 1
+    assert changed_leaders(asg, out) == change_bound(out, asg)

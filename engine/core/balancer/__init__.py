@@ -3,22 +3,24 @@
 Modes (``propose``): replica balance, leader balance, cluster balance (replicas
 then leaders), adding brokers, removing brokers, and Kafka's ``--generate``
 (some topics onto a broker list). Every mode is rack-aware unless told not to,
-moves as little as possible, and reports its moves against a lower bound.
-Pure functions: same input, same proposal.
+moves as little as possible, and reports its moves against a lower bound. For
+the same leader balance it keeps preferred leaders where its searches can
+(each change is a leadership change on the cluster): the anchored and free
+partitions of ``leaders.py``. Pure functions: same input, same proposal.
 """
 
 from __future__ import annotations
 
 from typing import Iterable, Mapping, NamedTuple
 
-from engine.core.balancer.leaders import balance_leaders
+from engine.core.balancer.leaders import balance_leaders, change_bound, leader_imbalance
 from engine.core.balancer.replicas import BalanceError, ReplicaBalance, balance_replicas, rack_spread_kept, target_range
 from engine.core.balancer.report import ClusterState, Row, cluster_state
 from engine.core.partition import Replicas, TopicPartition
 
 __all__ = [
     "MODES", "BalanceError", "ClusterState", "Proposal", "Row", "balance_leaders", "balance_replicas",
-    "cluster_state", "propose", "rack_spread_kept", "target_range",
+    "change_bound", "cluster_state", "leader_imbalance", "propose", "rack_spread_kept", "target_range",
 ]
 
 MODES = ("replica-balance", "leader-balance", "cluster-balance", "add-brokers", "remove-brokers", "generate")
@@ -93,7 +95,7 @@ def propose(
         after, bound, target, balanced, notes, pinned = (
             rb.assignment, rb.lower_bound, rb.target, rb.balanced, rb.notes, rb.pinned)
     if mode != "replica-balance":
-        after = balance_leaders(after, eligible, down=set(down))
+        after = balance_leaders(after, eligible, down=set(down), original=scope)
     changed = sorted(tp for tp in scope if after[tp] != tuple(scope[tp]))
     moved = {tp: len(set(after[tp]) - set(scope[tp])) for tp in changed}
     sizes = sizes or {}
