@@ -1,15 +1,19 @@
 """Balancer proposal on a large cluster: 100,000 partitions, 50 brokers, RF 3, 5 racks.
 
-    python -m benchmarks.balancer
+    python -m benchmarks.balancer [--brokers N]
 
-Three proposals over the same seeded cluster (replicas rack-aware on brokers
-0-44, so brokers 45-49 start empty): adding the five empty brokers, a replica
-balance of a skewed cluster, and removing two brokers. Prints one JSON line per
-proposal: seconds, replicas moved, the lower bound and their ratio.
+Four proposals over the same seeded cluster (replicas rack-aware on brokers
+0 to N-6, so the last five start empty): adding the five empty brokers, a
+replica balance of a skewed cluster, removing two brokers, and a leader balance
+of the cluster with every replica list written in ascending order (KAFKA-5319's
+case: the lowest broker of each partition leads it). Prints one JSON line per
+proposal: seconds, replicas moved, the lower bound and their ratio, preferred
+leaders changed.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import random
 import time
@@ -56,12 +60,18 @@ def run(name, mode, assignment, rack_of, sizes, brokers, **kw):
     }))
 
 
-def main() -> None:
-    assignment, rack_of, sizes = cluster()
-    run("add-5-brokers", "add-brokers", assignment, rack_of, sizes, range(45), add=range(45, 50))
-    full = {**assignment, **propose("add-brokers", assignment, rack_of, range(45), sizes, add=range(45, 50)).proposed}
-    run("replica-balance-skewed", "cluster-balance", skewed(full, rack_of), rack_of, sizes, range(50))
-    run("remove-2-brokers", "remove-brokers", full, rack_of, sizes, range(50), remove=[7, 31])
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.balancer")
+    parser.add_argument("--brokers", type=int, default=50, help="brokers (at least 32; the last five start empty)")
+    n = parser.parse_args(argv).brokers
+    assignment, rack_of, sizes = cluster(brokers=n)
+    old, new = range(n - 5), range(n - 5, n)
+    run("add-5-brokers", "add-brokers", assignment, rack_of, sizes, old, add=new)
+    full = {**assignment, **propose("add-brokers", assignment, rack_of, old, sizes, add=new).proposed}
+    run("replica-balance-skewed", "cluster-balance", skewed(full, rack_of), rack_of, sizes, range(n))
+    run("remove-2-brokers", "remove-brokers", full, rack_of, sizes, range(n), remove=[7, 31])
+    ascending = {tp: tuple(sorted(r)) for tp, r in assignment.items()}
+    run("leader-balance-ascending", "leader-balance", ascending, rack_of, sizes, range(n))
 
 
 if __name__ == "__main__":

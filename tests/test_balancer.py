@@ -7,7 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.core.balancer import (
-    BalanceError, balance_leaders, balance_replicas, cluster_state, propose, rack_spread_kept, target_range,
+    BalanceError, balance_leaders, balance_replicas, change_bound, cluster_state, leader_imbalance, propose,
+    rack_spread_kept, target_range,
 )
 from engine.core.balancer.racks import distinct_racks
 from engine.core.partition import TopicPartition
@@ -172,6 +173,64 @@ def test_a_broker_that_is_down_is_never_made_a_preferred_leader(replica_lists):
     assert led_after <= led_before
 
 
+def changed_leaders(before, after):
+    return sum(1 for t, r in before.items() if after[t][0] != r[0])
+
+
+def test_adding_a_broker_keeps_the_old_preferred_leaders_where_balance_allows():
+    # the small cluster: 24 x 16 MiB, RF 3, on brokers 1-3 led 8 each; broker 4 joins. Every replica
+    # moved is of the same size, so moving a follower's instead of a leader's costs nothing: 6 preferred
+    # leaders change (broker 4 must lead 6), not 18 (the old choice moved the leader's replica each time)
+    asg = {tp(i): (1 + i % 3, 1 + (i + 1) % 3, 1 + (i + 2) % 3) for i in range(24)}
+    sizes = {t: 16 << 20 for t in asg}
+    p = propose("add-brokers", asg, {}, [1, 2, 3], sizes, threshold=0.0, add=[4])
+    after = {**asg, **p.proposed}
+    assert p.replicas_moved == p.lower_bound == 18 and p.bytes_moved == 18 * (16 << 20)
+    assert counts(after, [1, 2, 3, 4]) == {1: 18, 2: 18, 3: 18, 4: 18}
+    assert preferred(after, [1, 2, 3, 4]) == {1: 6, 2: 6, 3: 6, 4: 6}
+    assert p.leaders_moved == changed_leaders(asg, after) == change_bound(after, asg) == 6
+
+
+def test_leader_balance_hands_over_a_partition_whose_leader_changes_anyway():
+    # draining broker 0 gives t-1's leadership to broker 1 (it changes anyway); leader balance then
+    # hands that one on to broker 2, not t-0, which broker 1 has led all along
+    asg = {tp(0): (1, 2), tp(1): (0, 2)}
+    p = propose("remove-brokers", asg, {}, [0, 1, 2], remove=[0])
+    after = {**asg, **p.proposed}
+    assert preferred(after, [1, 2]) == {1: 1, 2: 1}
+    assert after[tp(0)] == (1, 2) and p.leaders_moved == 1
+
+
+def test_leader_balance_gives_first_to_a_broker_below_the_range():
+    # 10 partitions on 4 brokers: each leads 2 or 3. Broker 0 leads 4, broker 2 one: one hand-over
+    # from 0 to 2 balances both (giving to broker 1 first, which may take one, needs a second)
+    asg = {tp(0): (0, 1), tp(1): (0, 1), tp(2): (0, 2), tp(3): (0, 1), tp(4): (1, 3), tp(5): (1, 3),
+           tp(6): (2, 3), tp(7): (3, 1), tp(8): (3, 1), tp(9): (3, 1)}
+    out = balance_leaders(asg, range(4))
+    assert preferred(out, range(4)) == {0: 3, 1: 2, 2: 2, 3: 3}
+    assert changed_leaders(asg, out) == 1
+
+
+def test_an_exchange_that_would_leave_leaders_unbalanced_is_not_kept():
+    # 4 partitions on 5 brokers: each leads at most 1. Replica balance moves t-1 (RF 1) from broker 1 to 4;
+    # the exchange would keep t-1 on 1 and move t-2's follower on 1 instead, but then broker 2, leading
+    # t-0 (RF 1) and t-3, could give t-3 only to 1, which leads t-1 already: without the exchange it can
+    asg = {tp(0): (2,), tp(1): (1,), tp(2): (3, 0, 1), tp(3): (2, 1)}
+    p = propose("cluster-balance", asg, {}, range(5), {t: 1 for t in asg}, threshold=0.0)
+    after = {**asg, **p.proposed}
+    assert max(preferred(after, range(5)).values()) == 1
+    assert p.replicas_moved == 1 and p.bytes_moved == 1
+
+
+def test_the_same_cluster_in_another_order_gets_the_same_proposal():
+    asg = {tp(i): ((i * 7) % 5, (i * 3 + 1) % 5) for i in range(40) if (i * 7) % 5 != (i * 3 + 1) % 5}
+    racks = {b: "ab"[b % 2] for b in range(6)}
+    sizes = {t: 1 + t.partition % 4 for t in asg}
+    forward = propose("add-brokers", asg, racks, range(5), sizes, add=[5])
+    backward = propose("add-brokers", dict(reversed(list(asg.items()))), racks, range(5), sizes, add=[5])
+    assert forward.proposed == backward.proposed and forward.leaders_moved == backward.leaders_moved
+
+
 # --- properties --------------------------------------------------------------------------------------
 
 
@@ -253,3 +312,51 @@ def test_no_replica_is_ever_proposed_onto_a_broker_that_is_down():
     drained = propose("remove-brokers", {**asg, tp(9): (3, 0)}, {}, range(4), remove=[3], down=[3])
     assert all(3 not in r for r in drained.proposed.values())
     assert propose("leader-balance", asg, {}, range(4), down=[3]).replicas_moved == 0  # no data moves anyway
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), st.sampled_from(["cluster-balance", "replica-balance", "add-brokers", "remove-brokers"]),
+       st.sampled_from([0.0, 0.1, 0.3]), st.booleans(), st.booleans())
+def test_keeping_preferred_leaders_never_copies_more_than_the_replica_choice_alone(c, mode, threshold, rack_aware,
+                                                                                  equal):
+    # the replica choice alone (balance_replicas, the greedy) against the proposal, which may exchange a
+    # leader's replica for a follower's: the same count per broker, no more bytes nor replicas moved, no
+    # partition on fewer racks, and leader balance as close to its range
+    n, racks, asg, sizes = c
+    if equal:  # many partitions of one size: where the exchanges can happen
+        sizes = {t: 1 + sizes[t] % 2 for t in asg}
+    kw = {"threshold": threshold, "rack_aware": rack_aware}
+    brokers, eligible = range(n), list(range(n))
+    if mode == "add-brokers":
+        brokers, kw["add"] = range(n - 1), [n - 1]
+    if mode == "remove-brokers":
+        if max(len(r) for r in asg.values()) > n - 1:
+            return
+        kw["remove"], eligible = [n - 1], list(range(n - 1))
+    p = propose(mode, asg, racks, brokers, sizes, **kw)
+    greedy = balance_replicas(asg, racks, eligible, sizes, threshold, rack_aware).assignment
+    after = {**asg, **p.proposed}
+
+    def copied(target):
+        return sum(sizes[t] * len(set(target[t]) - set(r)) for t, r in asg.items())
+
+    assert p.bytes_moved == copied(after) <= copied(greedy)
+    assert p.replicas_moved <= sum(len(set(greedy[t]) - set(r)) for t, r in asg.items())
+    assert counts(after, range(n)) == counts(greedy, range(n))
+    if rack_aware:
+        assert all(distinct_racks(after[t], racks) >= distinct_racks(greedy[t], racks) for t in asg)
+    if mode != "replica-balance":
+        assert leader_imbalance(after, eligible) <= leader_imbalance(balance_leaders(greedy, eligible), eligible)
+    assert p.leaders_moved >= change_bound(after, asg)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(2, 7), st.lists(st.integers(0, 6), min_size=1, max_size=40))
+def test_with_every_partition_on_every_broker_leader_balance_changes_only_what_it_must(n, leaders):
+    # any broker may lead any partition: every hand-over goes straight from a broker above the range to
+    # one below it, so exactly the leaderships the brokers above must give change
+    asg = {tp(i): tuple([b % n] + [x for x in range(n) if x != b % n]) for i, b in enumerate(leaders)}
+    out = balance_leaders(asg, range(n))
+    spread = preferred(out, range(n))
+    assert max(spread.values()) - min(spread.values()) <= 1
+    assert changed_leaders(asg, out) == change_bound(out, asg)

@@ -1,6 +1,7 @@
 """``kreassign balance`` on a scenario file, as an operator runs it."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -171,3 +172,16 @@ def test_a_proposal_of_one_is_counted_as_one():
     assert len(p.proposed) == p.replicas_moved == p.leaders_moved == 1
     assert "1 partition changes: 1 replica moved (lower bound 1), 1 B to copy; 1 preferred leader changes" in \
         render_proposal(p, 0.0)
+
+
+def test_adding_a_broker_to_the_small_cluster_changes_six_preferred_leaders(capsys):
+    # the operator's run: 24 x 16 MiB led 8 each by brokers 1-3, broker 4 added. Broker 4 must lead 6;
+    # the other 12 moves take a follower's replica (same bytes), so no other preferred leader changes
+    scenario = Path(__file__).resolve().parent.parent / "ops" / "scenarios" / "add-broker-small-cluster-4mbs.yaml"
+    for threshold, moved in (("0", 18), ("10", 17)):
+        assert main(["balance", "--scenario", str(scenario), "--add-brokers", "4",
+                     "--threshold-percentage", threshold]) == 0
+        out = capsys.readouterr().out
+        copied = f"{moved * 16 * 1024 * 1024 / 1e6:.0f} MB"
+        assert f"{moved} partitions change: {moved} replicas moved (lower bound {moved}), {copied} to copy; " \
+               "6 preferred leaders change" in out

@@ -60,10 +60,10 @@ def test_the_readme_flow_without_docker(tmp_path):
         subst = {"SIMPORT": simport, "PORT": port, "cwd": tmp_path}
         balance, execute, status, verify, listing, rebalance = flow
         done = run(balance, **subst)
-        assert done.returncode == 0 and "188 partitions change" in done.stdout, done.stderr
+        assert done.returncode == 0 and "179 partitions change" in done.stdout, done.stderr
         done = run(execute, **subst)
         assert done.returncode == 0, done.stderr
-        request = re.match(r"accepted: request (\S+): 188 partitions \(", done.stdout).group(1)
+        request = re.match(r"accepted: request (\S+): 179 partitions \(", done.stdout).group(1)
         status_json = status.replace(" --watch", "") + " --format json"
 
         def ended():
@@ -77,7 +77,7 @@ def test_the_readme_flow_without_docker(tmp_path):
         done = run(verify, REQUEST_ID=request, **subst)
         assert done.returncode == 0 and "Throttles are cleared" in done.stdout, done.stdout + done.stderr
         done = run(listing, **subst)
-        assert done.returncode == 0 and f"{request}: completed (of 188 partitions)" in done.stdout
+        assert done.returncode == 0 and f"{request}: completed (of 179 partitions)" in done.stdout
         done = run(rebalance, **subst)  # from the cluster as it is now: broker 6 is empty
         assert done.returncode == 0, done.stdout + done.stderr
         assert "the engine's verdict:" in done.stdout and "accepted: request " in done.stdout

@@ -3,22 +3,28 @@
 Modes (``propose``): replica balance, leader balance, cluster balance (replicas
 then leaders), adding brokers, removing brokers, and Kafka's ``--generate``
 (some topics onto a broker list). Every mode is rack-aware unless told not to,
-moves as little as possible, and reports its moves against a lower bound.
-Pure functions: same input, same proposal.
+moves as little as possible, and reports its moves against a lower bound. For
+the same replica and leader balance, and never for more bytes, it keeps
+preferred leaders where it can (each change is a leadership change on the
+cluster): ``keep_preferred_leaders`` in ``replicas.py``, the anchored and free
+partitions of ``leaders.py``. Pure functions: same input, same proposal.
 """
 
 from __future__ import annotations
 
 from typing import Iterable, Mapping, NamedTuple
 
-from engine.core.balancer.leaders import balance_leaders
-from engine.core.balancer.replicas import BalanceError, ReplicaBalance, balance_replicas, rack_spread_kept, target_range
+from engine.core.balancer.leaders import balance_leaders, change_bound, leader_imbalance
+from engine.core.balancer.replicas import (
+    BalanceError, ReplicaBalance, balance_replicas, keep_preferred_leaders, rack_spread_kept, target_range,
+)
 from engine.core.balancer.report import ClusterState, Row, cluster_state
 from engine.core.partition import Replicas, TopicPartition
 
 __all__ = [
     "MODES", "BalanceError", "ClusterState", "Proposal", "Row", "balance_leaders", "balance_replicas",
-    "cluster_state", "propose", "rack_spread_kept", "target_range",
+    "change_bound", "cluster_state", "keep_preferred_leaders", "leader_imbalance", "propose", "rack_spread_kept",
+    "target_range",
 ]
 
 MODES = ("replica-balance", "leader-balance", "cluster-balance", "add-brokers", "remove-brokers", "generate")
@@ -88,12 +94,20 @@ def propose(
         raise BalanceError(f"brokers [{ids}] are down: bring them back, or drain them (remove-brokers {ids})")
     after = dict(scope)
     bound, target, balanced, notes, pinned = 0, None, True, (), ()
+    placed = kept = after
     if mode != "leader-balance":
         rb: ReplicaBalance = balance_replicas(scope, racks, eligible, sizes, threshold, rack_aware)
-        after, bound, target, balanced, notes, pinned = (
+        placed, bound, target, balanced, notes, pinned = (
             rb.assignment, rb.lower_bound, rb.target, rb.balanced, rb.notes, rb.pinned)
+        after = kept = keep_preferred_leaders(scope, placed, racks, eligible, sizes, rack_aware)
     if mode != "replica-balance":
-        after = balance_leaders(after, eligible, down=set(down))
+        after = balance_leaders(kept, eligible, down=set(down), original=scope)
+        if kept is not placed and leader_imbalance(after, eligible, set(down)):
+            # the exchanges changed which brokers share partitions: keep them only if leader balance
+            # reaches as far from them as without them
+            plain = balance_leaders(placed, eligible, down=set(down), original=scope)
+            if leader_imbalance(plain, eligible, set(down)) < leader_imbalance(after, eligible, set(down)):
+                after = plain
     changed = sorted(tp for tp in scope if after[tp] != tuple(scope[tp]))
     moved = {tp: len(set(after[tp]) - set(scope[tp])) for tp in changed}
     sizes = sizes or {}

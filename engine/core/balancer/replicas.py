@@ -17,6 +17,17 @@ the partition over more racks is preferred. A replaced broker keeps its place
 in the replica list, so the preferred leader changes only where the leader's
 own replica moves (leader balance, run after, evens that out).
 
+Preferred leaders kept (``keep_preferred_leaders``, after the moves above). A
+preferred leader that changes is a leadership change on the cluster when the
+move completes. Where a broker gave a replica it led and holds, as a follower,
+a partition no larger that the receiver does not hold, the follower's replica
+goes instead, where that costs nothing: the same replica counts, no more
+bytes nor replicas moved, no partition on fewer racks than the greedy's, and
+only while the receiver leads more than floor(avg) and the giver fewer than
+ceil(avg) (partitions / eligible brokers). The greedy moves are not changed
+as they are chosen (a different choice early changes every later one: that
+copied more bytes in some cases); the exchange is a pass over their result.
+
 Pinned brokers. The placement rules can leave a broker outside the range with
 no move at all: after a decommission, a rack's last broker holds a replica of
 every partition that spans all racks, and none of them may leave the rack.
@@ -223,3 +234,83 @@ def rack_spread_kept(
 ) -> bool:
     """No partition spans fewer distinct racks ``after`` than ``before``."""
     return all(distinct_racks(after[tp], racks) >= distinct_racks(r, racks) for tp, r in before.items())
+
+
+def keep_preferred_leaders(
+    before: Mapping[TopicPartition, Replicas],
+    after: Mapping[TopicPartition, Replicas],
+    racks: Mapping[int, str | None],
+    brokers: Iterable[int],
+    sizes: Mapping[TopicPartition, int] | None = None,
+    rack_aware: bool = True,
+) -> Mapping[TopicPartition, Replicas]:
+    """``after`` (a replica balance of ``before``) with some moves of a leader's replica exchanged for
+    moves of a follower's: the same brokers give and take as many replicas, no more bytes.
+
+    Where broker S gave its replica of P (which it led) and X took P's lead in its place, and S holds a
+    replica of Q as a follower that X does not hold, with Q no larger than P (sizes known for both or
+    for neither), S keeps P (its preferred leadership unchanged) and Q's replica goes from S to X
+    instead: every broker keeps its replica count, the bytes to copy do not grow (Q's size for P's;
+    none where S's replica of Q was itself new) and the replicas moved do not either. Taken only where
+    neither partition spans fewer racks than in ``after``, and where X leads more than floor(avg)
+    partitions and S fewer than ceil(avg) (avg: partitions / brokers), so the preferred leaders X gives
+    back to S leave leader balance no more to do. Largest P first, each with the smallest Q that
+    qualifies among the first ``_GAIN_SCAN`` of S's followers that are no larger.
+    """
+    eligible = sorted(set(brokers))
+    if not eligible:
+        return after
+    sizes = sizes or {}
+    rk: Mapping[int, str | None] = racks if rack_aware else {}
+    leads = {b: 0 for b in eligible}
+    for r in after.values():
+        if r and r[0] in leads:
+            leads[r[0]] += 1
+    # a leader's replica that left: P, led by S before, whose first replica is now X (new to P)
+    gone = sorted(
+        (tp for tp, r in after.items()
+         if r and before.get(tp) and before[tp][0] in leads and before[tp][0] not in r and r[0] not in before[tp]),
+        key=lambda tp: (-sizes.get(tp, 0), tp))
+    givers = {before[tp][0] for tp in gone}
+    if not givers:
+        return after  # (the same object: nothing exchanged)
+    work = {tp: list(r) for tp, r in after.items()}
+    led = sum(1 for r in work.values() if r)
+    lo, hi = math.floor(led / len(eligible)), math.ceil(led / len(eligible))
+    # per giver, sizes known or not: (size, tp) of the partitions it follows, smallest first
+    follows: dict[tuple[int, bool], list[tuple[int, TopicPartition]]] = {
+        (b, known): [] for b in givers for known in (False, True)}
+    for tp, r in work.items():
+        for b in r[1:]:
+            if b in givers:
+                follows[b, tp in sizes].append((sizes.get(tp, 0), tp))
+    for entries in follows.values():
+        entries.sort()
+    exchanged = 0
+    for p in gone:
+        s, x = before[p][0], work[p][0]
+        if s in work[p] or not (leads[x] > lo and leads[s] < hi):
+            continue
+        p_after = [s] + work[p][1:]
+        if rk and distinct_racks(p_after, rk) < distinct_racks(work[p], rk):
+            continue
+        p_size = sizes.get(p, 0)
+        scanned = 0
+        for q_size, q in follows[s, p in sizes]:
+            if q_size > p_size or scanned >= _GAIN_SCAN:
+                break
+            r = work[q]
+            if s not in r[1:] or x in r:
+                continue
+            scanned += 1
+            q_after = [x if b == s else b for b in r]
+            if rk and distinct_racks(q_after, rk) < distinct_racks(r, rk):
+                continue
+            work[p], work[q] = p_after, q_after
+            leads[x] -= 1
+            leads[s] += 1
+            exchanged += 1
+            break
+    if not exchanged:
+        return after
+    return {tp: tuple(r) for tp, r in work.items()}
