@@ -251,6 +251,8 @@ class InFlight(NamedTuple):
     incoming: immutables.Map = immutables.Map()  # broker -> copies into it, in WEIGHT_UNITS
     outgoing: immutables.Map = immutables.Map()  # broker -> copies out of it, in WEIGHT_UNITS
     new_replicas: immutables.Map = immutables.Map()  # broker -> new replicas it creates, whatever their size
+    feeds: immutables.Map = immutables.Map()  # broker -> Map(source -> copies into it that weigh something)
+    fed: immutables.Map = immutables.Map()  # source -> Map(broker -> copies out of it that weigh something)
 
     def plus(self, step: Step, sign: int = 1, weight: int = WEIGHT_UNITS) -> "InFlight":
         """One step more (``sign`` -1: less), charged against the leader it was planned from."""
@@ -265,6 +267,9 @@ class InFlight(NamedTuple):
         moves leadership (``engine.core.state`` charges a step in flight to its partition's leader as
         last observed: a new leader serves its copies, and decides whether it moves leadership)."""
         incoming, outgoing, new_replicas = self.incoming, self.outgoing, self.new_replicas
+        feeds, fed = self.feeds, self.fed
+        if nr and weight and source is not None:
+            feeds, fed = _pairs(feeds, fed, nr, source, sign)
         if nr:
             with incoming.mutate() as m:
                 for b in nr:
@@ -284,6 +289,8 @@ class InFlight(NamedTuple):
             incoming,
             outgoing,
             new_replicas,
+            feeds,
+            fed,
         )
 
     def recharge(self, nr: Replicas, weight: int, old: tuple[int | None, bool],
@@ -292,13 +299,42 @@ class InFlight(NamedTuple):
         charge follows the source, its L charge whether it moves leadership; the rest stays."""
         if old == new:
             return self
-        outgoing = self.outgoing
+        outgoing, feeds, fed = self.outgoing, self.feeds, self.fed
         if nr and old[0] != new[0]:
             with outgoing.mutate() as m:
                 _bump(m, old[0], -weight * len(nr))
                 _bump(m, new[0], weight * len(nr))
                 outgoing = m.finish()
-        return self._replace(outgoing=outgoing, leader_moves=self.leader_moves + int(new[1]) - int(old[1]))
+            if weight:
+                if old[0] is not None:
+                    feeds, fed = _pairs(feeds, fed, nr, old[0], -1)
+                if new[0] is not None:
+                    feeds, fed = _pairs(feeds, fed, nr, new[0], 1)
+        return self._replace(outgoing=outgoing, feeds=feeds, fed=fed,
+                             leader_moves=self.leader_moves + int(new[1]) - int(old[1]))
+
+
+def _pairs(feeds: immutables.Map, fed: immutables.Map, nr: Replicas, source: int,
+           sign: int) -> tuple[immutables.Map, immutables.Map]:
+    """``feeds`` and ``fed`` with one copy more (``sign`` -1: less) out of ``source`` into each of ``nr``."""
+    with feeds.mutate() as m:
+        for b in nr:
+            inner = m.get(b) or immutables.Map()
+            with inner.mutate() as i:
+                _bump(i, source, sign)
+                inner = i.finish()
+            if inner:
+                m[b] = inner
+            elif b in m:
+                del m[b]
+        feeds = m.finish()
+    inner = fed.get(source) or immutables.Map()
+    with inner.mutate() as i:
+        for b in nr:
+            _bump(i, b, sign)
+        inner = i.finish()
+    fed = fed.set(source, inner) if inner else (fed.delete(source) if source in fed else fed)
+    return feeds, fed
 
 
 def _bump(m, key, delta: int) -> None:
@@ -447,6 +483,58 @@ Rank = Callable[[str], int]  # request id -> its rank (steps started + where it 
 Weigh = Callable[[TopicPartition, Step], int]  # -> the step's weight, in WEIGHT_UNITS
 
 
+PIN_IN, PIN_OUT, PINNED = "pin-in", "pin-out", "pinned"
+
+DOMINANCE = 2
+"""A source is dominant when it has at least this many times the ready steps of any other source
+(``dominant``)."""
+
+
+def dominant(index: ReadyIndex) -> int | None:
+    """The source with the most ready steps if it has at least DOMINANCE times those of every other
+    source, and another source has some (a lone source pinned would only copy into fewer brokers at
+    once, its rate the same) (``None``: none). O(lanes)."""
+    best, second, found = 0, 0, None
+    for src, lanes in index.sources.items():
+        if src is None:
+            continue
+        n = sum(len(chain) for chain in lanes.values())
+        if n > best:
+            best, second, found = n, best, src
+        elif n > second:
+            second = n
+    return found if second and best >= DOMINANCE * second else None
+
+
+def _pinned(c: InFlight, key: SchedulingKey, reserved: set, dom: int | None) -> str | None:
+    """What keeps a copy that weighs something from ``key.source`` into ``key.nr`` waiting for the
+    dominant source ``dom`` (the module doc, "Dominant source"): ``"reserved"`` (a broker reserved for
+    another source, or ``dom`` reserved for another broker), PIN_OUT (it copies out of ``dom``, which
+    copies into another broker), PIN_IN (it copies out of ``dom`` into a broker another source copies
+    into), PINNED (another source's copy into a broker ``dom`` copies into); ``None``: nothing."""
+    src = key.source
+    for r in reserved:
+        if (r[0] == PIN_IN and r[1] in key.nr and r[2] != src) or (
+                r[0] == PIN_OUT and r[1] == src and any(b not in r[2] for b in key.nr)):
+            return "reserved"
+    if dom is None:
+        return None
+    if src != dom:
+        for b in key.nr:
+            into = c.feeds.get(b)
+            if into is not None and dom in into:
+                return PINNED
+        return None
+    out = c.fed.get(src)
+    if out is not None and any(b not in key.nr for b in out):
+        return PIN_OUT
+    for b in key.nr:
+        into = c.feeds.get(b)
+        if into is not None and any(s != src for s in into):
+            return PIN_IN
+    return None
+
+
 SCAN = 16
 """Past a blocked step, a decision looks at most this many more steps of the same lane: a decision
 costs O(lanes + steps started + SCAN x lanes), never O(queue)."""
@@ -514,6 +602,7 @@ def next_batch(index: ReadyIndex, in_flight: InFlight, limits: Limits, replan: R
         heapq.heappush(heaps[name[0]], (name[1], name[2], chain.entry(pos)[0], src, name, pos, skipped))
         dirty.add(name[0])
 
+    dom = dominant(index) if limits.pin_dominant_source else None
     c = in_flight
     reserved: set = set()
     leaders_full = False
@@ -530,12 +619,18 @@ def next_batch(index: ReadyIndex, in_flight: InFlight, limits: Limits, replan: R
         why = refusal(c, limits, key, creations, in_flight)
         if why is None and reserved & resources(key):
             why = "reserved"
+        if why is None and key.weight and key.source is not None and key.nr:
+            why = _pinned(c, key, reserved, dom)
         nxt = chain.after(pos)
         if why is not None and not oversized(limits, key):
             if why == "L":
                 leaders_full = True
                 continue
-            if why not in ("P", "reserved") and not reserved:
+            if why == PIN_IN and not reserved:
+                # the dominant source's oldest copy held by another source's in its broker: that broker
+                # takes no other source's copy, and the source copies into no other broker, until it starts
+                reserved = {(PIN_IN, b, key.source) for b in key.nr} | {(PIN_OUT, key.source, key.nr)}
+            elif why not in ("P", "reserved", PIN_IN, PIN_OUT, PINNED) and not reserved:
                 # The oldest blocked step keeps the capacity it lacks (its brokers', or the cluster-wide
                 # additions) so no younger step takes it first; never capacity it has room on: that it
                 # could not use before what it lacks frees, which may be never (a step into its target
