@@ -484,6 +484,10 @@ Weigh = Callable[[TopicPartition, Step], int]  # -> the step's weight, in WEIGHT
 
 
 PIN_IN, PIN_OUT, PINNED = "pin-in", "pin-out", "pinned"
+"""Why a copy that weighs something waits for the dominant source (``pinned``; docs/algorithm.md, section 2,
+"A dominant source"): PIN_IN, a copy out of it into a broker another source copies into (that broker
+drains for it); PIN_OUT, a copy out of it into another broker than the one it is pinned to; PINNED,
+another source's copy into the broker it is pinned to."""
 
 DOMINANCE = 2
 """A source is dominant when it has at least this many times the ready steps of any other source
@@ -506,33 +510,111 @@ def dominant(index: ReadyIndex) -> int | None:
     return found if second and best >= DOMINANCE * second else None
 
 
-def _pinned(c: InFlight, key: SchedulingKey, reserved: set, dom: int | None) -> str | None:
-    """What keeps a copy that weighs something from ``key.source`` into ``key.nr`` waiting for the
-    dominant source ``dom`` (the module doc, "Dominant source"): ``"reserved"`` (a broker reserved for
-    another source, or ``dom`` reserved for another broker), PIN_OUT (it copies out of ``dom``, which
-    copies into another broker), PIN_IN (it copies out of ``dom`` into a broker another source copies
-    into), PINNED (another source's copy into a broker ``dom`` copies into); ``None``: nothing."""
-    src = key.source
-    for r in reserved:
-        if (r[0] == PIN_IN and r[1] in key.nr and r[2] != src) or (
-                r[0] == PIN_OUT and r[1] == src and any(b not in r[2] for b in key.nr)):
-            return "reserved"
+def _window(index: ReadyIndex, src: int) -> Iterator[SchedulingKey]:
+    """The keys of the ready steps out of ``src`` a decision can reach: the first SCAN + 1 of each of
+    its lanes. O(SCAN x its lanes)."""
+    for chain in (index.sources.get(src) or immutables.Map()).values():
+        pos, n = chain.head, 0
+        while pos >= 0 and n <= SCAN:
+            yield chain.entry(pos)[2]
+            pos, n = chain.after(pos), n + 1
+
+
+def pins(index: ReadyIndex, c: InFlight, dom: int | None) -> frozenset[int]:
+    """The brokers the dominant source ``dom`` is pinned to: those it copies something that weighs into
+    now and has a ready copy that weighs something for (within reach: ``_window``). A broker it copies
+    into and has no more copies for is not held for it: its last copy may share the broker with other
+    sources' while it starts on the next broker. O(SCAN x its lanes)."""
     if dom is None:
+        return frozenset()
+    fed = c.fed.get(dom)
+    if not fed:
+        return frozenset()
+    return frozenset(b for key in _window(index, dom) if key.weight for b in key.nr if b in fed)
+
+
+def pinned(c: InFlight, key: SchedulingKey, dom: int | None, pinned_to: frozenset[int]) -> str | None:
+    """What keeps a copy that weighs something from ``key.source`` into ``key.nr`` waiting for the
+    dominant source ``dom`` pinned to the brokers ``pinned_to`` (``pins``): PINNED (another source's
+    copy into one of them), PIN_OUT (a copy out of ``dom`` into another broker while it is pinned), PIN_IN
+    (a copy out of ``dom`` into a broker another source copies into); ``None``: nothing (no dominant
+    source, a copy that weighs nothing, or none of these)."""
+    if dom is None or not key.weight or key.source is None or not key.nr:
         return None
-    if src != dom:
-        for b in key.nr:
-            into = c.feeds.get(b)
-            if into is not None and dom in into:
-                return PINNED
-        return None
-    out = c.fed.get(src)
-    if out is not None and any(b not in key.nr for b in out):
+    if key.source != dom:
+        return PINNED if any(b in pinned_to for b in key.nr) else None
+    if pinned_to and any(b not in pinned_to for b in key.nr):
         return PIN_OUT
     for b in key.nr:
         into = c.feeds.get(b)
-        if into is not None and any(s != src for s in into):
+        if into is not None and any(s != dom for s in into):
             return PIN_IN
     return None
+
+
+def _reserved_for_pin(key: SchedulingKey, reserved: set) -> bool:
+    """Whether ``key``'s copies are held by the dominant source's reservation (``next_batch``): a broker
+    reserved for it, or it reserved for another broker."""
+    for r in reserved:
+        if (r[0] == PIN_IN and r[1] in key.nr and r[2] != key.source) or (
+                r[0] == PIN_OUT and r[1] == key.source and any(b not in r[2] for b in key.nr)):
+            return True
+    return False
+
+
+def _can_start_free(index: ReadyIndex, c: InFlight, limits: Limits, dom: int, pinned_to: frozenset[int],
+                    creations: Creations | None, base: InFlight) -> bool:
+    """Whether the dominant source has a ready copy that weighs something within reach (``_window``) that
+    may start now, into brokers no other source copies into: then it starts that one, and reserves no
+    broker to drain for it (it would idle meanwhile). O(SCAN x its lanes)."""
+    return any(key.weight and key.nr and refusal(c, limits, key, creations, base) is None
+               and pinned(c, key, dom, pinned_to) is None for key in _window(index, dom))
+
+
+DRAINED = "drained"
+"""Why another source's copy waits (``pin_holds``): its broker drains for the dominant source, which has a
+copy for it and none it may start elsewhere (``next_batch``'s reservation)."""
+
+
+class PinHolds(NamedTuple):
+    """What the dominant-source rule holds now (``pin_holds``): the dominant source (``None``: none), the
+    brokers it is pinned to, those drained for it, and each ready step it holds -> (its key, why:
+    PIN_IN, PIN_OUT, PINNED, DRAINED)."""
+
+    source: int | None = None
+    pinned_to: frozenset = frozenset()
+    drained: frozenset = frozenset()
+    held: dict = {}
+
+
+def pin_holds(index: ReadyIndex, c: InFlight, limits: Limits, creations: Creations | None = None) -> PinHolds:
+    """The ready steps the dominant-source rule holds given the counters ``c``, for the views (``status``,
+    the status page, /metrics), as ``next_batch`` holds them: a step a cap refuses is not counted (the
+    cap is its reason); a broker drains for the source when it has a copy for it that fits every cap and
+    none it may start elsewhere (a decision reserves the brokers of its oldest such copy: one of these).
+    O(ready steps): a view, not a decision."""
+    dom = dominant(index) if limits.pin_dominant_source else None
+    if dom is None:
+        return PinHolds()
+    to = pins(index, c, dom)
+    drained: set = set()
+    if not _can_start_free(index, c, limits, dom, to, creations, c):
+        for chain in (index.sources.get(dom) or immutables.Map()).values():
+            for _seq, _tp, key in chain:
+                if refusal(c, limits, key, creations) is None and pinned(c, key, dom, to) == PIN_IN:
+                    drained.update(key.nr)
+    held: dict = {}
+    for src, lanes in index.sources.items():
+        for chain in lanes.values():
+            for _seq, tp, key in chain:
+                if refusal(c, limits, key, creations) is not None:
+                    continue
+                why = pinned(c, key, dom, to)
+                if why is None and src != dom and key.weight and any(b in drained for b in key.nr):
+                    why = DRAINED
+                if why is not None:
+                    held[tp] = (key, why)
+    return PinHolds(dom, to, frozenset(drained), held)
 
 
 SCAN = 16
@@ -603,6 +685,8 @@ def next_batch(index: ReadyIndex, in_flight: InFlight, limits: Limits, replan: R
         dirty.add(name[0])
 
     dom = dominant(index) if limits.pin_dominant_source else None
+    pinned_to = pins(index, in_flight, dom)
+    free: bool | None = None  # whether the dominant source may start a copy without a broker drained for it
     c = in_flight
     reserved: set = set()
     leaders_full = False
@@ -620,16 +704,20 @@ def next_batch(index: ReadyIndex, in_flight: InFlight, limits: Limits, replan: R
         if why is None and reserved & resources(key):
             why = "reserved"
         if why is None and key.weight and key.source is not None and key.nr:
-            why = _pinned(c, key, reserved, dom)
+            why = "reserved" if _reserved_for_pin(key, reserved) else pinned(c, key, dom, pinned_to)
         nxt = chain.after(pos)
         if why is not None and not oversized(limits, key):
             if why == "L":
                 leaders_full = True
                 continue
             if why == PIN_IN and not reserved:
-                # the dominant source's oldest copy held by another source's in its broker: that broker
-                # takes no other source's copy, and the source copies into no other broker, until it starts
-                reserved = {(PIN_IN, b, key.source) for b in key.nr} | {(PIN_OUT, key.source, key.nr)}
+                # the dominant source's oldest copy held by another source's in its broker: unless the source
+                # may start a copy elsewhere, that broker takes no other source's copy, and the source copies
+                # into no other broker, until it starts
+                if free is None:
+                    free = _can_start_free(index, c, limits, key.source, pinned_to, creations, in_flight)
+                if not free:
+                    reserved = {(PIN_IN, b, key.source) for b in key.nr} | {(PIN_OUT, key.source, key.nr)}
             elif why not in ("P", "reserved", PIN_IN, PIN_OUT, PINNED) and not reserved:
                 # The oldest blocked step keeps the capacity it lacks (its brokers', or the cluster-wide
                 # additions) so no younger step takes it first; never capacity it has room on: that it
@@ -647,6 +735,8 @@ def next_batch(index: ReadyIndex, in_flight: InFlight, limits: Limits, replan: R
             if new_key == key and why is None:
                 out.append(Start(tp, result, key.weight))
                 c = c.plus(result, 1, key.weight)
+                if dom is not None and key.source == dom and key.weight:
+                    pinned_to = pinned_to | frozenset(key.nr)  # it feeds them now, and has a copy for them
                 started[name[0]] = started.get(name[0], 0) + 1
             elif new_key != key:
                 out.append(Requeue(tp, result))
