@@ -3,6 +3,7 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine.core import scheduler
 from engine.core.limits import Limits, LimitsError
 from engine.core.partition import TopicPartition
 from engine.core.scheduler import (
@@ -531,3 +532,53 @@ def test_copies_that_weigh_nothing_are_not_held_by_a_dominant_source():
     decisions = next_batch(index, busy, pin_limits(), plans.get,
                            weigh=lambda t, s: 0 if s.leader == 1 else WEIGHT_UNITS)
     assert tp(1) in started(decisions)
+
+
+def test_a_dominant_source_is_never_pinned_to_a_dead_broker():
+    # 5 (dominant) copies into broker 2, whose incoming cap (1) its copy fills, and has more copies for it;
+    # then 2 dies: the copy into it stays in flight until 2 returns (section 2, "No starvation": copies out
+    # of a healthy source go on meanwhile), so 5 is not pinned to 2 and its copies into 8 start. While 2
+    # lives, they wait (5's whole rate goes into 2). (8 takes one: its incoming cap is 1 too.)
+    limits = pin_limits().changed({"max_incoming_moves_per_broker": 1})
+    busy = InFlight().plus(step((2,), leader=5))
+    entries = [(tp(1), step((2,), leader=5), FRESH), (tp(2), step((8,), leader=5), FRESH),
+               (tp(3), step((8,), leader=5), FRESH), (tp(4), step((7,), leader=1), FRESH)]
+    index, plans = index_of(entries)
+    assert started(next_batch(index, busy, limits, plans.get, live=frozenset({1, 5, 7, 8}))) == [tp(2), tp(4)]
+    assert started(next_batch(index, busy, limits, plans.get, live=frozenset({1, 2, 5, 7, 8}))) == [tp(4)]
+
+
+def test_a_dead_dominant_source_holds_no_other_sources_copies():
+    # 5 leads most ready moves and copies into 2, but is dead: its copies wait anyway (on a new leader);
+    # broker 1's copy into 2 starts
+    busy = InFlight().plus(step((2,), leader=5))
+    entries = [(tp(1), step((2,), leader=1), FRESH)] + [(tp(i), step((2,), leader=5), FRESH) for i in range(2, 5)]
+    index, plans = index_of(entries)
+    assert tp(1) not in started(next_batch(index, busy, pin_limits(), plans.get))
+    assert tp(1) in started(next_batch(index, busy, pin_limits(), plans.get, live=frozenset({1, 2})))
+
+
+def test_another_requests_copy_into_the_pinned_broker_keeps_its_turn():
+    # 5 (dominant, request "decom") copies into 2: the decommission's other copies into 2 wait, but a copy
+    # of another request (a small urgent one) into 2 starts in its turn (start-time fair queueing)
+    busy = InFlight().plus(step((2,), leader=5))
+    index, plans = ReadyIndex(), {}
+    for seq, (t, s, rid) in enumerate([(tp(1), step((2,), leader=1), "decom"), (tp(2), step((2,), leader=1), "urgent")]
+                                      + [(tp(i), step((2,), leader=5), "decom") for i in range(3, 7)]):
+        index, _slot = index.add(SchedulingKey.of(s), FRESH, seq, t, rid)
+        plans[t] = s
+    got = started(next_batch(index, busy, pin_limits(), plans.get))
+    assert tp(1) not in got and tp(2) in got, got
+
+
+def test_pin_holds_reports_only_what_a_decision_looks_at():
+    # 5 (dominant) copies into 2; 4,000 of its copies into 8 wait 'pin-out' in one lane: a decision looks
+    # at the lane's head and SCAN more, so the status counts those, the rest are queued behind them (and
+    # a status call or a /metrics scrape costs O(SCAN x lanes), not O(ready steps))
+    busy = InFlight().plus(step((2,), leader=5))
+    entries = ([(tp(0), step((2,), leader=5), FRESH), (tp(1), step((7,), leader=1), FRESH)]
+               + [(tp(i), step((8,), leader=5), FRESH) for i in range(2, 4002)])
+    index, _plans = index_of(entries)
+    holds = scheduler.pin_holds(index, busy, pin_limits())
+    assert holds.pinned_to == frozenset({2})
+    assert sum(1 for _key, why in holds.held.values() if why == scheduler.PIN_OUT) == scheduler.SCAN  # and its head

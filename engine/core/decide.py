@@ -245,7 +245,7 @@ def _batch(s: State, now: float | None, looked: Mapping | None) -> list:
 
     in_flight = s.in_flight if looked is None else _unordered_leaders(s, looked)
     return next_batch(s.ready, in_flight, s.limits, replan, rank, lambda tp, step: weight(s, tp, step),
-                      creations(s))
+                      creations(s), s.live_brokers())
 
 
 def unconfirmed(s: State, tp: TopicPartition, look: PartitionState) -> bool:

@@ -30,7 +30,26 @@ as enough is free, however many smaller steps keep arriving. A reservation
 never holds capacity the step has room on (its source's, when only its target
 is full): that capacity it could not use before what it lacks frees, which may
 be never (a step into its target stuck on a dead replica), and meanwhile a
-healthy source would idle.
+healthy source would idle. The one exception is the dominant source's drain
+(below): it holds brokers the held copies have room on, but only live ones,
+only while the source is live and has no copy it may start elsewhere, and only
+for what the other sources' copies into them have left. A decision holds one
+reservation: the drain or a limit's, whichever its oldest blocked step needs.
+
+A dominant source (``pin_dominant_source``; docs/algorithm.md, section 2). A
+live source with at least DOMINANCE times the ready steps of any other copies
+into one broker at a time: at a receiver whose follower quota is used up,
+Kafka's fetchers that also fetch in-sync partitions take the quota, and a
+fetcher with only throttled copies (a retired leader's, into a broker of its
+rack) gets almost nothing. So, for copies that weigh something: the source is
+pinned to the live brokers it copies into and has ready copies for (``pins``);
+another source's copy of one of the source's requests into them waits
+(PINNED: another request keeps its turn); the source's own copies into other
+brokers wait (PIN_OUT); its copy into a broker another live source copies into
+waits (PIN_IN), and if it has no copy it may start elsewhere, the oldest such
+copy's brokers drain for it (the reservation above). A dead broker is never
+pinned (a copy into it stays in flight until it returns, and the source's other
+copies would wait as long), and a dead source is not dominant.
 
 Fresh looks. ``replan`` answers ``None`` for a partition not looked at just
 before this decision: it stays ready and takes nothing, so a step is charged
@@ -44,7 +63,10 @@ lane's head, walks into a lane while it admits steps, and past a blocked step
 looks at most SCAN more of that lane: O(lanes + (k + SCAN x lanes) log lanes)
 for k steps started, never a scan of the queue, whatever it holds. Requests take
 turns through a heap of their lanes' heads, so a pop costs O(log), never a look
-at every request. A decision with P already full returns at once.
+at every request. A decision with P already full returns at once. The
+dominant-source rule adds O(lanes) (``dominant``) and O(SCAN x the source's
+lanes) (``pins``); ``pin_holds``, which the views call, looks at what a
+decision looks at: O(SCAN x lanes).
 
 Everything here is an immutable value; the ready index lives in the state and
 is changed only by ``engine.core.state.apply``.
@@ -494,10 +516,12 @@ DOMINANCE = 2
 (``dominant``)."""
 
 
-def dominant(index: ReadyIndex) -> int | None:
+def dominant(index: ReadyIndex, live: frozenset[int] | None = None) -> int | None:
     """The source with the most ready steps if it has at least DOMINANCE times those of every other
     source, and another source has some (a lone source pinned would only copy into fewer brokers at
-    once, its rate the same) (``None``: none). O(lanes)."""
+    once, its rate the same), and it is live (``live``: the live brokers, ``None``: not known, every
+    broker counts as live; a dead source's copies wait anyway, and must not hold others' meanwhile)
+    (``None``: none). O(lanes)."""
     best, second, found = 0, 0, None
     for src, lanes in index.sources.items():
         if src is None:
@@ -507,68 +531,95 @@ def dominant(index: ReadyIndex) -> int | None:
             best, second, found = n, best, src
         elif n > second:
             second = n
-    return found if second and best >= DOMINANCE * second else None
+    if found is None or not second or best < DOMINANCE * second:
+        return None
+    return found if live is None or found in live else None
 
 
-def _window(index: ReadyIndex, src: int) -> Iterator[SchedulingKey]:
-    """The keys of the ready steps out of ``src`` a decision can reach: the first SCAN + 1 of each of
-    its lanes. O(SCAN x its lanes)."""
-    for chain in (index.sources.get(src) or immutables.Map()).values():
+def _window(index: ReadyIndex, src: int) -> Iterator[tuple]:
+    """The entries (seq, tp, key) of the ready steps out of ``src`` a decision can reach, with their
+    lane's request id: the first SCAN + 1 of each of its lanes. O(SCAN x its lanes)."""
+    for name, chain in (index.sources.get(src) or immutables.Map()).items():
         pos, n = chain.head, 0
         while pos >= 0 and n <= SCAN:
-            yield chain.entry(pos)[2]
+            yield name[0], chain.entry(pos)
             pos, n = chain.after(pos), n + 1
 
 
-def pins(index: ReadyIndex, c: InFlight, dom: int | None) -> frozenset[int]:
-    """The brokers the dominant source ``dom`` is pinned to: those it copies something that weighs into
-    now and has a ready copy that weighs something for (within reach: ``_window``). A broker it copies
-    into and has no more copies for is not held for it: its last copy may share the broker with other
-    sources' while it starts on the next broker. O(SCAN x its lanes)."""
+def _keys(index: ReadyIndex, src: int) -> Iterator[SchedulingKey]:
+    for _rid, (_seq, _tp, key) in _window(index, src):
+        yield key
+
+
+def requests_of(index: ReadyIndex, dom: int | None) -> frozenset[str]:
+    """The requests with a ready step out of ``dom``: only their other steps wait for it (the pin and the
+    drain); another request's keeps its turn (start-time fair queueing: a small urgent request is not held
+    behind a decommission's dominant leader). O(its lanes)."""
+    if dom is None:
+        return frozenset()
+    return frozenset(name[0] for name in (index.sources.get(dom) or immutables.Map()))
+
+
+def pins(index: ReadyIndex, c: InFlight, dom: int | None, live: frozenset[int] | None = None) -> frozenset[int]:
+    """The brokers the dominant source ``dom`` is pinned to: the live ones (``live``; ``None``: every
+    broker) it copies something that weighs into now and has a ready copy that weighs something for
+    (within reach: ``_window``). A broker it copies into and has no more copies for is not held for it:
+    its last copy may share the broker with other sources' while it starts on the next broker. A dead
+    broker is never pinned: a copy into it stays in flight until it returns, and the source's copies into
+    other brokers would wait as long. O(SCAN x its lanes)."""
     if dom is None:
         return frozenset()
     fed = c.fed.get(dom)
     if not fed:
         return frozenset()
-    return frozenset(b for key in _window(index, dom) if key.weight for b in key.nr if b in fed)
+    return frozenset(b for key in _keys(index, dom) if key.weight for b in key.nr
+                     if b in fed and (live is None or b in live))
 
 
-def pinned(c: InFlight, key: SchedulingKey, dom: int | None, pinned_to: frozenset[int]) -> str | None:
+def pinned(c: InFlight, key: SchedulingKey, dom: int | None, pinned_to: frozenset[int],
+           live: frozenset[int] | None = None, rid: str | None = None,
+           held_requests: frozenset[str] | None = None) -> str | None:
     """What keeps a copy that weighs something from ``key.source`` into ``key.nr`` waiting for the
     dominant source ``dom`` pinned to the brokers ``pinned_to`` (``pins``): PINNED (another source's
-    copy into one of them), PIN_OUT (a copy out of ``dom`` into another broker while it is pinned), PIN_IN
-    (a copy out of ``dom`` into a broker another source copies into); ``None``: nothing (no dominant
-    source, a copy that weighs nothing, or none of these)."""
+    copy, of one of ``held_requests`` (``requests_of``; ``None``: any), into one of them), PIN_OUT (a copy
+    out of ``dom`` into another broker while it is pinned), PIN_IN (a copy out of ``dom`` into a live
+    broker another live source copies into: a dead one never drains); ``None``: nothing (no dominant
+    source, a copy that weighs nothing, another request's copy, or none of these). ``rid``: the copy's
+    request."""
     if dom is None or not key.weight or key.source is None or not key.nr:
         return None
     if key.source != dom:
+        if held_requests is not None and rid not in held_requests:
+            return None
         return PINNED if any(b in pinned_to for b in key.nr) else None
     if pinned_to and any(b not in pinned_to for b in key.nr):
         return PIN_OUT
     for b in key.nr:
         into = c.feeds.get(b)
-        if into is not None and any(s != dom for s in into):
+        if (into is not None and (live is None or b in live)
+                and any(s != dom and (live is None or s in live) for s in into)):
             return PIN_IN
     return None
 
 
-def _reserved_for_pin(key: SchedulingKey, reserved: set) -> bool:
-    """Whether ``key``'s copies are held by the dominant source's reservation (``next_batch``): a broker
-    reserved for it, or it reserved for another broker."""
+def _reserved_for_pin(key: SchedulingKey, reserved: set, rid: str, held_requests: frozenset[str]) -> bool:
+    """Whether ``key``'s copies (of request ``rid``) are held by the dominant source's reservation
+    (``next_batch``): a broker reserved for it (a copy of one of ``held_requests``), or it reserved for
+    another broker."""
     for r in reserved:
-        if (r[0] == PIN_IN and r[1] in key.nr and r[2] != key.source) or (
+        if (r[0] == PIN_IN and r[1] in key.nr and r[2] != key.source and rid in held_requests) or (
                 r[0] == PIN_OUT and r[1] == key.source and any(b not in r[2] for b in key.nr)):
             return True
     return False
 
 
 def _can_start_free(index: ReadyIndex, c: InFlight, limits: Limits, dom: int, pinned_to: frozenset[int],
-                    creations: Creations | None, base: InFlight) -> bool:
+                    creations: Creations | None, base: InFlight, live: frozenset[int] | None = None) -> bool:
     """Whether the dominant source has a ready copy that weighs something within reach (``_window``) that
     may start now, into brokers no other source copies into: then it starts that one, and reserves no
     broker to drain for it (it would idle meanwhile). O(SCAN x its lanes)."""
     return any(key.weight and key.nr and refusal(c, limits, key, creations, base) is None
-               and pinned(c, key, dom, pinned_to) is None for key in _window(index, dom))
+               and pinned(c, key, dom, pinned_to, live) is None for key in _keys(index, dom))
 
 
 DRAINED = "drained"
@@ -587,33 +638,36 @@ class PinHolds(NamedTuple):
     held: dict = {}
 
 
-def pin_holds(index: ReadyIndex, c: InFlight, limits: Limits, creations: Creations | None = None) -> PinHolds:
-    """The ready steps the dominant-source rule holds given the counters ``c``, for the views (``status``,
-    the status page, /metrics), as ``next_batch`` holds them: a step a cap refuses is not counted (the
-    cap is its reason); a broker drains for the source when it has a copy for it that fits every cap and
-    none it may start elsewhere (a decision reserves the brokers of its oldest such copy: one of these).
-    O(ready steps): a view, not a decision."""
-    dom = dominant(index) if limits.pin_dominant_source else None
+def pin_holds(index: ReadyIndex, c: InFlight, limits: Limits, creations: Creations | None = None,
+              live: frozenset[int] | None = None) -> PinHolds:
+    """The ready steps the dominant-source rule holds given the counters ``c`` and the live brokers
+    ``live``, for the views (``status``, the status page, /metrics), as ``next_batch`` holds them, among
+    the steps a decision looks at (each lane's first SCAN + 1: the rest are queued behind them, held by
+    nothing): a step a cap refuses is not counted (the cap is its reason); a broker drains for the source
+    when it has a copy for it that fits every cap and none it may start elsewhere (a decision reserves the
+    brokers of its oldest such copy: one of these). O(SCAN x lanes), as a decision: every status call and
+    /metrics scrape runs it."""
+    dom = dominant(index, live) if limits.pin_dominant_source else None
     if dom is None:
         return PinHolds()
-    to = pins(index, c, dom)
+    to = pins(index, c, dom, live)
+    mine = requests_of(index, dom)
     drained: set = set()
-    if not _can_start_free(index, c, limits, dom, to, creations, c):
-        for chain in (index.sources.get(dom) or immutables.Map()).values():
-            for _seq, _tp, key in chain:
-                if refusal(c, limits, key, creations) is None and pinned(c, key, dom, to) == PIN_IN:
-                    drained.update(key.nr)
+    if not _can_start_free(index, c, limits, dom, to, creations, c, live):
+        for key in _keys(index, dom):
+            if refusal(c, limits, key, creations) is None and pinned(c, key, dom, to, live) == PIN_IN:
+                drained.update(key.nr)
     held: dict = {}
-    for src, lanes in index.sources.items():
-        for chain in lanes.values():
-            for _seq, tp, key in chain:
-                if refusal(c, limits, key, creations) is not None:
-                    continue
-                why = pinned(c, key, dom, to)
-                if why is None and src != dom and key.weight and any(b in drained for b in key.nr):
-                    why = DRAINED
-                if why is not None:
-                    held[tp] = (key, why)
+    for src in index.sources:
+        for rid, (_seq, tp, key) in _window(index, src):
+            if refusal(c, limits, key, creations) is not None:
+                continue
+            why = pinned(c, key, dom, to, live, rid, mine)
+            if (why is None and src != dom and key.weight and rid in mine
+                    and any(b in drained for b in key.nr)):
+                why = DRAINED
+            if why is not None:
+                held[tp] = (key, why)
     return PinHolds(dom, to, frozenset(drained), held)
 
 
@@ -624,7 +678,7 @@ costs O(lanes + steps started + SCAN x lanes), never O(queue)."""
 
 def next_batch(index: ReadyIndex, in_flight: InFlight, limits: Limits, replan: Replan,
                rank: Rank = lambda _rid: 0, weigh: Weigh = lambda _tp, _step: WEIGHT_UNITS,
-               creations: Creations | None = None) -> list[Decision]:
+               creations: Creations | None = None, live: frozenset[int] | None = None) -> list[Decision]:
     """Choose the steps to start now (the module doc has the order and the rules).
 
     ``replan(tp)`` returns the partition's next step from the latest observation, or ``None`` when
@@ -633,7 +687,8 @@ def next_batch(index: ReadyIndex, in_flight: InFlight, limits: Limits, replan: R
     queued is re-queued (or held) instead of started, so a stale plan never runs.
     ``rank(request_id)`` orders requests (lowest first); it grows by one per step a request starts
     here. ``creations(broker)``: its new-replica caps (in flight, this decision: ``creation_caps``);
-    default: ``max_new_replicas_per_broker`` both.
+    default: ``max_new_replicas_per_broker`` both. ``live``: the live brokers (``None``: not known, every
+    broker counts as live): the dominant-source rule pins only to live brokers, and only a live source.
     """
     if in_flight.partitions >= limits.max_partitions_in_flight:
         return []
@@ -684,8 +739,9 @@ def next_batch(index: ReadyIndex, in_flight: InFlight, limits: Limits, replan: R
         heapq.heappush(heaps[name[0]], (name[1], name[2], chain.entry(pos)[0], src, name, pos, skipped))
         dirty.add(name[0])
 
-    dom = dominant(index) if limits.pin_dominant_source else None
-    pinned_to = pins(index, in_flight, dom)
+    dom = dominant(index, live) if limits.pin_dominant_source else None
+    pinned_to = pins(index, in_flight, dom, live)
+    held_requests = requests_of(index, dom)
     free: bool | None = None  # whether the dominant source may start a copy without a broker drained for it
     c = in_flight
     reserved: set = set()
@@ -704,7 +760,8 @@ def next_batch(index: ReadyIndex, in_flight: InFlight, limits: Limits, replan: R
         if why is None and reserved & resources(key):
             why = "reserved"
         if why is None and key.weight and key.source is not None and key.nr:
-            why = "reserved" if _reserved_for_pin(key, reserved) else pinned(c, key, dom, pinned_to)
+            why = ("reserved" if _reserved_for_pin(key, reserved, name[0], held_requests)
+                   else pinned(c, key, dom, pinned_to, live, name[0], held_requests))
         nxt = chain.after(pos)
         if why is not None and not oversized(limits, key):
             if why == "L":
@@ -715,7 +772,7 @@ def next_batch(index: ReadyIndex, in_flight: InFlight, limits: Limits, replan: R
                 # may start a copy elsewhere, that broker takes no other source's copy, and the source copies
                 # into no other broker, until it starts
                 if free is None:
-                    free = _can_start_free(index, c, limits, key.source, pinned_to, creations, in_flight)
+                    free = _can_start_free(index, c, limits, key.source, pinned_to, creations, in_flight, live)
                 if not free:
                     reserved = {(PIN_IN, b, key.source) for b in key.nr} | {(PIN_OUT, key.source, key.nr)}
             elif why not in ("P", "reserved", PIN_IN, PIN_OUT, PINNED) and not reserved:
@@ -736,7 +793,7 @@ def next_batch(index: ReadyIndex, in_flight: InFlight, limits: Limits, replan: R
                 out.append(Start(tp, result, key.weight))
                 c = c.plus(result, 1, key.weight)
                 if dom is not None and key.source == dom and key.weight:
-                    pinned_to = pinned_to | frozenset(key.nr)  # it feeds them now, and has a copy for them
+                    pinned_to = pinned_to | frozenset(b for b in key.nr if live is None or b in live)  # it feeds them now, and has a copy for them
                 started[name[0]] = started.get(name[0], 0) + 1
             elif new_key != key:
                 out.append(Requeue(tp, result))

@@ -122,7 +122,7 @@ class _Collector:
                                  "broker), pin-in (its copy into a broker another leader copies into), drained "
                                  "(another leader's copy into a broker draining for it); status says which brokers",
                                  labels=["reason"])
-        holds = pin_holds(s.ready, s.in_flight, s.limits, creations(s))
+        holds = pin_holds(s.ready, s.in_flight, s.limits, creations(s), s.live_brokers())
         for why in (PINNED, PIN_OUT, PIN_IN, DRAINED):
             held.add_metric([why], sum(1 for _key, w in holds.held.values() if w == why))
         yield held
