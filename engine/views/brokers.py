@@ -126,19 +126,20 @@ def _limit(state: State, why) -> str:
 
 
 PIN_WORDS = {
-    PINNED: "of other leaders wait{s} to copy into broker {to}, which takes broker {d}'s copies alone",
-    PIN_OUT: "of broker {d} wait{s} to copy into other brokers until it has fed broker {to}",
-    PIN_IN: "of broker {d} wait{s} for their broker to drain: another leader copies into it",
-    DRAINED: "of other leaders wait{s} to copy into broker {drained} while it drains for broker {d}",
+    PINNED: "of other leaders wait{s} to copy into broker {to} until broker {d} is done with it",
+    PIN_OUT: "of broker {d} wait{s} to copy into other brokers until its copies into broker {to} have started",
+    PIN_IN: "of broker {d} wait{s} for another leader's copies into their broker to end",
+    DRAINED: "of other leaders wait{s} to copy into broker {drained}, kept free for broker {d}",
 }
 
 
 def pinned_source(state: State, members: set | None = None) -> list[dict]:
     """The attention entry (kind ``pinned``, warning) for the ready partitions the dominant-source rule
-    holds (``engine.core.scheduler.pin_holds``; docs/algorithm.md, section 2, "A dominant source"): which
-    broker the dominant leader copies into alone, why, and one line per reason with the partitions held;
-    none when it holds nothing. ``members``: one request's partitions only."""
-    holds = pin_holds(state.ready, state.in_flight, state.limits, creations(state))
+    holds (``engine.core.scheduler.pin_holds``: among those a decision looks at; docs/algorithm.md,
+    section 2, "A dominant source"): the broker the dominant leader copies into alone (or that is kept
+    free for it), why, and one line per reason with the partitions held; none when it holds nothing.
+    ``members``: one request's partitions only."""
+    holds = pin_holds(state.ready, state.in_flight, state.limits, creations(state), state.live_brokers())
     by_why: dict[str, list] = {}
     for tp, (_key, why) in holds.held.items():
         if members is None or tp in members:
@@ -146,21 +147,25 @@ def pinned_source(state: State, members: set | None = None) -> list[dict]:
     if not by_why:
         return []
     d = holds.source
-    to = ", ".join(map(str, sorted(holds.pinned_to))) or "none yet"
+    to = ", ".join(map(str, sorted(holds.pinned_to)))
     drained = ", ".join(map(str, sorted(holds.drained)))
-    into = f"into broker {to}" if holds.pinned_to else f"into broker {drained} once it has drained"
-    title = (f"broker {d} leads at least twice the ready moves of any other leader: it copies {into} alone, "
-             f"{_n(sum(map(len, by_why.values())), 'partition')} wait for it")
-    lines = [f"beside another leader's copy, a copy out of broker {d} can get nearly nothing of a broker's "
-             f"follower quota (Kafka's replica fetcher serves first the fetchers that also fetch in-sync "
-             f"partitions, and the broker may follow none of broker {d}'s), so broker {d} ends "
-             f"last, alone, at part of its rate: the broker it copies into takes its copies at their whole rate"]
+    if holds.pinned_to:
+        where = f"broker {to}"
+    elif holds.drained:
+        where = f"broker {drained}, once another leader's copies into it end"
+    else:
+        where = "one no other leader copies into"
+    n = sum(map(len, by_why.values()))
+    title = f"broker {d}'s copies go into one broker at a time: {where} ({_n(n, 'partition')} wait)"
+    lines = [f"broker {d} leads at least twice the ready moves of any other broker; a broker that leads no "
+             f"partition the receiving broker follows gets almost none of its throttle beside another "
+             f"leader's copies (Kafka's replica fetchers), so broker {d} is given its receiving broker alone"]
     for why in (PINNED, PIN_OUT, PIN_IN, DRAINED):
         tps = by_why.get(why)
         if tps:
             words = PIN_WORDS[why].format(s="s" if len(tps) == 1 else "", to=to, d=d, drained=drained)
             lines.append(f"{_n(len(tps), 'partition')} {words}: {_named(tps)}")
-    lines.append("the limit pin_dominant_source (source.pin.dominant) 0 turns the rule off")
+    lines.append("the limit pin_dominant_source (source.pin.dominant) 0 turns this off")
     tps = [tp for group in by_why.values() for tp in group]
     return [_entry("pinned", "warning", title, lines, count=len(tps), partitions=tps,
-                   reason=f"broker {d} copies {into} alone")]
+                   reason=f"broker {d}'s copies go into one broker at a time")]
