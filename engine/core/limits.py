@@ -122,8 +122,8 @@ SETTINGS: tuple[Setting, ...] = (
         "pin_dominant_source", "D", 1,
         ("source.pin.dominant",),
         "1: while one source broker has at least twice the ready steps of any other (a retired broker "
-        "leading a third of the moves), its copies go into one broker at a time, a broker no other "
-        "source copies into meanwhile: beside another leader's copy its own can get nearly nothing of "
+        "leading a third of the moves), its copies go into one live broker at a time, a broker no other "
+        "source copies into for the same requests meanwhile (another request keeps its turn): beside another leader's copy its own can get nearly nothing of "
         "the receiver's follower quota (Kafka gives a used-up quota to the fetcher that also fetches "
         "in-sync partitions; a broker follows no partition of a leader of its own rack), and it would "
         "end last, alone. Copies that weigh nothing are exempt. 0: no such rule (the engine the "
