@@ -3,6 +3,7 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine.core import scheduler
 from engine.core.limits import Limits, LimitsError
 from engine.core.partition import TopicPartition
 from engine.core.scheduler import (
@@ -257,11 +258,54 @@ def test_batch_is_maximal_but_for_one_reservation(ready, limits):
     order = {t: (0 if s.moves_leader else 1, lane, i) for i, (t, s, lane) in enumerate(ready)}
     left = [(t, s) for t, s, _lane in ready if t not in chosen]
     blocked = [(t, s) for t, s in left if not admits(c, limits, SchedulingKey.of(s))]
+    held = pin_holds(ready, [d.step for d in decisions], left, c, limits)
     for t, s in left:
-        if admits(c, limits, SchedulingKey.of(s)):
+        if admits(c, limits, SchedulingKey.of(s)) and t not in held:
             keeps = [b for b, bs in blocked if order[b] < order[t] and bs.nr and s.nr and (
                 brokers_of(bs) & brokers_of(s) or c.additions + len(bs.nr) > limits.max_replica_additions_in_flight)]
             assert keeps, f"{t} could start and nothing older keeps its capacity"
+
+
+def pin_holds(ready, chosen, left, c, limits) -> set:
+    """The steps of ``left`` the dominant-source rule holds, as docs/algorithm.md states it (section 2, "A
+    dominant source"), for one decision from nothing in flight: the source with at least twice the ready
+    steps of any other (another has some) is pinned to the brokers it starts copies into; another
+    source's copy into them waits, and so does its own into another broker; its own into a broker another
+    source copies into waits, and (when it has no step left that fits every cap and is not held so) the
+    brokers of such a step that fits every cap take no other source's copy (they drain for it). Every copy here weighs a whole move."""
+    counts = {}
+    for _t, s, _lane in ready:
+        if s.nr:
+            counts[s.source] = counts.get(s.source, 0) + 1
+    ranked = sorted(counts.values(), reverse=True)
+    if len(ranked) < 2 or ranked[0] < 2 * ranked[1]:
+        return set()
+    dom = max(counts, key=counts.get)
+    feeds = {}
+    for s in chosen:
+        for b in s.nr:
+            feeds.setdefault(b, set()).add(s.source)
+    pinned = {b for s in chosen if s.source == dom for b in s.nr}
+
+    def others(b):
+        return bool(feeds.get(b, set()) - {dom})
+
+    def own_held(s):
+        return any(others(b) for b in s.nr) or bool(pinned and any(b not in pinned for b in s.nr))
+
+    mine = [s for _t, s in left if s.source == dom and s.nr]
+    free = any(not own_held(s) for s in mine if admits(c, limits, SchedulingKey.of(s)))
+    drained = set() if free else {b for s in mine if admits(c, limits, SchedulingKey.of(s))
+                                  and any(others(x) for x in s.nr) for b in s.nr}
+    out = set()
+    for t, s in left:
+        if not s.nr:
+            continue
+        if s.source == dom and own_held(s):
+            out.add(t)
+        elif s.source != dom and any(b in pinned or b in drained for b in s.nr):
+            out.add(t)
+    return out
 
 
 def brokers_of(s: Step) -> set:
@@ -423,3 +467,118 @@ def test_a_decision_never_scans_the_queue(monkeypatch):
     looked.clear()
     assert started(next_batch(index, InFlight(), Limits(max_partitions_in_flight=2), plans.get)) == [tp(0), tp(1)]
     assert len(looked) == 2
+
+
+def pin_limits():
+    return Limits(max_incoming_moves_per_broker=4, max_outgoing_moves_per_broker=4, max_new_replicas_per_broker=4,
+                  max_replica_additions_in_flight=20, max_partitions_in_flight=20)
+
+
+def test_a_dominant_source_copies_into_one_broker_that_takes_no_other_sources_copies():
+    # Broker 5 leads four of the five ready moves (a retired leader): it copies into broker 2 now. Beside
+    # another leader's copy at 2 its own would get nearly nothing of 2's follower quota (Kafka's replica
+    # fetcher, docs/simulator.md), so broker 1's copy into 2 waits, and so does 5's into 8: 5 keeps feeding
+    # 2, which takes its copies at its whole rate. With the rule off, both start.
+    busy = InFlight().plus(step((2,), leader=5))
+    entries = [(tp(1), step((2,), leader=1), FRESH), (tp(2), step((8,), leader=5), FRESH),
+               (tp(3), step((2,), leader=5), FRESH), (tp(4), step((8,), leader=5), FRESH),
+               (tp(5), step((2,), leader=5), FRESH)]
+    index, plans = index_of(entries)
+    assert started(next_batch(index, busy, pin_limits(), plans.get)) == [tp(3), tp(5)]
+    off = pin_limits().changed({"pin_dominant_source": 0})
+    assert started(next_batch(index, busy, off, plans.get)) == [tp(1), tp(2), tp(3), tp(4)]  # 5's cap of 4
+
+
+def test_a_dominant_source_with_no_more_copies_for_its_broker_holds_nothing_there():
+    # 5 copies into 2 but has no more copies for it: 2 takes broker 1's copy, and 5 starts on broker 8
+    busy = InFlight().plus(step((2,), leader=5))
+    entries = [(tp(1), step((2,), leader=1), FRESH)] + [(tp(i), step((8,), leader=5), FRESH) for i in range(2, 5)]
+    index, plans = index_of(entries)
+    assert started(next_batch(index, busy, pin_limits(), plans.get)) == [tp(1), tp(2), tp(3), tp(4)]
+
+
+def test_an_idle_dominant_source_starts_where_no_other_source_copies_rather_than_wait():
+    # 5 copies nothing; its oldest copy goes into 1, which broker 3 feeds: it waits (beside 3's copy it
+    # would get nearly nothing), but 5 has a copy for broker 2, which nobody feeds: that one starts, and
+    # 1 is not drained for 5 (broker 0's copy into 1 starts too)
+    busy = InFlight().plus(step((1,), leader=3))
+    entries = [(tp(1), step((1,), leader=5), FRESH), (tp(2), step((1,), leader=5), FRESH),
+               (tp(3), step((2,), leader=5), FRESH), (tp(4), step((1,), leader=0), FRESH)]
+    index, plans = index_of(entries)
+    assert started(next_batch(index, busy, pin_limits(), plans.get)) == [tp(3), tp(4)]
+
+
+def test_a_broker_drains_for_a_dominant_source_that_has_copies_for_nothing_else():
+    # all of 5's copies go into 1, which broker 3 feeds: 1 takes no other source's copy until 3's ends
+    # and 5 starts there; broker 0's copy into 4 goes on
+    busy = InFlight().plus(step((1,), leader=3))
+    entries = [(tp(i), step((1,), leader=5), FRESH) for i in range(1, 5)] + [
+        (tp(5), step((1,), leader=0), FRESH), (tp(6), step((4,), leader=0), FRESH)]
+    index, plans = index_of(entries)
+    assert started(next_batch(index, busy, pin_limits(), plans.get)) == [tp(6)]
+    # once 3's copy has ended, 5 starts there (as much as 1's incoming cap of 4 allows), and 0's copy into
+    # 1 waits
+    assert started(next_batch(index, InFlight(), pin_limits(), plans.get)) == [tp(1), tp(2), tp(3), tp(4), tp(6)]
+
+
+def test_copies_that_weigh_nothing_are_not_held_by_a_dominant_source():
+    busy = InFlight().plus(step((2,), leader=5))
+    entries = [(tp(1), step((2,), leader=1), FRESH)] + [(tp(i), step((2,), leader=5), FRESH) for i in range(2, 5)]
+    index = ReadyIndex()
+    plans = {}
+    for seq, (t, s, lane) in enumerate(entries):
+        index, _slot = index.add(SchedulingKey.of(s, 0 if s.leader == 1 else WEIGHT_UNITS), lane, seq, t)
+        plans[t] = s
+    decisions = next_batch(index, busy, pin_limits(), plans.get,
+                           weigh=lambda t, s: 0 if s.leader == 1 else WEIGHT_UNITS)
+    assert tp(1) in started(decisions)
+
+
+def test_a_dominant_source_is_never_pinned_to_a_dead_broker():
+    # 5 (dominant) copies into broker 2, whose incoming cap (1) its copy fills, and has more copies for it;
+    # then 2 dies: the copy into it stays in flight until 2 returns (section 2, "No starvation": copies out
+    # of a healthy source go on meanwhile), so 5 is not pinned to 2 and its copies into 8 start. While 2
+    # lives, they wait (5's whole rate goes into 2). (8 takes one: its incoming cap is 1 too.)
+    limits = pin_limits().changed({"max_incoming_moves_per_broker": 1})
+    busy = InFlight().plus(step((2,), leader=5))
+    entries = [(tp(1), step((2,), leader=5), FRESH), (tp(2), step((8,), leader=5), FRESH),
+               (tp(3), step((8,), leader=5), FRESH), (tp(4), step((7,), leader=1), FRESH)]
+    index, plans = index_of(entries)
+    assert started(next_batch(index, busy, limits, plans.get, live=frozenset({1, 5, 7, 8}))) == [tp(2), tp(4)]
+    assert started(next_batch(index, busy, limits, plans.get, live=frozenset({1, 2, 5, 7, 8}))) == [tp(4)]
+
+
+def test_a_dead_dominant_source_holds_no_other_sources_copies():
+    # 5 leads most ready moves and copies into 2, but is dead: its copies wait anyway (on a new leader);
+    # broker 1's copy into 2 starts
+    busy = InFlight().plus(step((2,), leader=5))
+    entries = [(tp(1), step((2,), leader=1), FRESH)] + [(tp(i), step((2,), leader=5), FRESH) for i in range(2, 5)]
+    index, plans = index_of(entries)
+    assert tp(1) not in started(next_batch(index, busy, pin_limits(), plans.get))
+    assert tp(1) in started(next_batch(index, busy, pin_limits(), plans.get, live=frozenset({1, 2})))
+
+
+def test_another_requests_copy_into_the_pinned_broker_keeps_its_turn():
+    # 5 (dominant, request "decom") copies into 2: the decommission's other copies into 2 wait, but a copy
+    # of another request (a small urgent one) into 2 starts in its turn (start-time fair queueing)
+    busy = InFlight().plus(step((2,), leader=5))
+    index, plans = ReadyIndex(), {}
+    for seq, (t, s, rid) in enumerate([(tp(1), step((2,), leader=1), "decom"), (tp(2), step((2,), leader=1), "urgent")]
+                                      + [(tp(i), step((2,), leader=5), "decom") for i in range(3, 7)]):
+        index, _slot = index.add(SchedulingKey.of(s), FRESH, seq, t, rid)
+        plans[t] = s
+    got = started(next_batch(index, busy, pin_limits(), plans.get))
+    assert tp(1) not in got and tp(2) in got, got
+
+
+def test_pin_holds_reports_only_what_a_decision_looks_at():
+    # 5 (dominant) copies into 2; 4,000 of its copies into 8 wait 'pin-out' in one lane: a decision looks
+    # at the lane's head and SCAN more, so the status counts those, the rest are queued behind them (and
+    # a status call or a /metrics scrape costs O(SCAN x lanes), not O(ready steps))
+    busy = InFlight().plus(step((2,), leader=5))
+    entries = ([(tp(0), step((2,), leader=5), FRESH), (tp(1), step((7,), leader=1), FRESH)]
+               + [(tp(i), step((8,), leader=5), FRESH) for i in range(2, 4002)])
+    index, _plans = index_of(entries)
+    holds = scheduler.pin_holds(index, busy, pin_limits())
+    assert holds.pinned_to == frozenset({2})
+    assert sum(1 for _key, why in holds.held.values() if why == scheduler.PIN_OUT) == scheduler.SCAN  # and its head

@@ -245,7 +245,7 @@ def _batch(s: State, now: float | None, looked: Mapping | None) -> list:
 
     in_flight = s.in_flight if looked is None else _unordered_leaders(s, looked)
     return next_batch(s.ready, in_flight, s.limits, replan, rank, lambda tp, step: weight(s, tp, step),
-                      creations(s))
+                      creations(s), s.live_brokers())
 
 
 def unconfirmed(s: State, tp: TopicPartition, look: PartitionState) -> bool:
@@ -789,10 +789,13 @@ def _behind(known, ps) -> bool:
 
 
 def _came_back(s: State, tp: TopicPartition, known, ps) -> bool:
-    """Whether ``ps`` shows more replicas than the look recorded before, with nothing in progress in
-    either, and not as the target of the step in flight (an add-only step Kafka completed between two
-    looks)."""
-    if known.reassignment_in_progress or ps.reassignment_in_progress or not set(ps.replicas) > set(known.replicas):
+    """Whether ``ps`` shows a replica the look recorded before does not (more replicas, or one in place of
+    another: the CR of a step that swapped a replica), with nothing in progress in either, and not as the
+    target of the step in flight (an add-only step Kafka completed between two looks). A broker's
+    metadata from before the last change shows that (seed 86: a step's CR 1,3 seen again just after its
+    TR 1,2, taken for a new request's target 1,3, which then completed with no step)."""
+    if (known.reassignment_in_progress or ps.reassignment_in_progress
+            or not set(ps.replicas) - set(known.replicas)):
         return False
     f = s.steps.get(tp)
     return f is None or tuple(ps.replicas) != tuple(f.step.tr)

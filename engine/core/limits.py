@@ -119,6 +119,18 @@ SETTINGS: tuple[Setting, ...] = (
         least=0, most=1,
     ),
     Setting(
+        "pin_dominant_source", "D", 1,
+        ("source.pin.dominant",),
+        "1: while one source broker has at least twice the ready steps of any other (a retired broker "
+        "leading a third of the moves), its copies go into one live broker at a time, a broker no other "
+        "source copies into for the same requests meanwhile (another request keeps its turn): beside another leader's copy its own can get nearly nothing of "
+        "the receiver's follower quota (Kafka gives a used-up quota to the fetcher that also fetches "
+        "in-sync partitions; a broker follows no partition of a leader of its own rack), and it would "
+        "end last, alone. Copies that weigh nothing are exempt. 0: no such rule (the engine the "
+        "2026-11-26 records ran).",
+        least=0, most=1,
+    ),
+    Setting(
         "keep_throttle_rates", "K", 1,
         ("throttle.rates.kept",),
         "1: a broker keeps its throttle rate between steps while a partition still to do names it (as "
@@ -175,6 +187,7 @@ class Limits:
     keep_throttle_rates: int = 1
     throttle_margin_pct: int = 8
     release_at_start: int = 1
+    pin_dominant_source: int = 1
 
     def changed(self, changes: Mapping[str, int]) -> "Limits":
         """A copy with ``changes`` applied; keys may be field names or KIP aliases.

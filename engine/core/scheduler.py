@@ -30,7 +30,26 @@ as enough is free, however many smaller steps keep arriving. A reservation
 never holds capacity the step has room on (its source's, when only its target
 is full): that capacity it could not use before what it lacks frees, which may
 be never (a step into its target stuck on a dead replica), and meanwhile a
-healthy source would idle.
+healthy source would idle. The one exception is the dominant source's drain
+(below): it holds brokers the held copies have room on, but only live ones,
+only while the source is live and has no copy it may start elsewhere, and only
+for what the other sources' copies into them have left. A decision holds one
+reservation: the drain or a limit's, whichever its oldest blocked step needs.
+
+A dominant source (``pin_dominant_source``; docs/algorithm.md, section 2). A
+live source with at least DOMINANCE times the ready steps of any other copies
+into one broker at a time: at a receiver whose follower quota is used up,
+Kafka's fetchers that also fetch in-sync partitions take the quota, and a
+fetcher with only throttled copies (a retired leader's, into a broker of its
+rack) gets almost nothing. So, for copies that weigh something: the source is
+pinned to the live brokers it copies into and has ready copies for (``pins``);
+another source's copy of one of the source's requests into them waits
+(PINNED: another request keeps its turn); the source's own copies into other
+brokers wait (PIN_OUT); its copy into a broker another live source copies into
+waits (PIN_IN), and if it has no copy it may start elsewhere, the oldest such
+copy's brokers drain for it (the reservation above). A dead broker is never
+pinned (a copy into it stays in flight until it returns, and the source's other
+copies would wait as long), and a dead source is not dominant.
 
 Fresh looks. ``replan`` answers ``None`` for a partition not looked at just
 before this decision: it stays ready and takes nothing, so a step is charged
@@ -44,7 +63,10 @@ lane's head, walks into a lane while it admits steps, and past a blocked step
 looks at most SCAN more of that lane: O(lanes + (k + SCAN x lanes) log lanes)
 for k steps started, never a scan of the queue, whatever it holds. Requests take
 turns through a heap of their lanes' heads, so a pop costs O(log), never a look
-at every request. A decision with P already full returns at once.
+at every request. A decision with P already full returns at once. The
+dominant-source rule adds O(lanes) (``dominant``) and O(SCAN x the source's
+lanes) (``pins``); ``pin_holds``, which the views call, looks at what a
+decision looks at: O(SCAN x lanes).
 
 Everything here is an immutable value; the ready index lives in the state and
 is changed only by ``engine.core.state.apply``.
@@ -251,6 +273,8 @@ class InFlight(NamedTuple):
     incoming: immutables.Map = immutables.Map()  # broker -> copies into it, in WEIGHT_UNITS
     outgoing: immutables.Map = immutables.Map()  # broker -> copies out of it, in WEIGHT_UNITS
     new_replicas: immutables.Map = immutables.Map()  # broker -> new replicas it creates, whatever their size
+    feeds: immutables.Map = immutables.Map()  # broker -> Map(source -> copies into it that weigh something)
+    fed: immutables.Map = immutables.Map()  # source -> Map(broker -> copies out of it that weigh something)
 
     def plus(self, step: Step, sign: int = 1, weight: int = WEIGHT_UNITS) -> "InFlight":
         """One step more (``sign`` -1: less), charged against the leader it was planned from."""
@@ -265,6 +289,9 @@ class InFlight(NamedTuple):
         moves leadership (``engine.core.state`` charges a step in flight to its partition's leader as
         last observed: a new leader serves its copies, and decides whether it moves leadership)."""
         incoming, outgoing, new_replicas = self.incoming, self.outgoing, self.new_replicas
+        feeds, fed = self.feeds, self.fed
+        if nr and weight and source is not None:
+            feeds, fed = _pairs(feeds, fed, nr, source, sign)
         if nr:
             with incoming.mutate() as m:
                 for b in nr:
@@ -284,6 +311,8 @@ class InFlight(NamedTuple):
             incoming,
             outgoing,
             new_replicas,
+            feeds,
+            fed,
         )
 
     def recharge(self, nr: Replicas, weight: int, old: tuple[int | None, bool],
@@ -292,13 +321,42 @@ class InFlight(NamedTuple):
         charge follows the source, its L charge whether it moves leadership; the rest stays."""
         if old == new:
             return self
-        outgoing = self.outgoing
+        outgoing, feeds, fed = self.outgoing, self.feeds, self.fed
         if nr and old[0] != new[0]:
             with outgoing.mutate() as m:
                 _bump(m, old[0], -weight * len(nr))
                 _bump(m, new[0], weight * len(nr))
                 outgoing = m.finish()
-        return self._replace(outgoing=outgoing, leader_moves=self.leader_moves + int(new[1]) - int(old[1]))
+            if weight:
+                if old[0] is not None:
+                    feeds, fed = _pairs(feeds, fed, nr, old[0], -1)
+                if new[0] is not None:
+                    feeds, fed = _pairs(feeds, fed, nr, new[0], 1)
+        return self._replace(outgoing=outgoing, feeds=feeds, fed=fed,
+                             leader_moves=self.leader_moves + int(new[1]) - int(old[1]))
+
+
+def _pairs(feeds: immutables.Map, fed: immutables.Map, nr: Replicas, source: int,
+           sign: int) -> tuple[immutables.Map, immutables.Map]:
+    """``feeds`` and ``fed`` with one copy more (``sign`` -1: less) out of ``source`` into each of ``nr``."""
+    with feeds.mutate() as m:
+        for b in nr:
+            inner = m.get(b) or immutables.Map()
+            with inner.mutate() as i:
+                _bump(i, source, sign)
+                inner = i.finish()
+            if inner:
+                m[b] = inner
+            elif b in m:
+                del m[b]
+        feeds = m.finish()
+    inner = fed.get(source) or immutables.Map()
+    with inner.mutate() as i:
+        for b in nr:
+            _bump(i, b, sign)
+        inner = i.finish()
+    fed = fed.set(source, inner) if inner else (fed.delete(source) if source in fed else fed)
+    return feeds, fed
 
 
 def _bump(m, key, delta: int) -> None:
@@ -447,6 +505,172 @@ Rank = Callable[[str], int]  # request id -> its rank (steps started + where it 
 Weigh = Callable[[TopicPartition, Step], int]  # -> the step's weight, in WEIGHT_UNITS
 
 
+PIN_IN, PIN_OUT, PINNED = "pin-in", "pin-out", "pinned"
+"""Why a copy that weighs something waits for the dominant source (``pinned``; docs/algorithm.md, section 2,
+"A dominant source"): PIN_IN, a copy out of it into a broker another source copies into (that broker
+drains for it); PIN_OUT, a copy out of it into another broker than the one it is pinned to; PINNED,
+another source's copy into the broker it is pinned to."""
+
+DOMINANCE = 2
+"""A source is dominant when it has at least this many times the ready steps of any other source
+(``dominant``)."""
+
+
+def dominant(index: ReadyIndex, live: frozenset[int] | None = None) -> int | None:
+    """The source with the most ready steps if it has at least DOMINANCE times those of every other
+    source, and another source has some (a lone source pinned would only copy into fewer brokers at
+    once, its rate the same), and it is live (``live``: the live brokers, ``None``: not known, every
+    broker counts as live; a dead source's copies wait anyway, and must not hold others' meanwhile)
+    (``None``: none). O(lanes)."""
+    best, second, found = 0, 0, None
+    for src, lanes in index.sources.items():
+        if src is None:
+            continue
+        n = sum(len(chain) for chain in lanes.values())
+        if n > best:
+            best, second, found = n, best, src
+        elif n > second:
+            second = n
+    if found is None or not second or best < DOMINANCE * second:
+        return None
+    return found if live is None or found in live else None
+
+
+def _window(index: ReadyIndex, src: int) -> Iterator[tuple]:
+    """The entries (seq, tp, key) of the ready steps out of ``src`` a decision can reach, with their
+    lane's request id: the first SCAN + 1 of each of its lanes. O(SCAN x its lanes)."""
+    for name, chain in (index.sources.get(src) or immutables.Map()).items():
+        pos, n = chain.head, 0
+        while pos >= 0 and n <= SCAN:
+            yield name[0], chain.entry(pos)
+            pos, n = chain.after(pos), n + 1
+
+
+def _keys(index: ReadyIndex, src: int) -> Iterator[SchedulingKey]:
+    for _rid, (_seq, _tp, key) in _window(index, src):
+        yield key
+
+
+def requests_of(index: ReadyIndex, dom: int | None) -> frozenset[str]:
+    """The requests with a ready step out of ``dom``: only their other steps wait for it (the pin and the
+    drain); another request's keeps its turn (start-time fair queueing: a small urgent request is not held
+    behind a decommission's dominant leader). O(its lanes)."""
+    if dom is None:
+        return frozenset()
+    return frozenset(name[0] for name in (index.sources.get(dom) or immutables.Map()))
+
+
+def pins(index: ReadyIndex, c: InFlight, dom: int | None, live: frozenset[int] | None = None) -> frozenset[int]:
+    """The brokers the dominant source ``dom`` is pinned to: the live ones (``live``; ``None``: every
+    broker) it copies something that weighs into now and has a ready copy that weighs something for
+    (within reach: ``_window``). A broker it copies into and has no more copies for is not held for it:
+    its last copy may share the broker with other sources' while it starts on the next broker. A dead
+    broker is never pinned: a copy into it stays in flight until it returns, and the source's copies into
+    other brokers would wait as long. O(SCAN x its lanes)."""
+    if dom is None:
+        return frozenset()
+    fed = c.fed.get(dom)
+    if not fed:
+        return frozenset()
+    return frozenset(b for key in _keys(index, dom) if key.weight for b in key.nr
+                     if b in fed and (live is None or b in live))
+
+
+def pinned(c: InFlight, key: SchedulingKey, dom: int | None, pinned_to: frozenset[int],
+           live: frozenset[int] | None = None, rid: str | None = None,
+           held_requests: frozenset[str] | None = None) -> str | None:
+    """What keeps a copy that weighs something from ``key.source`` into ``key.nr`` waiting for the
+    dominant source ``dom`` pinned to the brokers ``pinned_to`` (``pins``): PINNED (another source's
+    copy, of one of ``held_requests`` (``requests_of``; ``None``: any), into one of them), PIN_OUT (a copy
+    out of ``dom`` into another broker while it is pinned), PIN_IN (a copy out of ``dom`` into a live
+    broker another live source copies into: a dead one never drains); ``None``: nothing (no dominant
+    source, a copy that weighs nothing, another request's copy, or none of these). ``rid``: the copy's
+    request."""
+    if dom is None or not key.weight or key.source is None or not key.nr:
+        return None
+    if key.source != dom:
+        if held_requests is not None and rid not in held_requests:
+            return None
+        return PINNED if any(b in pinned_to for b in key.nr) else None
+    if pinned_to and any(b not in pinned_to for b in key.nr):
+        return PIN_OUT
+    for b in key.nr:
+        into = c.feeds.get(b)
+        if (into is not None and (live is None or b in live)
+                and any(s != dom and (live is None or s in live) for s in into)):
+            return PIN_IN
+    return None
+
+
+def _reserved_for_pin(key: SchedulingKey, reserved: set, rid: str, held_requests: frozenset[str]) -> bool:
+    """Whether ``key``'s copies (of request ``rid``) are held by the dominant source's reservation
+    (``next_batch``): a broker reserved for it (a copy of one of ``held_requests``), or it reserved for
+    another broker."""
+    for r in reserved:
+        if (r[0] == PIN_IN and r[1] in key.nr and r[2] != key.source and rid in held_requests) or (
+                r[0] == PIN_OUT and r[1] == key.source and any(b not in r[2] for b in key.nr)):
+            return True
+    return False
+
+
+def _can_start_free(index: ReadyIndex, c: InFlight, limits: Limits, dom: int, pinned_to: frozenset[int],
+                    creations: Creations | None, base: InFlight, live: frozenset[int] | None = None) -> bool:
+    """Whether the dominant source has a ready copy that weighs something within reach (``_window``) that
+    may start now, into brokers no other source copies into: then it starts that one, and reserves no
+    broker to drain for it (it would idle meanwhile). O(SCAN x its lanes)."""
+    return any(key.weight and key.nr and refusal(c, limits, key, creations, base) is None
+               and pinned(c, key, dom, pinned_to, live) is None for key in _keys(index, dom))
+
+
+DRAINED = "drained"
+"""Why another source's copy waits (``pin_holds``): its broker drains for the dominant source, which has a
+copy for it and none it may start elsewhere (``next_batch``'s reservation)."""
+
+
+class PinHolds(NamedTuple):
+    """What the dominant-source rule holds now (``pin_holds``): the dominant source (``None``: none), the
+    brokers it is pinned to, those drained for it, and each ready step it holds -> (its key, why:
+    PIN_IN, PIN_OUT, PINNED, DRAINED)."""
+
+    source: int | None = None
+    pinned_to: frozenset = frozenset()
+    drained: frozenset = frozenset()
+    held: dict = {}
+
+
+def pin_holds(index: ReadyIndex, c: InFlight, limits: Limits, creations: Creations | None = None,
+              live: frozenset[int] | None = None) -> PinHolds:
+    """The ready steps the dominant-source rule holds given the counters ``c`` and the live brokers
+    ``live``, for the views (``status``, the status page, /metrics), as ``next_batch`` holds them, among
+    the steps a decision looks at (each lane's first SCAN + 1: the rest are queued behind them, held by
+    nothing): a step a cap refuses is not counted (the cap is its reason); a broker drains for the source
+    when it has a copy for it that fits every cap and none it may start elsewhere (a decision reserves the
+    brokers of its oldest such copy: one of these). O(SCAN x lanes), as a decision: every status call and
+    /metrics scrape runs it."""
+    dom = dominant(index, live) if limits.pin_dominant_source else None
+    if dom is None:
+        return PinHolds()
+    to = pins(index, c, dom, live)
+    mine = requests_of(index, dom)
+    drained: set = set()
+    if not _can_start_free(index, c, limits, dom, to, creations, c, live):
+        for key in _keys(index, dom):
+            if refusal(c, limits, key, creations) is None and pinned(c, key, dom, to, live) == PIN_IN:
+                drained.update(key.nr)
+    held: dict = {}
+    for src in index.sources:
+        for rid, (_seq, tp, key) in _window(index, src):
+            if refusal(c, limits, key, creations) is not None:
+                continue
+            why = pinned(c, key, dom, to, live, rid, mine)
+            if (why is None and src != dom and key.weight and rid in mine
+                    and any(b in drained for b in key.nr)):
+                why = DRAINED
+            if why is not None:
+                held[tp] = (key, why)
+    return PinHolds(dom, to, frozenset(drained), held)
+
+
 SCAN = 16
 """Past a blocked step, a decision looks at most this many more steps of the same lane: a decision
 costs O(lanes + steps started + SCAN x lanes), never O(queue)."""
@@ -454,7 +678,7 @@ costs O(lanes + steps started + SCAN x lanes), never O(queue)."""
 
 def next_batch(index: ReadyIndex, in_flight: InFlight, limits: Limits, replan: Replan,
                rank: Rank = lambda _rid: 0, weigh: Weigh = lambda _tp, _step: WEIGHT_UNITS,
-               creations: Creations | None = None) -> list[Decision]:
+               creations: Creations | None = None, live: frozenset[int] | None = None) -> list[Decision]:
     """Choose the steps to start now (the module doc has the order and the rules).
 
     ``replan(tp)`` returns the partition's next step from the latest observation, or ``None`` when
@@ -463,7 +687,8 @@ def next_batch(index: ReadyIndex, in_flight: InFlight, limits: Limits, replan: R
     queued is re-queued (or held) instead of started, so a stale plan never runs.
     ``rank(request_id)`` orders requests (lowest first); it grows by one per step a request starts
     here. ``creations(broker)``: its new-replica caps (in flight, this decision: ``creation_caps``);
-    default: ``max_new_replicas_per_broker`` both.
+    default: ``max_new_replicas_per_broker`` both. ``live``: the live brokers (``None``: not known, every
+    broker counts as live): the dominant-source rule pins only to live brokers, and only a live source.
     """
     if in_flight.partitions >= limits.max_partitions_in_flight:
         return []
@@ -514,6 +739,10 @@ def next_batch(index: ReadyIndex, in_flight: InFlight, limits: Limits, replan: R
         heapq.heappush(heaps[name[0]], (name[1], name[2], chain.entry(pos)[0], src, name, pos, skipped))
         dirty.add(name[0])
 
+    dom = dominant(index, live) if limits.pin_dominant_source else None
+    pinned_to = pins(index, in_flight, dom, live)
+    held_requests = requests_of(index, dom)
+    free: bool | None = None  # whether the dominant source may start a copy without a broker drained for it
     c = in_flight
     reserved: set = set()
     leaders_full = False
@@ -530,12 +759,23 @@ def next_batch(index: ReadyIndex, in_flight: InFlight, limits: Limits, replan: R
         why = refusal(c, limits, key, creations, in_flight)
         if why is None and reserved & resources(key):
             why = "reserved"
+        if why is None and key.weight and key.source is not None and key.nr:
+            why = ("reserved" if _reserved_for_pin(key, reserved, name[0], held_requests)
+                   else pinned(c, key, dom, pinned_to, live, name[0], held_requests))
         nxt = chain.after(pos)
         if why is not None and not oversized(limits, key):
             if why == "L":
                 leaders_full = True
                 continue
-            if why not in ("P", "reserved") and not reserved:
+            if why == PIN_IN and not reserved:
+                # the dominant source's oldest copy held by another source's in its broker: unless the source
+                # may start a copy elsewhere, that broker takes no other source's copy, and the source copies
+                # into no other broker, until it starts
+                if free is None:
+                    free = _can_start_free(index, c, limits, key.source, pinned_to, creations, in_flight, live)
+                if not free:
+                    reserved = {(PIN_IN, b, key.source) for b in key.nr} | {(PIN_OUT, key.source, key.nr)}
+            elif why not in ("P", "reserved", PIN_IN, PIN_OUT, PINNED) and not reserved:
                 # The oldest blocked step keeps the capacity it lacks (its brokers', or the cluster-wide
                 # additions) so no younger step takes it first; never capacity it has room on: that it
                 # could not use before what it lacks frees, which may be never (a step into its target
@@ -552,6 +792,8 @@ def next_batch(index: ReadyIndex, in_flight: InFlight, limits: Limits, replan: R
             if new_key == key and why is None:
                 out.append(Start(tp, result, key.weight))
                 c = c.plus(result, 1, key.weight)
+                if dom is not None and key.source == dom and key.weight:
+                    pinned_to = pinned_to | frozenset(b for b in key.nr if live is None or b in live)  # it feeds them now, and has a copy for them
                 started[name[0]] = started.get(name[0], 0) + 1
             elif new_key != key:
                 out.append(Requeue(tp, result))

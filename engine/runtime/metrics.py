@@ -19,7 +19,8 @@ from collections import Counter
 
 from engine.core.budget import PACED_SHOWN
 from engine.views.summary import bytes_remaining, problems
-from engine.core.decide import rate_in_kafka
+from engine.core.decide import creations, rate_in_kafka
+from engine.core.scheduler import DRAINED, PIN_IN, PIN_OUT, PINNED, pin_holds
 
 
 class _Collector:
@@ -115,6 +116,16 @@ class _Collector:
         yield now
         yield _gauge("kreassign_partitions_waiting", "Partitions that cannot progress now (status says why)",
                      len(s.waiting))
+        held = GaugeMetricFamily("kreassign_partitions_held_by_pin", "Ready partitions the dominant-source rule "
+                                 "holds, by reason: pinned (another leader's copy into the broker the dominant "
+                                 "leader copies into alone), pin-out (the dominant leader's copy into another "
+                                 "broker), pin-in (its copy into a broker another leader copies into), drained "
+                                 "(another leader's copy into a broker draining for it); status says which brokers",
+                                 labels=["reason"])
+        holds = pin_holds(s.ready, s.in_flight, s.limits, creations(s), s.live_brokers())
+        for why in (PINNED, PIN_OUT, PIN_IN, DRAINED):
+            held.add_metric([why], sum(1 for _key, w in holds.held.values() if w == why))
+        yield held
         yield _gauge("kreassign_partitions_remaining", "Partitions of open requests not finished", d.remaining())
         yield _gauge("kreassign_steps_in_flight", "Steps in flight", len(s.steps))
         if d.sizes:

@@ -12,6 +12,7 @@ the status page show it first, in this order:
 | ``broker`` | error | a broker does not answer (the engine's broker watch), or is down while a step in flight needs it: what waits on it, the steps that cannot finish, the queued partitions held behind a limit those steps take (``engine.views.brokers``) |
 | ``cluster``, ``throttles``, ``step``, ``abort``, ``election`` | error | what the cluster refused or could not be asked (``engine.views.summary.problems``): one entry per kind and error, with the partitions, the attempt and when it is tried again |
 | ``waiting`` | warning | partitions that cannot take their next step, one entry per reason (and when a refused step is planned again) |
+| ``pinned`` | warning | ready partitions the dominant-source rule holds (docs/algorithm.md, section 2): the leader that copies into one broker alone, why, and the partitions that wait for it, by reason (``engine.views.brokers``) |
 | ``paused`` | warning | the engine starts no new step |
 | ``paced`` | warning | the decider's looks wait for the request budget (``LooksPaced``): steps are seen to end, and the next started, up to a second later; shown from the first deferral until none came for ``PACED_SHOWN`` (60 s) or nothing is left to look at |
 | ``throttles_differ`` | warning | a throttle read-back differs from the log and is not judged yet (``ThrottlesDiffered``): a piece or broker rate missing, a broker rate at another value than the one in force ("rate X read, Y in force"), or an entry left over; set right if the read-back ``METADATA_SETTLE`` after still shows it |
@@ -72,7 +73,7 @@ def attention(state: State, rejected_at: dict | None = None, only: str | None = 
     progress (``engine.views.progress.Progress.requests``), whose ``completed_at`` says when it
     ended: its skipped cancels need attention for ``skips_for`` seconds after (all of them when
     ``now`` is not given; none of an ended request whose end time is unknown)."""
-    from engine.views.brokers import stuck_brokers
+    from engine.views.brokers import pinned_source, stuck_brokers
 
     rejected_at = rejected_at or {}
     members = None
@@ -106,6 +107,7 @@ def attention(state: State, rejected_at: dict | None = None, only: str | None = 
             lines, count=len(tps), partitions=tps, reason=shape if len(reasons) > 1 else reasons[0],
             retry_at=_iso(min(retries)) if retries else None,
         ))
+    out.extend(pinned_source(state, members))
     if state.paused:
         n = len(state.steps)
         out.append(_entry("paused", "warning", "paused: no new step starts until kreassign resume"

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from engine.core.decide import creations
-from engine.core.scheduler import A, WEIGHT_UNITS, refusal
+from engine.core.scheduler import A, DRAINED, PIN_IN, PIN_OUT, PINNED, WEIGHT_UNITS, pin_holds, refusal
 from engine.core.state import State
 from engine.views.attention import _entry, _n, _named
 
@@ -123,3 +123,49 @@ def _limit(state: State, why) -> str:
                 f" {used:g} taken; new replicas {c.new_replicas.get(b, 0)} of {creations(state)(b)[0]})")
     used = c.outgoing.get(b, 0) / WEIGHT_UNITS
     return f"the outgoing cap of broker {b} (max_outgoing_moves_per_broker {lim.max_outgoing_moves_per_broker}: {used:g} taken)"
+
+
+PIN_WORDS = {
+    PINNED: "of other leaders wait{s} to copy into broker {to} until broker {d} is done with it",
+    PIN_OUT: "of broker {d} wait{s} to copy into other brokers until its copies into broker {to} have started",
+    PIN_IN: "of broker {d} wait{s} for another leader's copies into their broker to end",
+    DRAINED: "of other leaders wait{s} to copy into broker {drained}, kept free for broker {d}",
+}
+
+
+def pinned_source(state: State, members: set | None = None) -> list[dict]:
+    """The attention entry (kind ``pinned``, warning) for the ready partitions the dominant-source rule
+    holds (``engine.core.scheduler.pin_holds``: among those a decision looks at; docs/algorithm.md,
+    section 2, "A dominant source"): the broker the dominant leader copies into alone (or that is kept
+    free for it), why, and one line per reason with the partitions held; none when it holds nothing.
+    ``members``: one request's partitions only."""
+    holds = pin_holds(state.ready, state.in_flight, state.limits, creations(state), state.live_brokers())
+    by_why: dict[str, list] = {}
+    for tp, (_key, why) in holds.held.items():
+        if members is None or tp in members:
+            by_why.setdefault(why, []).append(tp)
+    if not by_why:
+        return []
+    d = holds.source
+    to = ", ".join(map(str, sorted(holds.pinned_to)))
+    drained = ", ".join(map(str, sorted(holds.drained)))
+    if holds.pinned_to:
+        where = f"broker {to}"
+    elif holds.drained:
+        where = f"broker {drained}, once another leader's copies into it end"
+    else:
+        where = "one no other leader copies into"
+    n = sum(map(len, by_why.values()))
+    title = f"broker {d}'s copies go into one broker at a time: {where} ({_n(n, 'partition')} wait)"
+    lines = [f"broker {d} leads at least twice the ready moves of any other broker; a broker that leads no "
+             f"partition the receiving broker follows gets almost none of its throttle beside another "
+             f"leader's copies (Kafka's replica fetchers), so broker {d} is given its receiving broker alone"]
+    for why in (PINNED, PIN_OUT, PIN_IN, DRAINED):
+        tps = by_why.get(why)
+        if tps:
+            words = PIN_WORDS[why].format(s="s" if len(tps) == 1 else "", to=to, d=d, drained=drained)
+            lines.append(f"{_n(len(tps), 'partition')} {words}: {_named(tps)}")
+    lines.append("the limit pin_dominant_source (source.pin.dominant) 0 turns this off")
+    tps = [tp for group in by_why.values() for tp in group]
+    return [_entry("pinned", "warning", title, lines, count=len(tps), partitions=tps,
+                   reason=f"broker {d}'s copies go into one broker at a time")]

@@ -73,13 +73,14 @@ class Engine:
 
 AS_MEASURED = Engine("as measured (2026-11-26)", steps="kip-435",
                      limits={"creation_window_ms": 1, "keep_throttle_rates": 0, "throttle_margin_pct": 0,
-                             "throttle_release_ms": 500, "release_at_start": 0},
+                             "throttle_release_ms": 500, "release_at_start": 0, "pin_dominant_source": 0},
                      appends="input", adapter="as-measured")
 """The engine the records ran: KIP-435's leader-first steps (the new preferred leader added alone, then
 elected), two new replicas per broker at once (``creation_window_ms`` 1 ms keeps the fixed cap), a
 broker's throttle rate deleted with its last step in flight (``keep_throttle_rates`` 0), Kafka's rate
 the throttle itself (``throttle_margin_pct`` 0), a copy released with 500 ms of its share left
-(``throttle_release_ms``), every copy started throttled (``release_at_start`` 0), one
+(``throttle_release_ms``), every copy started throttled (``release_at_start`` 0), no dominant source
+pinned (``pin_dominant_source`` 0), one
 append per input, four requests a look (DescribeCluster, ListPartitionReassignments, Metadata,
 DescribeConfigs). The twins reproduce the records with it."""
 

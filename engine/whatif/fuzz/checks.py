@@ -28,7 +28,8 @@ Checked here, after every step of the run:
   ``REPORT_BOUND`` and set again within ``RESTORE_BOUND`` of when it went missing or kreassign last set
   it, counted from the last fault that kept read-backs or throttle changes from their cadence;
 * ``idle_source``: work-conserving scheduling: a source broker that serves no copy, with a ready
-  step out of it that fits every limit on its own, does not stay idle for ``IDLE_LIMIT`` seconds.
+  step out of it that fits every limit on its own, does not stay idle for ``IDLE_LIMIT`` seconds
+  (but a step the dominant-source rule holds: ``held_by_the_pin``).
 
 What another client set (``World.foreign_on``: still as it set it, and not set by kreassign since) is
 not kreassign's: no leak, no throttle left, and its lowest rate counts in the liveness bound.
@@ -279,6 +280,68 @@ def waiting_for_what_it_lacks(state: State, idle: dict[int, list[tuple]]) -> dic
     out = {}
     for src, fit in idle.items():
         kept = [(tp, k) for tp, k in fit if not resources(k) & lacked]
+        if kept:
+            out[src] = kept
+    return out
+
+
+def held_by_the_pin(state: State, idle: dict[int, list[tuple]]) -> dict[int, list[tuple]]:
+    """``idle`` without the ready steps the dominant-source rule holds (docs/algorithm.md, section 2, "A
+    dominant source"), its conditions computed here from the ready steps and the steps in flight (not by
+    the scheduler's code): a source with at least twice the ready steps of any other (and another has
+    some) is dominant; it is pinned to the brokers it copies something that weighs into and has a ready
+    copy that weighs something for, if live (a dead source is not dominant). Held: another source's copy
+    that weighs something, of a request the dominant source has a ready step of, into a broker it is
+    pinned to; its own copy into a live broker another live source copies into (the broker drains for it); and,
+    when it has no ready copy that fits every limit into brokers no other source copies into (and, pinned,
+    only into those), another source's copy (of such a request) into a broker of one of its copies that fits every limit
+    and goes into a broker another source copies into (its brokers drain for it). Work is not lost: the
+    broker it is pinned to takes its copies at its whole rate (a leader's rate is a follower's), and a
+    source idle here has copies only for such a broker."""
+    if not state.limits.pin_dominant_source or not idle:
+        return idle
+    counts = {src: sum(len(chain) for chain in lanes.values())
+              for src, lanes in state.ready.sources.items() if src is not None}
+    if len(counts) < 2:
+        return idle
+    dom = max(counts, key=lambda s: counts[s])
+    live = state.live_brokers()
+    if any(n and 2 * n > counts[dom] for s, n in counts.items() if s != dom) or (live is not None and dom not in live):
+        return idle
+
+    def alive(b) -> bool:
+        return live is None or b in live
+
+    feeds: dict[int, set] = {}
+    for f in state.steps.values():
+        if f.weight and f.step.nr and f.source is not None:
+            for b in f.step.nr:
+                feeds.setdefault(b, set()).add(f.source)
+    mine = [key for chain in state.ready.sources[dom].values() for _seq, _tp, key in chain
+            if key.weight and key.nr]
+    requests = {name[0] for name in state.ready.sources[dom]}
+    rid = {tp: name[0] for lanes in state.ready.sources.values() for name, chain in lanes.items()
+           for _seq, tp, _key in chain}
+    pinned = {b for key in mine for b in key.nr if dom in feeds.get(b, ()) and alive(b)}
+
+    def others(b: int) -> bool:
+        return alive(b) and any(s != dom and alive(s) for s in feeds.get(b, ()))
+
+    fits = [key for key in mine if refusal(state.in_flight, state.limits, key) is None]
+    free = any(not any(others(b) for b in key.nr) and (not pinned or all(b in pinned for b in key.nr))
+               for key in fits)
+    drained = set() if free else {b for key in fits if any(others(x) for x in key.nr) for b in key.nr}
+
+    def held(tp, key) -> bool:
+        if not key.weight or not key.nr or key.source is None:
+            return False
+        if key.source != dom:
+            return rid.get(tp) in requests and any(b in pinned or b in drained for b in key.nr)
+        return any(others(b) for b in key.nr) or bool(pinned and any(b not in pinned for b in key.nr))
+
+    out = {}
+    for src, fit in idle.items():
+        kept = [(tp, k) for tp, k in fit if not held(tp, k)]
         if kept:
             out[src] = kept
     return out

@@ -253,7 +253,8 @@ class Run:
         now = self.world.now
         d = self.engine.d
         idle = checks.unordered_looks(state, self.world, d.clock(),
-                                      checks.waiting_for_what_it_lacks(state, checks.idle_sources(state)))
+                                      checks.held_by_the_pin(
+                                          state, checks.waiting_for_what_it_lacks(state, checks.idle_sources(state))))
         for src in list(self.idle):
             if src not in idle:
                 del self.idle[src]
