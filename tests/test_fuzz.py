@@ -393,3 +393,17 @@ def test_what_another_client_set_is_no_leak_of_kreassigns_and_kreassigns_own_is(
     assert checks.throttle_leak(w, EMPTY) is None
     w.sim.state = controller.set_throttle_rate(w.sim.state, 1, "leader", 5_000_000)  # no longer as it set it
     assert "rates on brokers [1]" in checks.throttle_leak(w, EMPTY)
+
+
+def test_a_torn_window_opening_with_late_answers_leaves_every_other_draw_of_a_seed_as_it_was(monkeypatch):
+    """The torn window drawn to open with late answers (``plan.torn_late``) comes from a generator of its own:
+    without it (a share of 0) a plan is the plan minus those two items, so every other draw is as it was."""
+    from engine.whatif.fuzz import plan as plan_module
+
+    with_pairs = [draw(seed) for seed in range(60)]
+    pairs = {seed: plan_module.torn_late(seed, p.quiet_at) for seed, p in enumerate(with_pairs)}
+    assert any(pairs.values()) and all(set(pair) <= set(with_pairs[seed].items) for seed, pair in pairs.items())
+    assert all([i.kind for i in pair] == ["torn", "late"] for pair in pairs.values() if pair)
+    monkeypatch.setattr(plan_module, "TORN_LATE_SHARE", 0.0)
+    for seed, p in enumerate(with_pairs):
+        assert draw(seed).items == tuple(i for i in p.items if i not in pairs[seed]), seed

@@ -692,3 +692,42 @@ def test_a_look_at_the_reverted_replicas_with_the_controllers_older_answer_sets_
     else:  # the step failed as reverted, and the partition was planned again
         assert of_type(d.events, ev.StepFailed) and "reverted outside kreassign" in of_type(d.events, ev.StepFailed)[0].reason
         assert len(of_type(d.events, ev.StepPlanned)) == 2
+
+
+def test_a_late_alter_seen_only_through_a_torn_look_runs_and_counts_against_the_caps():
+    """Fault simulator seed 86 with its torn window 12 s later: a step's alter (CR 2,1 -> TR 3,1) goes
+    unanswered and lands late; every look for the next seconds is torn: the replicas from a broker whose
+    metadata predates the alter (2,1), what is in progress from the controller (adding 3, removing 2).
+    Kafka's RS always holds AR and RR; this look's replicas do not, and its RS is the two put together
+    (2,1,3): the step's own reassignment. Taken for another tool's, the step was given up once its alter
+    could no longer land (ALTER_MAY_LAND), its copies counted nowhere, and the next step copied out of
+    broker 2 beside it, past broker 2's outgoing cap of one move."""
+    from engine.core.commands import ChangeLimits, Tick
+    from engine.core.decide import ALTER_MAY_LAND
+
+    a, b = TopicPartition("t", 0), TopicPartition("t", 1)
+    c = FakeCluster({a: (2, 1), b: (2, 0)}, range(4))
+    d = Driver(c)
+    d.now = 100.0
+    d.feed(ChangeLimits({"max_outgoing_moves_per_broker": 1, "pin_dominant_source": 0}))
+    c.unavailable("alter")
+    d.feed(Submit("r", (PartitionTarget("t", 0, (3, 1)), PartitionTarget("t", 1, (3, 0)))))
+    d.tick()
+    (first,) = d.state.steps
+    f = d.state.steps[first]
+    assert not f.started and not c.in_progress()
+    c._alter(first, f.step.tr)  # the alter lands late
+    assert c.in_progress() == [first]
+    full = c.observation({a, b})
+    for _ in range(int(ALTER_MAY_LAND) + 3):  # the lagging broker's metadata for longer than an alter may land
+        d.now += 1.0
+        torn = {tp: PartitionState(tuple(f.step.cr), frozenset(f.step.cr), 2, None, p.adding, p.removing)
+                if tp == first else p for tp, p in c.observation({a, b}).partitions.items()}
+        d.feed(Observation(full.brokers, full.topics, torn, d.now))
+        d.feed(Tick(d.now))
+        assert not of_type(d.events, ev.StepFailed), of_type(d.events, ev.StepFailed)
+        assert c.in_progress() == [first], c.in_progress()  # nothing else copies out of broker 2
+    assert d.state.steps[first].started and of_type(d.events, ev.StepStarted)
+    c.finish(first)
+    d.run()
+    assert c.assignment() == {a: (3, 1), b: (3, 0)}

@@ -422,8 +422,16 @@ def runs_step(obs, step: Step) -> bool:
     was given up while it copied, and another started past the partition cap). AR is then TR less the RS
     the alter found (part of NR only, if that one was adding some of NR too), or, when that is empty, the
     AR in progress kept (KRaft's PartitionChangeBuilder replaces only a non-empty AR or RR), which may
-    hold what is now in RR."""
-    return (obs.reassignment_in_progress and set(obs.replicas) - set(obs.removing) == set(step.tr)
+    hold what is now in RR.
+
+    RS is the look's replicas with AR and RR: Kafka's RS always holds both, and a look whose replicas
+    do not is torn (the replicas from a broker whose metadata predates the alter, AR and RR from the
+    controller), its RS the two put together. The fault simulator's seed 86 with its torn window 12 s
+    later: a late alter from CR 2,1 to TR 3,1 seen as replicas 2,1 adding 3 removing 2, taken for another
+    tool's reassignment; the step was given up, its copies counted nowhere, and the next steps copied out
+    of broker 2 beside it, past its outgoing cap."""
+    rs = set(obs.replicas) | set(obs.adding) | set(obs.removing)
+    return (obs.reassignment_in_progress and rs - set(obs.removing) == set(step.tr)
             and set(obs.adding) - set(obs.removing) <= set(step.nr))
 
 

@@ -637,8 +637,8 @@ class FaultyCluster:
 
     def _lag(self) -> float | None:
         for item, rng in self.w.active("torn", "looks"):
-            if rng.random() < item.args[1]:
-                return round(rng.uniform(*TORN_LAG), 3)
+            if rng.random() < item.args[1]:  # (a third argument: the longest lag, TORN_LAG's otherwise)
+                return round(rng.uniform(TORN_LAG[0], item.args[2] if len(item.args) > 2 else TORN_LAG[1]), 3)
         return None
 
     def observe(self, partitions: Collection[TopicPartition] | None = None) -> Observation | Unavailable:
