@@ -25,7 +25,7 @@ Fault classes (``FAULTS``), each toggled by name (``--faults crash,torn``):
 | ``standby`` | the engine dies and a standby whose clock is skewed takes over |
 | ``elect`` | a window in which preferred-leader elections are refused |
 | ``throttle`` | a window in which throttle changes are refused |
-| ``torn`` | a window in which looks are torn: replicas, ISR, leaders and broker liveness from a broker's lagging metadata cache, reassignments in progress from the controller (current); throttle read-backs lag too; now and then (``torn_late``, a generator of its own) a torn window that opens with a window of late answers, its broker lagging up to 10 s |
+| ``torn`` | a window in which looks are torn: replicas, ISR, leaders and broker liveness from a broker's lagging metadata cache, reassignments in progress from the controller (current); throttle read-backs lag too; now and then (``torn_late``, a generator of its own) a torn window that opens with a window of late answers, its broker lagging up to ``METADATA_SETTLE`` (5 s) |
 | ``configs`` | another client changes the throttle configs as an operator's ``kafka-configs.sh`` does: a broker's ``leader``/``follower.replication.throttled.rate`` set to another value or deleted, a topic's ``*.replication.throttled.replicas`` deleted, rewritten or set to ``*``, or a rate set again and again (an automation that reasserts it); each at a plain time or right at (or a few seconds after) an event it is drawn to meet: a copy released from the throttle, a copy started released, a throttle command, throttling set to none, a pause, a resume, a cancel with rollback, a broker's death or return, a throttle change whose answer is lost (``configs``) |
 
 Commands (always on): submit, supersede (a new request for partitions in flight), replace
@@ -42,7 +42,7 @@ import random
 from dataclasses import dataclass, field, replace
 from typing import Iterable
 
-from engine.core.decide import ALTER_MAY_LAND
+from engine.core.decide import METADATA_SETTLE
 from engine.core.partition import TopicInfo, TopicPartition
 from engine.core.state import FINISHED_KEPT
 from engine.sim.scenario import BrokerSpec, PartitionSpec, Scenario
@@ -275,13 +275,17 @@ def torn_late(seed: int, quiet_at: float) -> list[Item]:
     and late answers 12 s later: the step's own reassignment taken for another tool's, the step given
     up, its copy counted by no cap). The two classes drawn apart rarely meet so. Drawn from a generator
     of its own, so the rest of every seed's plan is as it was; the items are plain ``torn`` and ``late``
-    ones, dropped with their class."""
+    ones, dropped with their class. It has not found that defect itself: with the fix undone, seeds 0 to
+    1,999 pass (the fix's test is ``tests/test_torn_looks.py``); it keeps the two meeting."""
     rng = random.Random(f"torn-late-{seed}")
     if rng.random() >= TORN_LATE_SHARE:
         return []
     at = round(rng.uniform(0.0, quiet_at), 2)
     late_at = min(quiet_at, round(max(0.0, at + rng.uniform(-1.0, 1.0)), 2))
-    lag = rng.choice((2.0, round(rng.uniform(ALTER_MAY_LAND, 2 * ALTER_MAY_LAND), 1)))
+    # its broker lags at most METADATA_SETTLE, the longest a broker's metadata may trail the controller for
+    # the engine (a look that contradicts the log counts once it has stood that long): a longer lag makes a
+    # step's completion read as a revert by another tool (seed 523 at 5.1 to 9.6 s), by design
+    lag = rng.choice((2.0, round(rng.uniform(0.6 * METADATA_SETTLE, METADATA_SETTLE), 1)))
     return [Item(at, "torn", "looks", (round(rng.uniform(2.0, 12.0), 1), rng.choice((0.5, 1.0, 1.0)), lag),
                  rng.getrandbits(32)),
             Item(late_at, "late", "answers", (round(rng.uniform(2.0, 10.0), 1), rng.choice((0.5, 1.0))),
