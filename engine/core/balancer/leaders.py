@@ -111,14 +111,7 @@ def balance_leaders(
         o = before.get(tp)
         first[tp] = o[0] if o else lead
         leads[lead] += 1
-        edges = (anchored if lead == first[tp] else free)[lead]
-        for other in r:
-            if other != lead:
-                s = edges.get(other)
-                if s is None:
-                    edges[other] = {tp}
-                else:
-                    s.add(tp)
+        link(tp, lead)
 
     def chain(sources: list[int], is_sink) -> list[int] | None:
         """The cheapest chain from a source to a sink: a 0-1 breadth-first search by levels of cost
@@ -132,28 +125,31 @@ def balance_leaders(
                 out.append(parent[out[-1]])
             return out[::-1]
 
+        def reach(u: int, edges, out: list[int]) -> list[int] | None:
+            """The brokers ``edges`` lead to from u, not reached yet, added to ``out``; the chain to the
+            first sink among them, if any."""
+            for v in edges[u]:
+                if v in parent or v in dead:
+                    continue
+                parent[v] = u
+                if is_sink(v):
+                    return path(v)
+                out.append(v)
+            return None
+
         level = list(sources)
         while level:
             i = 0
             while i < len(level):  # this level's cost: through free edges
-                u = level[i]
+                found = reach(level[i], free, level)
+                if found is not None:
+                    return found
                 i += 1
-                for v in free[u]:
-                    if v in parent or v in dead:
-                        continue
-                    parent[v] = u
-                    if is_sink(v):
-                        return path(v)
-                    level.append(v)
-            nxt = []
+            nxt: list[int] = []
             for u in level:  # one more: an anchored edge
-                for v in anchored[u]:
-                    if v in parent or v in dead:
-                        continue
-                    parent[v] = u
-                    if is_sink(v):
-                        return path(v)
-                    nxt.append(v)
+                found = reach(u, anchored, nxt)
+                if found is not None:
+                    return found
             level = nxt
         return None
 
