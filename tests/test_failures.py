@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 from engine.core import events as ev
 from engine.core import retry
 from engine.core.decide import METADATA_SETTLE
-from engine.core.commands import ChangeLimits, ChangeThrottle, ObservationFailed, PartitionTarget, Submit, ThrottlesObserved
+from engine.core.commands import (ChangeLimits, ChangeThrottle, ObservationFailed, PartitionTarget, Submit, ThrottlesObserved,
+                                  Tick)
 from engine.core.partition import TopicPartition
 from engine.core.state import COMPLETED, IN_FLIGHT, WAITING, fold
 from engine.views.summary import problems, summarize
@@ -530,6 +531,53 @@ def test_an_unanswered_alter_stays_counted_while_it_may_land_though_its_new_repl
         assert len(d.state.steps) <= 1, dict(d.state.steps)  # the other one waits while the alter may land
         d.observe()
     assert given_up is not None and given_up - 1000.0 >= ALTER_MAY_LAND, given_up
+
+
+def test_a_clock_set_back_after_a_smaller_one_keeps_an_unanswered_alters_time_to_land():
+    """Seed 86 of the fault simulator: the clock stepped back 12.3 s (less than CLOCK_SET_BACK: no re-base,
+    the newest time the log knows stays ahead of the clock), an alter went unanswered, then the clock
+    stepped back 4629.7 s. Re-based from the newest time the log knew, every timer set since lost the 12.3 s:
+    the step was given up 2 s after its alter went unanswered, not ALTER_MAY_LAND, and the alter could still
+    land, uncounted. The re-base starts from the clock's latest reading the log knows: each timer keeps the
+    time it had left (docs/algorithm.md, *Timers and the clock*)."""
+    from engine.core.decide import ALTER_MAY_LAND
+
+    c = FakeCluster({tp(0): (0, 1, 2), tp(1): (3, 4, 5)}, range(8))
+    d = Driver(c)
+    d.now = 1000.0
+    d.feed(ChangeLimits({"max_partitions_in_flight": 1}))
+    d.feed(Submit("r", (PartitionTarget("t", 0, (0, 1, 6)), PartitionTarget("t", 1, (3, 4, 7)))))
+    d.tick()  # one step starts: the log knows the time 1000
+    [first] = list(d.state.steps)
+    assert d.state.steps[first].started
+    d.now -= 12.3  # a small step back: no re-base
+    d.feed(ChangeLimits({"max_partitions_in_flight": 2}))
+    c.unavailable("alter", times=1)
+    d.tick()
+    [second] = [t for t in d.state.steps if t != first]
+    assert not d.state.steps[second].started and d.state.clock > d.now + 12.0  # the log's newest is ahead
+    unanswered = d.now
+    new = d.state.steps[second].step.nr[0]
+    c.brokers[new] = c.brokers[new]._replace(alive=False)  # a reason to give the step up, once it cannot land
+    d.observe()
+    advance(d, 1.0)
+    own = d.now - unanswered  # seconds since the alter, in the clock that stamped it
+    d.now -= 4629.7
+    d.feed(Tick(d.now))
+    assert of_type(d.events, ev.ClockSetBack)
+    # what the log knew of each partition, whatever clock stamped it, predates the new clock: a look counts
+    assert d.state.known_at and all(at < d.now for at in d.state.known_at.values()), dict(d.state.known_at)
+    d.observe()
+    given_up = None
+    for _ in range(10):
+        advance(d, 1.0)
+        own += 1.0
+        d.tick()
+        if of_type(d.events, ev.StepFailed) and given_up is None:
+            given_up = own
+        d.observe()
+    assert given_up is not None and given_up >= ALTER_MAY_LAND, given_up  # 2.0 when re-based from the newest
+    assert fold(d.events) == d.state
 
 
 def test_a_dead_brokers_rate_is_not_read_as_missing_and_is_removed_when_it_is_back():

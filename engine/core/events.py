@@ -313,9 +313,11 @@ class TopicAccessDenied:
 @dataclass(frozen=True, slots=True)
 class ClockSetBack:
     """An input's clock (``now``) read more than ``state.CLOCK_SET_BACK`` seconds before the newest
-    time the log knows (``seen``): the host's clock was set back, or a decider whose clock lags took
-    over. Every timer the state keeps (retries, election and revert graces, the release bucket, the
-    times partitions are known as of) moves back with it, so none waits for the old clock."""
+    time the log knows: the host's clock was set back, or a decider whose clock lags took over.
+    ``seen`` is the clock's latest reading the log knows (``State.clock_read``). Every timer the state
+    keeps (retries, election and revert graces, the release bucket, the times partitions are known as
+    of) moves back by ``seen - now``, so none waits for the old clock and each keeps the time it had
+    left."""
 
     seen: float
     now: float

@@ -235,6 +235,10 @@ class State(NamedTuple):
     # The newest shell time the log knows (the ``at`` of its events): an input whose clock reads more
     # than CLOCK_SET_BACK before it re-bases every timer (``ClockSetBack``).
     clock: float | None = None
+    # The ``at`` of the latest event that carries one, in log order: the clock's latest reading the log
+    # knows, what a ``ClockSetBack`` re-bases the timers from. After a step back of less than
+    # CLOCK_SET_BACK (no re-base) it reads behind ``clock``, as the timers set since do.
+    clock_read: float | None = None
     ranks: Ranks = Ranks()  # the ranks of the running requests: where a new one joins (the least)
     completable: immutables.Map = immutables.Map()  # running requests whose every partition ended -> True
     finished: Chain = Chain()  # ids of the finished requests kept whole, oldest first (FINISHED_KEPT)
@@ -405,10 +409,13 @@ new clock's first reading (the step happened between them): what the state knew 
 
 
 def _seen(s: State, at: float | None) -> State:
-    """The log knows the shell's time ``at``: the decision clock is the newest such time."""
-    if at is None or (s.clock is not None and at <= s.clock):
+    """The log knows the shell's time ``at``: the decision clock is the newest such time, the clock's
+    latest reading the last one."""
+    if at is None:
         return s
-    return s._replace(clock=at)
+    if s.clock is not None and at <= s.clock:
+        return s if at == s.clock_read else s._replace(clock_read=at)
+    return s._replace(clock=at, clock_read=at)
 
 
 def _known(s: State, tp: TopicPartition | None, at: float | None) -> State:
@@ -416,11 +423,11 @@ def _known(s: State, tp: TopicPartition | None, at: float | None) -> State:
     log knows the time ``at`` (``_seen``)."""
     if at is None:
         return s
-    clock = at if s.clock is None or at > s.clock else s.clock
+    s = _seen(s, at)
     seen = s.known_at.get(tp) if tp is not None else None
     if tp is None or (seen is not None and seen >= at and not set_back(at, seen)):
-        return s if clock == s.clock else s._replace(clock=clock)
-    return s._replace(known_at=s.known_at.set(tp, at), clock=clock)
+        return s
+    return s._replace(known_at=s.known_at.set(tp, at))
 
 
 def _elections(s: State, elections: immutables.Map) -> State:
@@ -878,8 +885,11 @@ def _(s: State, e: ev.ActionSucceeded) -> State:
 
 @_on(ev.ClockSetBack)
 def _(s: State, e: ev.ClockSetBack) -> State:
-    """Every timer moves back by what the clock lost (``seen`` taken as REBASED_BEFORE before ``now``)."""
+    """Every timer moves back by what the clock lost (``seen``, its latest reading before the step, taken
+    as REBASED_BEFORE before ``now``): each keeps the time it had left at that reading. What the state
+    knows of a partition (``known_at``) predates ``now`` whatever clock stamped it."""
     shift = e.seen - e.now + REBASED_BEFORE
+    before = e.now - REBASED_BEFORE
 
     def back(t: float | None) -> float | None:
         return None if t is None else t - shift
@@ -903,7 +913,7 @@ def _(s: State, e: ev.ClockSetBack) -> State:
                                for b, c in s.creation.items()})
     with s.known_at.mutate() as known:
         for tp, at in s.known_at.items():
-            known[tp] = at - shift
+            known[tp] = min(at - shift, before)
         known = known.finish()
     missing = immutables.Map({t: back(at) for t, at in s.missing.items()})
     differed = s.throttles_differed  # when a read-back first showed a difference: judged METADATA_SETTLE later
@@ -911,6 +921,7 @@ def _(s: State, e: ev.ClockSetBack) -> State:
         differed = dataclasses.replace(differed, at=back(differed.at))
     return s._replace(steps=steps, partitions=partitions, elections=elections, release_debt=debt, known_at=known,
                       throttle_retry_at=back(s.throttle_retry_at), throttles_differed=differed, clock=e.now,
+                      clock_read=e.now,
                       creation=creation, missing=missing)
 
 

@@ -193,7 +193,7 @@ def describe(e: ev.Event) -> str:
         return (f"topic {e.topic}: a look says it {what}; believed only if a look "
                 f"5 s later still says so (a broker's metadata may lag)")
     if isinstance(e, ev.ClockSetBack):
-        return (f"the clock reads {e.seen - e.now:.0f} s before the newest time in the log (set back, or a "
+        return (f"the clock reads {e.seen - e.now:.0f} s before its latest reading in the log (set back, or a "
                 f"standby whose clock lags took over): every retry and grace time moves back with it")
     return type(e).__name__ + (f" {where}" if where else "")
 
