@@ -95,15 +95,14 @@ class Repeats(logging.Filter):
         with self.lock:
             for entry in self.said.values():
                 if entry[1] and now - entry[0] >= self.interval:
-                    last = logging.makeLogRecord(entry[2].__dict__)
+                    # a new record stamped now, when it is said (with the held line's own time it came
+                    # after later lines with an earlier time, and the log read out of order)
+                    held = {k: v for k, v in entry[2].__dict__.items()
+                            if k not in ("created", "msecs", "relativeCreated")}
+                    last = logging.makeLogRecord(held)
                     last.msg = f"{entry[2].getMessage()} [{entry[1]} more like this in the last " \
                                f"{now - entry[0]:.0f} s, the last {now - entry[3]:.0f} s ago; none since]"
                     last.args = ()
-                    # stamped now, when it is said: with the held line's own time it came after later lines
-                    # with an earlier time, and the log read out of order
-                    last.created = time.time()
-                    last.msecs = (last.created - int(last.created)) * 1000
-                    last.relativeCreated = (last.created - logging._startTime) * 1000
                     last.kreassign_said = True  # said: no handler's filter holds it back
                     out.append(last)
                     entry[0], entry[1], entry[2] = now, 0, None
