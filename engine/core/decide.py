@@ -1061,13 +1061,18 @@ def copy_rates(s: State) -> dict[TopicPartition, float]:
     rate = s.throttle_rate
     if rate is None:
         return {}
-    into: dict[int, int] = {}
-    for f in s.steps.values():
-        if not f.released and f.step.nr:
-            for b in f.step.nr:
-                into[b] = into.get(b, 0) + 1
+    into = _copies_into(f.step for f in s.steps.values() if not f.released)
     return {tp: rate / max(into[b] for b in f.step.nr)
             for tp, f in s.steps.items() if not f.released and f.step.nr}
+
+
+def _copies_into(steps) -> dict[int, int]:
+    """How many of the throttled copies of ``steps`` each receiving broker takes."""
+    into: dict[int, int] = {}
+    for step in steps:
+        for b in step.nr:
+            into[b] = into.get(b, 0) + 1
+    return into
 
 
 def _catch_up(d: _Decision, o: CatchUpObserved) -> None:
@@ -1403,10 +1408,7 @@ def released_at_start(s: State, starts: list, now: float | None,
         return {}
     lead = _release_seconds(s)
     budget = rate * lead
-    into: dict[int, int] = {}
-    for step in [f.step for f in s.steps.values() if not f.released] + [step for _tp, step in starts]:
-        for b in step.nr:
-            into[b] = into.get(b, 0) + 1
+    into = _copies_into([f.step for f in s.steps.values() if not f.released] + [step for _tp, step in starts])
     out: dict[TopicPartition, int] = {}
     debt: dict[int, float] = {}
     for tp, step in starts:
