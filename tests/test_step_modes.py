@@ -16,7 +16,9 @@ from engine.core import events as ev
 from engine.core.commands import PartitionTarget, Submit
 from engine.core.decide import _digest
 from engine.core.partition import TopicPartition
+from engine.core.commands import Cancel
 from engine.core.state import fold
+from engine.core.step import DROPS_HELD
 from tests.fake_cluster import Driver, FakeCluster
 
 
@@ -80,7 +82,7 @@ def test_an_unknown_step_mode_is_rejected_with_the_choices():
     d = Driver(c)
     events = d.feed(Submit("r", (PartitionTarget("t", 0, (4, 2, 3)),), steps="fast"))
     [rejected] = of_type(events, ev.CommandRejected)
-    assert "unknown steps 'fast': one of incremental, kip-435, whole" in rejected.reasons
+    assert "unknown steps 'fast': one of incremental, kip-435, whole, grouped" in rejected.reasons
 
 
 def test_the_default_mode_leaves_a_submits_digest_as_it_was():
@@ -100,3 +102,62 @@ def test_each_request_keeps_its_own_mode():
     assert [a[1] for a in c.alters if a[0] == tp(0)] == [(4, 2, 3, 1), (4, 2, 3)]
     assert [a[1] for a in c.alters if a[0] == tp(1)] == [(4, 2, 3)]
     assert fold(d.events).requests["a"].steps == "kip-435" == d.state.requests["a"].steps
+
+
+def test_grouped_adds_first_under_the_same_leader_then_drops_in_a_step_of_its_own_one_bump():
+    # the add keeps leader 1 first (no election, no bump when it completes: nothing leaves); the drop
+    # completes at once and KRaft elects 4, the first of TR in the ISR: one bump, as incremental
+    c, d = moved("grouped")
+    assert [a for a in c.alters if a[1] is not None] == [(tp(0), (1, 4, 2, 3)), (tp(0), (4, 2, 3))]
+    assert not [e for e in d.events if isinstance(e, ev.StepCompleted) and e.elect_leader]
+    assert bumps(d, (1, 2, 3)) == 1
+    # only the step that adds the last missing replicas is split
+    c, d = moved("grouped", target=(4, 5, 3))
+    assert [a[1] for a in c.alters if a[1] is not None] == [(4, 3, 2), (4, 5, 3, 2), (4, 5, 3)]
+    assert bumps(d, (1, 2, 3)) == 2
+
+
+def drops_of(d: Driver, tps) -> list[int]:
+    """Where each drop-only step of ``tps`` was planned, by index in the log."""
+    return [i for i, e in enumerate(d.events)
+            if isinstance(e, ev.StepPlanned) and e.tp in tps and not e.step.nr and e.step.dr]
+
+
+def test_grouped_drops_of_one_leader_wait_for_its_last_copy_and_go_in_one_alter():
+    # tp 0-2 led by 1, tp 3 by 2; the copies finish one at a time, tp 0 first
+    c = FakeCluster({tp(0): (1, 2, 3), tp(1): (1, 2, 3), tp(2): (1, 3, 2), tp(3): (2, 1, 3)}, range(1, 5),
+                    epochs=True)
+    d = Driver(c)
+    d.feed(Submit("r", tuple(PartitionTarget("t", i, t) for i, t in
+                             ((0, (1, 2, 4)), (1, (1, 4, 3)), (2, (1, 4, 2)), (3, (2, 1, 4)))), steps="grouped"))
+    d.run(choose=lambda busy: sorted(busy)[:1])
+    assert c.assignment() == {tp(0): (1, 2, 4), tp(1): (1, 4, 3), tp(2): (1, 4, 2), tp(3): (2, 1, 4)}
+    completed = {e.tp: i for i, e in enumerate(d.events) if isinstance(e, ev.StepCompleted) and e.number == 1}
+    held = [e for e in d.events if isinstance(e, ev.PartitionWaiting) and e.reason.startswith(DROPS_HELD)]
+    assert {e.tp for e in held} == {tp(0), tp(1)}  # tp 2 was broker 1's last copy; tp 3 broker 2's only one
+    assert "the replicas it replaces leave once this request copies nothing more out of broker 1" in held[0].reason
+    ones = drops_of(d, {tp(0), tp(1), tp(2)})
+    assert len(ones) == 3 and ones == list(range(ones[0], ones[0] + 3))  # one batch: one alter
+    assert ones[0] > max(completed[t] for t in (tp(0), tp(1), tp(2)))
+    # the epoch of each of broker 1's partitions moved once, at that alter
+    assert {c.parts[tp(i)].leader_epoch for i in range(3)} == {1}
+    assert not d.state.drops_held and not d.state.drop_group
+    assert fold(d.events).drops_held == d.state.drops_held
+
+
+def test_a_plain_cancel_of_a_held_drop_drops_the_replaced_replica_and_holds_nothing():
+    c = FakeCluster({tp(0): (1, 2, 3), tp(1): (1, 2, 3)}, range(1, 5))
+    d = Driver(c)
+    d.feed(Submit("r", (PartitionTarget("t", 0, (1, 2, 4)), PartitionTarget("t", 1, (1, 4, 3))), steps="grouped"))
+    d.tick()
+    c.finish(tp(0))
+    d.observe()
+    d.tick()
+    assert tp(0) in d.state.drop_group and d.state.waiting[tp(0)].startswith(DROPS_HELD)
+    d.feed(Cancel("r"))
+    d.run()
+    # tp 0's copy was done, only its drop held: the cancel leaves it moved (as incremental would have
+    # completed it), not trimmed of the replica it copied; tp 1's copy in flight is aborted
+    assert c.assignment() == {tp(0): (1, 2, 4), tp(1): (1, 2, 3)}
+    assert tp(0) not in d.state.drop_group and not d.state.drops_held
+    assert not c.in_progress()

@@ -60,7 +60,7 @@ from engine.core.state import (
     ABORTING, ACTIVE, CANCELLED, COMPLETED, FINISHED_KEPT, IN_FLIGHT, READY, REVERTED, TERMINAL, Retired, State, apply,
     RELEASE_REFILL, REVERT_SKIPPED, UNCLEAN_REVERT, release_debt, set_back,
 )
-from engine.core.step import DEFAULT_STEP_MODE, PlanResult, Step, Waiting, plan_step
+from engine.core.step import DEFAULT_STEP_MODE, DROPS_HELD, GROUPED, PlanResult, Step, Waiting, plan_step
 from engine.core.throttles import ThrottleSet, in_force, minus, needed, noting, reconcile, union, with_margin
 from engine.core.validation import submission_problems
 
@@ -165,8 +165,12 @@ def plan(s: State, tp: TopicPartition, now: float | None = None) -> PlanResult:
         return Waiting("partition not observed yet")
     if entry.retry_at is not None and not retry.due(entry.retry_at, now):
         return Waiting(s.waiting.get(tp) or "the cluster refused its last step: retrying after a backoff")
+    request = s.requests.get(entry.request_id)
     if entry.cancelled and not entry.rolling_back:
         goal = settle_target(obs.replicas, entry.original)
+        if (request is not None and request.steps == GROUPED and entry.target is not None
+                and set(entry.target) < set(obs.replicas)):
+            goal = entry.target  # its copies are done, only its drop was held (rule 8): it stops moved, not trimmed
     else:
         goal = entry.goal
     if goal is None:
@@ -182,7 +186,6 @@ def plan(s: State, tp: TopicPartition, now: float | None = None) -> PlanResult:
             f"(adding {list(obs.adding)}, removing {list(obs.removing)})"
         )
     lim = s.limits
-    request = s.requests.get(entry.request_id)
     result = plan_step(
         obs.replicas, goal, obs.isr, obs.leader, s.min_insync(tp.topic), lim.max_replicas_per_step, live,
         # a step's copies all come out of one leader and count against the cluster-wide additions:
@@ -190,11 +193,68 @@ def plan(s: State, tp: TopicPartition, now: float | None = None) -> PlanResult:
         max_new=min(lim.max_outgoing_moves_per_broker, lim.max_replica_additions_in_flight),
         steps=request.steps if request is not None else DEFAULT_STEP_MODE,
     )
+    if isinstance(result, Step) and request is not None and request.steps == GROUPED:
+        why = drops_wait(s, tp, result)
+        if why is not None:
+            return Waiting(why)
     if isinstance(result, Waiting) and entry.rolling_back:
         why = rollback_waits(goal, live)
         if why is not None:
             return Waiting(f"{result.reason}: {why}")
     return result
+
+
+def drops_wait(s: State, tp: TopicPartition, step: Step) -> str | None:
+    """Why a ``grouped`` partition's final drop waits (``engine.core.step``, rule 8), or None.
+
+    Each completion that drops a replica bumps the leader epoch, and each bump holds the acks=all
+    writes of every partition its leader leads up about a second (the producer's one connection to the
+    leader: docs/simulator.md, "The epoch bump"). So the drop of a partition that holds its final
+    target (and the replicas it replaces, every one live and in sync) waits while its request still
+    has a copy out of the partition's leader in flight (into live brokers) or ready; the tick that
+    finds none releases the leader's held drops together (``_release_drops``): one alter, one stall.
+    The wait ends with the request's copies out of that leader: a cancel, a pause or a rollback
+    changes nothing of it, and a drop that is not the final one, or that drops a dead or lagging
+    replica, never waits."""
+    entry = s.partitions[tp]
+    obs = s.observed.get(tp)
+    if step.nr or not step.dr or entry.cancelled or entry.rolling_back or obs is None or obs.leader is None:
+        return None
+    if not set(entry.target) <= set(obs.replicas):
+        return None
+    live = s.live_brokers()
+    if any(b not in obs.isr or (live is not None and b not in live) for b in step.dr):
+        return None
+    if not copies_out(s, entry.request_id, obs.leader):
+        return None
+    return (f"{DROPS_HELD}: the replicas it replaces leave once this request copies nothing more out of "
+            f"broker {obs.leader} (--steps grouped)")
+
+
+def copies_out(s: State, request_id: str, source: int) -> bool:
+    """Whether the request has a copy out of ``source`` ready (O(its lanes)) or in flight into live
+    brokers (O(steps in flight))."""
+    lanes = s.ready.sources.get(source)
+    if lanes is not None and any(name[0] == request_id for name in lanes.keys()):
+        return True
+    live = s.live_brokers()
+    return any(f.request_id == request_id and f.source == source and f.step.nr
+               and (live is None or all(b in live for b in f.step.nr)) for f in s.steps.values())
+
+
+def _release_drops(d: _Decision) -> None:
+    """Plan again, together, the held drops of every (request, leader) whose request copies nothing
+    more out of that leader (``drops_wait``): they start in this tick's batch."""
+    for tps in _releasable(d.state):
+        for tp in tps.keys():
+            _reconsider(d, tp)
+
+
+def _releasable(s: State) -> list:
+    """The groups of held drops (``State.drops_held``) whose request copies nothing more out of their
+    leader: a tick releases them (``_release_drops``), so the shell looks at them just before it
+    (``starting``) and they start in that tick. O(groups x (lanes + steps in flight))."""
+    return [tps for (rid, leader), tps in s.drops_held.items() if leader is None or not copies_out(s, rid, leader)]
 
 
 def timers_pending(s: State) -> bool:
@@ -229,11 +289,15 @@ def watched(s: State, now: float | None = None, ready: bool = True) -> set[Topic
 def starting(s: State, now: float | None = None) -> list[TopicPartition]:
     """The ready partitions a tick at ``now`` would start (or re-queue, or hold) if the cluster were as
     the state last saw it: the shell looks at them just before that tick (``Tick.looked``), so the
-    caps count each step against its partition's leader as it is now. O(batch + lanes), like a tick's
-    own scheduling."""
-    if s.paused or not s.ready.size:
+    caps count each step against its partition's leader as it is now; and the held drops that tick
+    releases (``_release_drops``), so they start in it. O(batch + lanes), like a tick's own scheduling,
+    plus the groups of held drops."""
+    if s.paused:
         return []
-    return [x.tp for x in _batch(s, now, None)]
+    released = [tp for tps in _releasable(s) for tp in tps.keys()]
+    if not s.ready.size:
+        return released
+    return [x.tp for x in _batch(s, now, None)] + released
 
 
 def _batch(s: State, now: float | None, looked: Mapping | None) -> list:
@@ -1344,6 +1408,7 @@ def _tick(d: _Decision, _t: Tick) -> None:
     _retry_steps(d)
     _check_elections(d)
     _settle(d)
+    _release_drops(d)
     _reconcile_throttles(d)
     if d.state.paused:
         return
