@@ -1425,6 +1425,7 @@ def _tick(d: _Decision, _t: Tick) -> None:
                                      weight(s, decision.tp, decision.step)))
         else:
             _resolve(d, decision.tp, decision.result)
+    _release_drops(d)  # a copy re-queued under another leader above may have been a held group's last
     if not starts:
         return
     free = released_at_start(d.state, [(x.tp, x.step) for x in starts], d.now, _t.looked)

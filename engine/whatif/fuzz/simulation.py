@@ -223,6 +223,10 @@ class Run:
         if self.wrong_rates >= checks.LEAK_TICKS:
             self.once("throttle_rate", wrong, timers=checks.timers_ahead(d.state, d.clock()))
         self.check_idle(d.state)
+        held = checks.drops_held_without_cause(d.state)
+        if held:
+            self.once("drop_held", f"{', '.join(map(str, held[:4]))} held to drop with their leader's others after a "
+                      f"tick although their request copies nothing more out of it", held)
 
     def after_step(self) -> None:
         w = self.world
