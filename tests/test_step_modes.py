@@ -161,3 +161,32 @@ def test_a_plain_cancel_of_a_held_drop_drops_the_replaced_replica_and_holds_noth
     assert c.assignment() == {tp(0): (1, 2, 4), tp(1): (1, 2, 3)}
     assert tp(0) not in d.state.drop_group and not d.state.drops_held
     assert not c.in_progress()
+
+
+def test_status_and_metrics_say_which_drops_are_held_and_for_which_leader():
+    import re
+    from collections import Counter
+    from types import SimpleNamespace
+
+    from engine.runtime.metrics import exposition
+    from engine.views.attention import attention
+
+    c = FakeCluster({tp(0): (1, 2, 3), tp(1): (1, 2, 3), tp(2): (1, 3, 2)}, range(1, 5))
+    d = Driver(c)
+    d.feed(Submit("r", tuple(PartitionTarget("t", i, t) for i, t in ((0, (1, 2, 4)), (1, (1, 4, 3)), (2, (1, 4, 2)))),
+                  steps="grouped"))
+    d.tick()
+    for i in (0, 1):
+        c.finish(tp(i))
+        d.observe()
+        d.tick()
+    [e] = [e for e in attention(d.state) if e["kind"] == "waiting"]
+    assert e["title"] == ("2 partitions waiting: held to leave with its leader's other replaced replicas: the replicas "
+                          "it replaces leave once this request copies nothing more out of broker 1 (--steps grouped)")
+    assert sorted(map(str, e["partitions"])) == sorted(map(str, [tp(0), tp(1)]))
+    dec = SimpleNamespace(deferred=0, budget_status=lambda _t: {"paced": None}, clock=lambda: 0.0, urgent=0,
+                          overshoots=0, failures={}, drifts=Counter(), state=d.state, remaining=lambda: 3, sizes={})
+    engine = SimpleNamespace(counters=Counter(), active=True, decider=dec, needs_recovery=False, recovery_error=None,
+                             s=SimpleNamespace(request_budget=None))
+    text = exposition(engine)[0].decode()
+    assert re.search(r"^kreassign_partitions_drops_held 2\.0$", text, re.M)
