@@ -135,7 +135,7 @@ def test_grouped_drops_of_one_leader_wait_for_its_last_copy_and_go_in_one_alter(
     completed = {e.tp: i for i, e in enumerate(d.events) if isinstance(e, ev.StepCompleted) and e.number == 1}
     held = [e for e in d.events if isinstance(e, ev.PartitionWaiting) and e.reason.startswith(DROPS_HELD)]
     assert {e.tp for e in held} == {tp(0), tp(1)}  # tp 2 was broker 1's last copy; tp 3 broker 2's only one
-    assert "the replicas it replaces leave once this request copies nothing more out of broker 1" in held[0].reason
+    assert "they leave together once no new replica of this request copies from broker 1, their leader" in held[0].reason
     ones = drops_of(d, {tp(0), tp(1), tp(2)})
     assert len(ones) == 3 and ones == list(range(ones[0], ones[0] + 3))  # one batch: one alter
     assert ones[0] > max(completed[t] for t in (tp(0), tp(1), tp(2)))
@@ -181,8 +181,9 @@ def test_status_and_metrics_say_which_drops_are_held_and_for_which_leader():
         d.observe()
         d.tick()
     [e] = [e for e in attention(d.state) if e["kind"] == "waiting"]
-    assert e["title"] == ("2 partitions waiting: held to leave with its leader's other replaced replicas: the replicas "
-                          "it replaces leave once this request copies nothing more out of broker 1 (--steps grouped)")
+    assert e["title"] == ("2 partitions waiting: held to leave with its leader's other replaced replicas: they leave "
+                          "together once no new replica of this request copies from broker 1, their leader "
+                          "(--steps grouped)")
     assert sorted(map(str, e["partitions"])) == sorted(map(str, [tp(0), tp(1)]))
     dec = SimpleNamespace(deferred=0, budget_status=lambda _t: {"paced": None}, clock=lambda: 0.0, urgent=0,
                           overshoots=0, failures={}, drifts=Counter(), state=d.state, remaining=lambda: 3, sizes={})
@@ -190,6 +191,8 @@ def test_status_and_metrics_say_which_drops_are_held_and_for_which_leader():
                              s=SimpleNamespace(request_budget=None))
     text = exposition(engine)[0].decode()
     assert re.search(r"^kreassign_partitions_drops_held 2\.0$", text, re.M)
+    # held on purpose: not among the partitions that cannot progress (an alert on those stays quiet)
+    assert re.search(r"^kreassign_partitions_waiting 0\.0$", text, re.M)
 
 
 def _today(name: str, steps: str, machine: str):
@@ -221,3 +224,53 @@ def test_on_the_measured_clusters_grouped_drops_cut_the_stalls_at_the_price_docu
     assert grp.probe.blocked_seconds < 0.2 * inc.probe.blocked_seconds
     assert grp.probe.p99 < inc.probe.p99
     assert 1.05 * max(inc.done_times().values()) < max(grp.done_times().values()) <= 1.15 * max(inc.done_times().values())
+
+
+def test_a_grouped_reduction_replaces_nothing_is_not_held_and_a_plain_cancel_leaves_it_as_incremental_does():
+    from engine.core.commands import Cancel
+
+    for steps in ("incremental", "grouped"):
+        # the reduction's alter refused once: a plain cancel then leaves the replicas where they stand
+        c = FakeCluster({tp(0): (1, 2, 3, 4)}, range(1, 6))
+        d = Driver(c)
+        d.now = 1000.0
+        c.refuse("alter", "POLICY_VIOLATION", "no", times=1)
+        d.feed(Submit("r", (PartitionTarget("t", 0, (1, 2, 3)),), steps=steps))
+        d.tick()
+        d.feed(Cancel("r"))
+        d.now += 3600
+        d.run()
+        assert c.assignment()[tp(0)] == (1, 2, 3, 4), steps
+        # and a reduction beside a move out of the same leader is not held for it
+        c = FakeCluster({tp(0): (1, 2, 3, 4), tp(1): (1, 2, 3)}, range(1, 6))
+        d = Driver(c)
+        d.feed(Submit("r", (PartitionTarget("t", 0, (1, 2, 3)), PartitionTarget("t", 1, (1, 2, 5))), steps=steps))
+        d.tick()
+        assert c.assignment()[tp(0)] == (1, 2, 3), steps
+        assert not [e for e in d.events if isinstance(e, ev.PartitionWaiting)], steps
+
+
+def test_a_leaders_released_drops_start_within_the_leader_moves_limit():
+    # 30 partitions led by 1 each move it away: their drops each remove the leader, so each counts in L
+    # (max_leader_moves_in_flight, 20): two alters, as docs/algorithm.md says; with L = 30, one
+    from engine.core.commands import ChangeLimits
+
+    def runs(limit):
+        c = FakeCluster({tp(i): (1, 2, 3) for i in range(30)}, range(1, 7), epochs=True)
+        d = Driver(c)
+        if limit:
+            d.feed(ChangeLimits({"max_leader_moves_in_flight": limit}))
+        d.feed(Submit("r", tuple(PartitionTarget("t", i, (4 + i % 3, 2, 3)) for i in range(30)), steps="grouped"))
+        d.run()
+        assert {c.parts[tp(i)].leader_epoch for i in range(30)} == {1}  # one bump each, at the drop
+        at = drops_of(d, {tp(i) for i in range(30)})
+        out = []
+        for i in at:
+            if out and i == out[-1][-1] + 1:
+                out[-1].append(i)
+            else:
+                out.append([i])
+        return [len(r) for r in out]
+
+    assert runs(None) == [20, 10]
+    assert runs(30) == [30]

@@ -35,11 +35,12 @@ def add_parser(sub) -> None:
                         "R replicas a step, a new preferred leader joining in the step that drops the old one: "
                         "one leader epoch bump), kip-435 (KIP-435 exactly: a new preferred leader added alone "
                         "and elected after its step, two bumps), whole (one step to the target, as Kafka's "
-                        "tool: one completion and one bump per partition) or grouped (as incremental, but the "
-                        "replaced replicas of a leader's partitions leave together, once the request copies "
-                        "nothing more out of it: one stall per leader, not per partition; old replicas are "
-                        "kept until then). Each bump holds the acks=all writes of the partitions its leader "
-                        "leads up about a second (docs/engine.md)")
+                        "tool: one completion and one bump per partition) or grouped (as incremental, but "
+                        "each partition's last bump is timed by the engine: the replicas a leader's partitions "
+                        "replace leave together, in one alter within the limits, once no new replica of the "
+                        "request copies from that leader: one stall for them where incremental gives one per "
+                        "partition; the old replicas are kept until then). Each bump holds the acks=all writes "
+                        "of the partitions its leader leads up about a second (docs/engine.md)")
     p.add_argument("--allow-below-min-insync", action="store_true",
                    help="accept targets with fewer replicas than the topic's min.insync.replicas "
                         "(acks=all producers would then fail with NOT_ENOUGH_REPLICAS)")

@@ -168,9 +168,8 @@ def plan(s: State, tp: TopicPartition, now: float | None = None) -> PlanResult:
     request = s.requests.get(entry.request_id)
     if entry.cancelled and not entry.rolling_back:
         goal = settle_target(obs.replicas, entry.original)
-        if (request is not None and request.steps == GROUPED and entry.target is not None
-                and set(entry.target) < set(obs.replicas)):
-            goal = entry.target  # its copies are done, only its drop was held (rule 8): it stops moved, not trimmed
+        if request is not None and request.steps == GROUPED and _replaced_all(entry, obs):
+            goal = entry.target  # its copies are done, only its drop waits (rule 8): it stops moved, not trimmed
     else:
         goal = entry.goal
     if goal is None:
@@ -210,25 +209,34 @@ def drops_wait(s: State, tp: TopicPartition, step: Step) -> str | None:
     Each completion that drops a replica bumps the leader epoch, and each bump holds the acks=all
     writes of every partition its leader leads up about a second (the producer's one connection to the
     leader: docs/simulator.md, "The epoch bump"). So the drop of a partition that holds its final
-    target (and the replicas it replaces, every one live and in sync) waits while its request still
-    has a copy out of the partition's leader in flight (into live brokers) or ready; the tick that
-    finds none releases the leader's held drops together (``_release_drops``): one alter, one stall.
-    The wait ends with the request's copies out of that leader: a cancel, a pause or a rollback
-    changes nothing of it, and a drop that is not the final one, or that drops a dead or lagging
-    replica, never waits."""
+    target, where the target adds replicas (a pure reduction replaces nothing), and drops replicas that
+    are all live and in sync, waits while its request still has a copy out of the partition's leader in
+    flight (into live brokers) or ready; the tick that finds none releases the leader's held drops
+    together (``_release_drops``): one alter, one stall, as far as the limits P and L let them start
+    at once. The wait lasts as long as the request's copies out of that leader; a cancel or a rollback
+    ends it (a plain cancel completes the drop, a rollback drops the new replicas instead), and a drop
+    that is not the final one, or that drops a dead or lagging replica, never waits."""
     entry = s.partitions[tp]
     obs = s.observed.get(tp)
     if step.nr or not step.dr or entry.cancelled or entry.rolling_back or obs is None or obs.leader is None:
         return None
-    if not set(entry.target) <= set(obs.replicas):
+    if not _replaced_all(entry, obs):
         return None
     live = s.live_brokers()
     if any(b not in obs.isr or (live is not None and b not in live) for b in step.dr):
         return None
     if not copies_out(s, entry.request_id, obs.leader):
         return None
-    return (f"{DROPS_HELD}: the replicas it replaces leave once this request copies nothing more out of "
-            f"broker {obs.leader} (--steps grouped)")
+    return (f"{DROPS_HELD}: they leave together once no new replica of this request copies from broker "
+            f"{obs.leader}, their leader (--steps grouped)")
+
+
+def _replaced_all(entry, obs) -> bool:
+    """The partition holds every replica its target adds (it adds some: a pure reduction replaces nothing)
+    and more: only the drop of the replicas they replace is left."""
+    target, original = entry.target, entry.original
+    return (target is not None and original is not None and bool(set(target) - set(original))
+            and set(target) < set(obs.replicas))
 
 
 def copies_out(s: State, request_id: str, source: int) -> bool:
@@ -243,15 +251,15 @@ def copies_out(s: State, request_id: str, source: int) -> bool:
 
 
 def _release_drops(d: _Decision) -> None:
-    """Plan again, together, the held drops of every (request, leader) whose request copies nothing
-    more out of that leader (``drops_wait``): they start in this tick's batch."""
+    """Plan again, together, the held drops of every (request, leader) whose request has no new replica
+    copying from that leader (``drops_wait``): they start in this tick's batch."""
     for tps in _releasable(d.state):
         for tp in tps.keys():
             _reconsider(d, tp)
 
 
 def _releasable(s: State) -> list:
-    """The groups of held drops (``State.drops_held``) whose request copies nothing more out of their
+    """The groups of held drops (``State.drops_held``) whose request has no new replica copying from their
     leader: a tick releases them (``_release_drops``), so the shell looks at them just before it
     (``starting``) and they start in that tick. O(groups x (lanes + steps in flight))."""
     return [tps for (rid, leader), tps in s.drops_held.items() if leader is None or not copies_out(s, rid, leader)]

@@ -46,10 +46,10 @@ one.
    and out-of-ISR replicas, its leader first in TR (no leadership change, no
    election, no epoch bump when it completes); a final step drops the
    replaced replicas (Kafka completes it at once, one bump). The engine holds
-   that final step until the request copies nothing more out of the
-   partition's leader, so a leader's drops go in one alter and producers to it
-   feel one stall instead of one per partition (``engine.core.decide``,
-   ``drops_wait``).
+   that final step until no new replica of the request copies from the
+   partition's leader, so a leader's drops go together (one alter, as far as
+   the limits P and L let them) and producers to it feel one stall for them
+   instead of one per partition (``engine.core.decide``, ``drops_wait``).
 9. A partition that cannot make progress now is ``Waiting`` with the reason:
    partition offline, target brokers offline, or a replica the step must keep
    is offline (Kafka completes a step only when all of TR is in the ISR).
@@ -98,14 +98,15 @@ STEP_MODES = (INCREMENTAL, KIP_435, WHOLE, GROUPED)
 ``incremental`` R replicas a step, the new preferred leader first, joined in the step that drops
 the old leader (one epoch bump); ``kip-435`` KIP-435 exactly (the new preferred leader first and
 alone, elected after its step); ``whole`` one step to the final target; ``grouped`` as incremental, but
-the replaced replicas leave in a final step of their own, held until the request copies nothing more out
-of the partition's leader (one stall per leader, not per partition: rule 8)."""
+the replaced replicas leave in a final step of their own, held until no new replica of the request copies
+from the partition's leader (a leader's partitions take their last bumps together: rule 8)."""
 DEFAULT_STEP_MODE = INCREMENTAL
 
 DROPS_HELD = "held to leave with its leader's other replaced replicas"
 """How the reason of a ``grouped`` partition whose final drop is held (rule 8) begins: the state keeps
-such partitions by request and leader (``State.drops_held``), and each tick releases a group once its
-request copies nothing more out of that leader (``engine.core.decide.drops_wait``)."""
+such partitions by request and leader (``State.drops_held``; a log whose reasons were worded otherwise
+folds them as plainly waiting, and a look at them plans them again), and each tick releases a group once
+no new replica of its request copies from that leader (``engine.core.decide.drops_wait``)."""
 
 
 def plan_step(

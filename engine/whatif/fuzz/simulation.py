@@ -226,7 +226,7 @@ class Run:
         held = checks.drops_held_without_cause(d.state)
         if held:
             self.once("drop_held", f"{', '.join(map(str, held[:4]))} held to drop with their leader's others after a "
-                      f"tick although their request copies nothing more out of it", held)
+                      f"tick although no new replica of their request copies from it", held)
 
     def after_step(self) -> None:
         w = self.world
