@@ -254,15 +254,17 @@ def _release_drops(d: _Decision) -> None:
     """Plan again, together, the held drops of every (request, leader) whose request has no new replica
     copying from that leader (``drops_wait``): they start in this tick's batch."""
     for tps in _releasable(d.state):
-        for tp in tps.keys():
+        for tp in tps:
             _reconsider(d, tp)
 
 
 def _releasable(s: State) -> list:
     """The groups of held drops (``State.drops_held``) whose request has no new replica copying from their
     leader: a tick releases them (``_release_drops``), so the shell looks at them just before it
-    (``starting``) and they start in that tick. O(groups x (lanes + steps in flight))."""
-    return [tps for (rid, leader), tps in s.drops_held.items() if leader is None or not copies_out(s, rid, leader)]
+    (``starting``) and they start in that tick. In a fixed order (the log is the same whatever the hash
+    seed). O(groups x (lanes + steps in flight))."""
+    groups = sorted(s.drops_held.items(), key=lambda g: (g[0][0], -1 if g[0][1] is None else g[0][1]))
+    return [sorted(tps.keys()) for (rid, leader), tps in groups if leader is None or not copies_out(s, rid, leader)]
 
 
 def timers_pending(s: State) -> bool:
@@ -302,7 +304,7 @@ def starting(s: State, now: float | None = None) -> list[TopicPartition]:
     plus the groups of held drops."""
     if s.paused:
         return []
-    released = [tp for tps in _releasable(s) for tp in tps.keys()]
+    released = [tp for tps in _releasable(s) for tp in tps]
     if not s.ready.size:
         return released
     return [x.tp for x in _batch(s, now, None)] + released
