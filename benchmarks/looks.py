@@ -53,6 +53,7 @@ import yaml
 
 from engine.core import events as ev
 from engine.core.commands import PartitionTarget
+from engine.core.step import STEP_MODES
 from engine.kafka.embedded import EmbeddedBroker, free_port
 from engine.kafka.topics import Topics, create
 from engine.log.eventlog import Publisher
@@ -244,7 +245,7 @@ def run(args) -> None:
                 p.change_throttle(args.throttle)
                 sampler = Windows(url)
                 e0, t0 = cpu_seconds(engine.p.pid), time.monotonic()
-                p.submit(targets, request_id="looks")
+                p.submit(targets, request_id="looks", steps=args.steps)
                 wait_for(lambda: active() and any(isinstance(e, ev.RequestCompleted) for e in tail.payloads()),
                          args.timeout, "the move to complete", interval=0.2)
                 t1 = time.monotonic()
@@ -439,6 +440,7 @@ def main() -> None:
     parser.add_argument("--profile", default="kafka", choices=("kafka", "embedded"))
     parser.add_argument("--engine-root", default=None)
     parser.add_argument("--request-budget", type=float, default=None)
+    parser.add_argument("--steps", default="incremental", choices=STEP_MODES, help="the request's step mode")
     parser.add_argument("--engine-args", nargs=argparse.REMAINDER, default=[])
     args = parser.parse_args()
     {"move": run, "log": log_cluster, "inprocess": inprocess, "logdirs": logdirs}[args.what](args)

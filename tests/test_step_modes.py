@@ -16,7 +16,9 @@ from engine.core import events as ev
 from engine.core.commands import PartitionTarget, Submit
 from engine.core.decide import _digest
 from engine.core.partition import TopicPartition
+from engine.core.commands import Cancel
 from engine.core.state import fold
+from engine.core.step import DROPS_HELD
 from tests.fake_cluster import Driver, FakeCluster
 
 
@@ -80,7 +82,7 @@ def test_an_unknown_step_mode_is_rejected_with_the_choices():
     d = Driver(c)
     events = d.feed(Submit("r", (PartitionTarget("t", 0, (4, 2, 3)),), steps="fast"))
     [rejected] = of_type(events, ev.CommandRejected)
-    assert "unknown steps 'fast': one of incremental, kip-435, whole" in rejected.reasons
+    assert "unknown steps 'fast': one of incremental, kip-435, whole, grouped" in rejected.reasons
 
 
 def test_the_default_mode_leaves_a_submits_digest_as_it_was():
@@ -100,3 +102,175 @@ def test_each_request_keeps_its_own_mode():
     assert [a[1] for a in c.alters if a[0] == tp(0)] == [(4, 2, 3, 1), (4, 2, 3)]
     assert [a[1] for a in c.alters if a[0] == tp(1)] == [(4, 2, 3)]
     assert fold(d.events).requests["a"].steps == "kip-435" == d.state.requests["a"].steps
+
+
+def test_grouped_adds_first_under_the_same_leader_then_drops_in_a_step_of_its_own_one_bump():
+    # the add keeps leader 1 first (no election, no bump when it completes: nothing leaves); the drop
+    # completes at once and KRaft elects 4, the first of TR in the ISR: one bump, as incremental
+    c, d = moved("grouped")
+    assert [a for a in c.alters if a[1] is not None] == [(tp(0), (1, 4, 2, 3)), (tp(0), (4, 2, 3))]
+    assert not [e for e in d.events if isinstance(e, ev.StepCompleted) and e.elect_leader]
+    assert bumps(d, (1, 2, 3)) == 1
+    # only the step that adds the last missing replicas is split
+    c, d = moved("grouped", target=(4, 5, 3))
+    assert [a[1] for a in c.alters if a[1] is not None] == [(4, 3, 2), (4, 5, 3, 2), (4, 5, 3)]
+    assert bumps(d, (1, 2, 3)) == 2
+
+
+def drops_of(d: Driver, tps) -> list[int]:
+    """Where each drop-only step of ``tps`` was planned, by index in the log."""
+    return [i for i, e in enumerate(d.events)
+            if isinstance(e, ev.StepPlanned) and e.tp in tps and not e.step.nr and e.step.dr]
+
+
+def test_grouped_drops_of_one_leader_wait_for_its_last_copy_and_go_in_one_alter():
+    # tp 0-2 led by 1, tp 3 by 2; the copies finish one at a time, tp 0 first
+    c = FakeCluster({tp(0): (1, 2, 3), tp(1): (1, 2, 3), tp(2): (1, 3, 2), tp(3): (2, 1, 3)}, range(1, 5),
+                    epochs=True)
+    d = Driver(c)
+    d.feed(Submit("r", tuple(PartitionTarget("t", i, t) for i, t in
+                             ((0, (1, 2, 4)), (1, (1, 4, 3)), (2, (1, 4, 2)), (3, (2, 1, 4)))), steps="grouped"))
+    d.run(choose=lambda busy: sorted(busy)[:1])
+    assert c.assignment() == {tp(0): (1, 2, 4), tp(1): (1, 4, 3), tp(2): (1, 4, 2), tp(3): (2, 1, 4)}
+    completed = {e.tp: i for i, e in enumerate(d.events) if isinstance(e, ev.StepCompleted) and e.number == 1}
+    held = [e for e in d.events if isinstance(e, ev.PartitionWaiting) and e.reason.startswith(DROPS_HELD)]
+    assert {e.tp for e in held} == {tp(0), tp(1)}  # tp 2 was broker 1's last copy; tp 3 broker 2's only one
+    assert "they leave together once no new replica of this request copies from broker 1, their leader" in held[0].reason
+    ones = drops_of(d, {tp(0), tp(1), tp(2)})
+    assert len(ones) == 3 and ones == list(range(ones[0], ones[0] + 3))  # one batch: one alter
+    assert ones[0] > max(completed[t] for t in (tp(0), tp(1), tp(2)))
+    # the epoch of each of broker 1's partitions moved once, at that alter
+    assert {c.parts[tp(i)].leader_epoch for i in range(3)} == {1}
+    assert not d.state.drops_held and not d.state.drop_group
+    assert fold(d.events).drops_held == d.state.drops_held
+
+
+def test_a_plain_cancel_of_a_held_drop_drops_the_replaced_replica_and_holds_nothing():
+    c = FakeCluster({tp(0): (1, 2, 3), tp(1): (1, 2, 3)}, range(1, 5))
+    d = Driver(c)
+    d.feed(Submit("r", (PartitionTarget("t", 0, (1, 2, 4)), PartitionTarget("t", 1, (1, 4, 3))), steps="grouped"))
+    d.tick()
+    c.finish(tp(0))
+    d.observe()
+    d.tick()
+    assert tp(0) in d.state.drop_group and d.state.waiting[tp(0)].startswith(DROPS_HELD)
+    d.feed(Cancel("r"))
+    d.run()
+    # tp 0's copy was done, only its drop held: the cancel leaves it moved (as incremental would have
+    # completed it), not trimmed of the replica it copied; tp 1's copy in flight is aborted
+    assert c.assignment() == {tp(0): (1, 2, 4), tp(1): (1, 2, 3)}
+    assert tp(0) not in d.state.drop_group and not d.state.drops_held
+    assert not c.in_progress()
+
+
+def test_status_and_metrics_say_which_drops_are_held_and_for_which_leader():
+    import re
+    from collections import Counter
+    from types import SimpleNamespace
+
+    from engine.runtime.metrics import exposition
+    from engine.views.attention import attention
+
+    c = FakeCluster({tp(0): (1, 2, 3), tp(1): (1, 2, 3), tp(2): (1, 3, 2)}, range(1, 5))
+    d = Driver(c)
+    d.feed(Submit("r", tuple(PartitionTarget("t", i, t) for i, t in ((0, (1, 2, 4)), (1, (1, 4, 3)), (2, (1, 4, 2)))),
+                  steps="grouped"))
+    d.tick()
+    for i in (0, 1):
+        c.finish(tp(i))
+        d.observe()
+        d.tick()
+    [e] = [e for e in attention(d.state) if e["kind"] == "waiting"]
+    assert e["title"] == ("2 partitions waiting: held to leave with its leader's other replaced replicas: they leave "
+                          "together once no new replica of this request copies from broker 1, their leader "
+                          "(--steps grouped)")
+    assert sorted(map(str, e["partitions"])) == sorted(map(str, [tp(0), tp(1)]))
+    dec = SimpleNamespace(deferred=0, budget_status=lambda _t: {"paced": None}, clock=lambda: 0.0, urgent=0,
+                          overshoots=0, failures={}, drifts=Counter(), state=d.state, remaining=lambda: 3, sizes={})
+    engine = SimpleNamespace(counters=Counter(), active=True, decider=dec, needs_recovery=False, recovery_error=None,
+                             s=SimpleNamespace(request_budget=None))
+    text = exposition(engine)[0].decode()
+    assert re.search(r"^kreassign_partitions_drops_held 2\.0$", text, re.M)
+    # held on purpose: not among the partitions that cannot progress (an alert on those stays quiet)
+    assert re.search(r"^kreassign_partitions_waiting 0\.0$", text, re.M)
+
+
+def _today(name: str, steps: str, machine: str):
+    from pathlib import Path
+
+    from engine.whatif import calibration as cal
+    from engine.whatif.strategies import run
+
+    record = cal.load(Path(__file__).resolve().parent / "data" / "measurements" / "kafka-4.0-2026-11-26"
+                      / f"{name}.json")
+    engine = cal.Engine(f"today, --steps {steps}", steps=steps)
+    sc, strategy = cal.twin(record, name, engine)
+    return run(cal._on_machine(sc, machine), strategy, appends=engine.appends, adapter=engine.adapter)
+
+
+def test_on_the_measured_clusters_grouped_drops_cut_the_stalls_at_the_price_documented():
+    # the calibrated twins of the records (docs/simulator.md, "Calibration"), today's engine in each mode:
+    # a leader's drops in one alter give one stall where incremental gives one per partition
+    # (docs/benchmarks.md, "Grouped drops"). 24 x 16 MiB: the stalls nearly gone, the same makespan.
+    inc, grp = _today("24x16MiB-4MBs-kreassign", "incremental", "quiet"), _today("24x16MiB-4MBs-kreassign", "grouped",
+                                                                                 "quiet")
+    assert grp.probe.blocked_seconds < 0.2 * inc.probe.blocked_seconds
+    assert grp.probe.p99 < 0.1 * inc.probe.p99
+    assert max(grp.done_times().values()) <= 1.02 * max(inc.done_times().values())
+    # 300 x 1 MiB: the stalls cut as much, but every leader's drops come at the end (its copies run to the
+    # end), several alters of at most L leader moves: the p99 hardly falls and the move takes longer
+    inc, grp = (_today("300x1MiB-50MBs-kreassign-loaded", "incremental", "loaded"),
+                _today("300x1MiB-50MBs-kreassign-loaded", "grouped", "loaded"))
+    assert grp.probe.blocked_seconds < 0.2 * inc.probe.blocked_seconds
+    assert grp.probe.p99 < inc.probe.p99
+    assert 1.05 * max(inc.done_times().values()) < max(grp.done_times().values()) <= 1.15 * max(inc.done_times().values())
+
+
+def test_a_grouped_reduction_replaces_nothing_is_not_held_and_a_plain_cancel_leaves_it_as_incremental_does():
+    from engine.core.commands import Cancel
+
+    for steps in ("incremental", "grouped"):
+        # the reduction's alter refused once: a plain cancel then leaves the replicas where they stand
+        c = FakeCluster({tp(0): (1, 2, 3, 4)}, range(1, 6))
+        d = Driver(c)
+        d.now = 1000.0
+        c.refuse("alter", "POLICY_VIOLATION", "no", times=1)
+        d.feed(Submit("r", (PartitionTarget("t", 0, (1, 2, 3)),), steps=steps))
+        d.tick()
+        d.feed(Cancel("r"))
+        d.now += 3600
+        d.run()
+        assert c.assignment()[tp(0)] == (1, 2, 3, 4), steps
+        # and a reduction beside a move out of the same leader is not held for it
+        c = FakeCluster({tp(0): (1, 2, 3, 4), tp(1): (1, 2, 3)}, range(1, 6))
+        d = Driver(c)
+        d.feed(Submit("r", (PartitionTarget("t", 0, (1, 2, 3)), PartitionTarget("t", 1, (1, 2, 5))), steps=steps))
+        d.tick()
+        assert c.assignment()[tp(0)] == (1, 2, 3), steps
+        assert not [e for e in d.events if isinstance(e, ev.PartitionWaiting)], steps
+
+
+def test_a_leaders_released_drops_start_within_the_leader_moves_limit():
+    # 30 partitions led by 1 each move it away: their drops each remove the leader, so each counts in L
+    # (max_leader_moves_in_flight, 20): two alters, as docs/algorithm.md says; with L = 30, one
+    from engine.core.commands import ChangeLimits
+
+    def runs(limit):
+        c = FakeCluster({tp(i): (1, 2, 3) for i in range(30)}, range(1, 7), epochs=True)
+        d = Driver(c)
+        if limit:
+            d.feed(ChangeLimits({"max_leader_moves_in_flight": limit}))
+        d.feed(Submit("r", tuple(PartitionTarget("t", i, (4 + i % 3, 2, 3)) for i in range(30)), steps="grouped"))
+        d.run()
+        assert {c.parts[tp(i)].leader_epoch for i in range(30)} == {1}  # one bump each, at the drop
+        at = drops_of(d, {tp(i) for i in range(30)})
+        out = []
+        for i in at:
+            if out and i == out[-1][-1] + 1:
+                out[-1].append(i)
+            else:
+                out.append([i])
+        return [len(r) for r in out]
+
+    assert runs(None) == [20, 10]
+    assert runs(30) == [30]

@@ -34,9 +34,13 @@ def add_parser(sub) -> None:
                    help="how the partitions step (docs/algorithm.md, section 1): incremental (default: KIP-435's "
                         "R replicas a step, a new preferred leader joining in the step that drops the old one: "
                         "one leader epoch bump), kip-435 (KIP-435 exactly: a new preferred leader added alone "
-                        "and elected after its step, two bumps) or whole (one step to the target, as Kafka's "
-                        "tool: one completion and one bump per partition). Each bump holds the partition's "
-                        "acks=all writes up about a second (docs/engine.md)")
+                        "and elected after its step, two bumps), whole (one step to the target, as Kafka's "
+                        "tool: one completion and one bump per partition) or grouped (as incremental, but "
+                        "each partition's last bump is timed by the engine: the replicas a leader's partitions "
+                        "replace leave together, in one alter within the limits, once no new replica of the "
+                        "request copies from that leader: one stall for them where incremental gives one per "
+                        "partition; the old replicas are kept until then). Each bump holds the acks=all writes "
+                        "of the partitions its leader leads up about a second (docs/engine.md)")
     p.add_argument("--allow-below-min-insync", action="store_true",
                    help="accept targets with fewer replicas than the topic's min.insync.replicas "
                         "(acks=all producers would then fail with NOT_ENOUGH_REPLICAS)")

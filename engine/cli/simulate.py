@@ -27,7 +27,7 @@ def add_parser(sub) -> None:
     p.add_argument("--strategy", choices=STRATEGIES, default="kreassign", help="how to run the reassignment")
     p.add_argument("--compare", action="store_true", help="run all three strategies side by side")
     p.add_argument("--steps", choices=STEP_MODES, metavar="MODE",
-                   help="how kreassign's request steps (incremental, kip-435, whole; default: the scenario's "
+                   help=f"how kreassign's request steps ({', '.join(STEP_MODES)}; default: the scenario's "
                         "steps, else incremental)")
     p.add_argument("--format", choices=("text", "json"), default="text",
                    help="text (default): a table, a column per strategy; json: one object with every measure (and per broker)")

@@ -60,7 +60,7 @@ from engine.core.state import (
     ABORTING, ACTIVE, CANCELLED, COMPLETED, FINISHED_KEPT, IN_FLIGHT, READY, REVERTED, TERMINAL, Retired, State, apply,
     RELEASE_REFILL, REVERT_SKIPPED, UNCLEAN_REVERT, release_debt, set_back,
 )
-from engine.core.step import DEFAULT_STEP_MODE, PlanResult, Step, Waiting, plan_step
+from engine.core.step import DEFAULT_STEP_MODE, DROPS_HELD, GROUPED, PlanResult, Step, Waiting, plan_step
 from engine.core.throttles import ThrottleSet, in_force, minus, needed, noting, reconcile, union, with_margin
 from engine.core.validation import submission_problems
 
@@ -165,8 +165,11 @@ def plan(s: State, tp: TopicPartition, now: float | None = None) -> PlanResult:
         return Waiting("partition not observed yet")
     if entry.retry_at is not None and not retry.due(entry.retry_at, now):
         return Waiting(s.waiting.get(tp) or "the cluster refused its last step: retrying after a backoff")
+    request = s.requests.get(entry.request_id)
     if entry.cancelled and not entry.rolling_back:
         goal = settle_target(obs.replicas, entry.original)
+        if request is not None and request.steps == GROUPED and _replaced_all(entry, obs):
+            goal = entry.target  # its copies are done, only its drop waits (rule 8): it stops moved, not trimmed
     else:
         goal = entry.goal
     if goal is None:
@@ -182,7 +185,6 @@ def plan(s: State, tp: TopicPartition, now: float | None = None) -> PlanResult:
             f"(adding {list(obs.adding)}, removing {list(obs.removing)})"
         )
     lim = s.limits
-    request = s.requests.get(entry.request_id)
     result = plan_step(
         obs.replicas, goal, obs.isr, obs.leader, s.min_insync(tp.topic), lim.max_replicas_per_step, live,
         # a step's copies all come out of one leader and count against the cluster-wide additions:
@@ -190,11 +192,79 @@ def plan(s: State, tp: TopicPartition, now: float | None = None) -> PlanResult:
         max_new=min(lim.max_outgoing_moves_per_broker, lim.max_replica_additions_in_flight),
         steps=request.steps if request is not None else DEFAULT_STEP_MODE,
     )
+    if isinstance(result, Step) and request is not None and request.steps == GROUPED:
+        why = drops_wait(s, tp, result)
+        if why is not None:
+            return Waiting(why)
     if isinstance(result, Waiting) and entry.rolling_back:
         why = rollback_waits(goal, live)
         if why is not None:
             return Waiting(f"{result.reason}: {why}")
     return result
+
+
+def drops_wait(s: State, tp: TopicPartition, step: Step) -> str | None:
+    """Why a ``grouped`` partition's final drop waits (``engine.core.step``, rule 8), or None.
+
+    Each completion that drops a replica bumps the leader epoch, and each bump holds the acks=all
+    writes of every partition its leader leads up about a second (the producer's one connection to the
+    leader: docs/simulator.md, "The epoch bump"). So the drop of a partition that holds its final
+    target, where the target adds replicas (a pure reduction replaces nothing), and drops replicas that
+    are all live and in sync, waits while its request still has a copy out of the partition's leader in
+    flight (into live brokers) or ready; the tick that finds none releases the leader's held drops
+    together (``_release_drops``): one alter, one stall, as far as the limits P and L let them start
+    at once. The wait lasts as long as the request's copies out of that leader; a cancel or a rollback
+    ends it (a plain cancel completes the drop, a rollback drops the new replicas instead), and a drop
+    that is not the final one, or that drops a dead or lagging replica, never waits."""
+    entry = s.partitions[tp]
+    obs = s.observed.get(tp)
+    if step.nr or not step.dr or entry.cancelled or entry.rolling_back or obs is None or obs.leader is None:
+        return None
+    if not _replaced_all(entry, obs):
+        return None
+    live = s.live_brokers()
+    if any(b not in obs.isr or (live is not None and b not in live) for b in step.dr):
+        return None
+    if not copies_out(s, entry.request_id, obs.leader):
+        return None
+    return (f"{DROPS_HELD}: they leave together once no new replica of this request copies from broker "
+            f"{obs.leader}, their leader (--steps grouped)")
+
+
+def _replaced_all(entry, obs) -> bool:
+    """The partition holds every replica its target adds (it adds some: a pure reduction replaces nothing)
+    and more: only the drop of the replicas they replace is left."""
+    target, original = entry.target, entry.original
+    return (target is not None and original is not None and bool(set(target) - set(original))
+            and set(target) < set(obs.replicas))
+
+
+def copies_out(s: State, request_id: str, source: int) -> bool:
+    """Whether the request has a copy out of ``source`` ready (O(its lanes)) or in flight into live
+    brokers (O(steps in flight))."""
+    lanes = s.ready.sources.get(source)
+    if lanes is not None and any(name[0] == request_id for name in lanes.keys()):
+        return True
+    live = s.live_brokers()
+    return any(f.request_id == request_id and f.source == source and f.step.nr
+               and (live is None or all(b in live for b in f.step.nr)) for f in s.steps.values())
+
+
+def _release_drops(d: _Decision) -> None:
+    """Plan again, together, the held drops of every (request, leader) whose request has no new replica
+    copying from that leader (``drops_wait``): they start in this tick's batch."""
+    for tps in _releasable(d.state):
+        for tp in tps:
+            _reconsider(d, tp)
+
+
+def _releasable(s: State) -> list:
+    """The groups of held drops (``State.drops_held``) whose request has no new replica copying from their
+    leader: a tick releases them (``_release_drops``), so the shell looks at them just before it
+    (``starting``) and they start in that tick. In a fixed order (the log is the same whatever the hash
+    seed). O(groups x (lanes + steps in flight))."""
+    groups = sorted(s.drops_held.items(), key=lambda g: (g[0][0], -1 if g[0][1] is None else g[0][1]))
+    return [sorted(tps.keys()) for (rid, leader), tps in groups if leader is None or not copies_out(s, rid, leader)]
 
 
 def timers_pending(s: State) -> bool:
@@ -229,11 +299,15 @@ def watched(s: State, now: float | None = None, ready: bool = True) -> set[Topic
 def starting(s: State, now: float | None = None) -> list[TopicPartition]:
     """The ready partitions a tick at ``now`` would start (or re-queue, or hold) if the cluster were as
     the state last saw it: the shell looks at them just before that tick (``Tick.looked``), so the
-    caps count each step against its partition's leader as it is now. O(batch + lanes), like a tick's
-    own scheduling."""
-    if s.paused or not s.ready.size:
+    caps count each step against its partition's leader as it is now; and the held drops that tick
+    releases (``_release_drops``), so they start in it. O(batch + lanes), like a tick's own scheduling,
+    plus the groups of held drops."""
+    if s.paused:
         return []
-    return [x.tp for x in _batch(s, now, None)]
+    released = [tp for tps in _releasable(s) for tp in tps]
+    if not s.ready.size:
+        return released
+    return [x.tp for x in _batch(s, now, None)] + released
 
 
 def _batch(s: State, now: float | None, looked: Mapping | None) -> list:
@@ -1344,6 +1418,7 @@ def _tick(d: _Decision, _t: Tick) -> None:
     _retry_steps(d)
     _check_elections(d)
     _settle(d)
+    _release_drops(d)
     _reconcile_throttles(d)
     if d.state.paused:
         return
@@ -1360,6 +1435,7 @@ def _tick(d: _Decision, _t: Tick) -> None:
                                      weight(s, decision.tp, decision.step)))
         else:
             _resolve(d, decision.tp, decision.result)
+    _release_drops(d)  # a copy re-queued under another leader above may have been a held group's last
     if not starts:
         return
     free = released_at_start(d.state, [(x.tp, x.step) for x in starts], d.now, _t.looked)

@@ -23,7 +23,7 @@ from engine.core import events as ev
 from engine.core.limits import DEFAULT_LIMITS, Limits
 from engine.core.partition import Replicas, TopicPartition
 from engine.core.scheduler import CONTINUING, FRESH, Chain, InFlight, Ranks, ReadyIndex, SchedulingKey, Slot
-from engine.core.step import Step
+from engine.core.step import DROPS_HELD, Step
 from engine.core.throttles import DEFAULT_THROTTLE_RATE, ThrottleSet, after_apply, after_remove, minus, noting, union
 
 # Partition statuses
@@ -209,6 +209,10 @@ class State(NamedTuple):
     steps: immutables.Map = immutables.Map()  # tp -> InFlightStep
     pending: immutables.Map = immutables.Map()  # tp -> True
     waiting: immutables.Map = immutables.Map()  # tp -> reason
+    # ``grouped`` partitions whose final drop waits for their leader's others (DROPS_HELD): by
+    # (request, leader as observed when held) -> Map(tp -> True), and each one's key
+    drops_held: immutables.Map = immutables.Map()
+    drop_group: immutables.Map = immutables.Map()
     elections: immutables.Map = immutables.Map()  # tp -> Election
     throttles: ThrottleSet = ThrottleSet()  # in force on the cluster
     throttle_failed: ThrottleSet = ThrottleSet()  # pieces whose last change failed: retried at throttle_retry_at
@@ -350,9 +354,31 @@ def _put(s: State, tp: TopicPartition, new: PartitionReassignment, old: Partitio
         ready = ready.remove(old.slot)
     s = s._replace(partitions=s.partitions.set(tp, new), requests=requests, pending=pending, waiting=waiting,
                    ready=ready, named=_named(s.named, old, new))
+    s = _group_drops(s, tp, new)
     if old is None or old.request_id == new.request_id:
         return _touch(s, new.request_id) if old is None or old.status != new.status else s
     return _touch(s, old.request_id, new.request_id)
+
+
+def _group_drops(s: State, tp: TopicPartition, new: PartitionReassignment) -> State:
+    """Keep ``drops_held`` exact: a partition is in it while it waits with a DROPS_HELD reason, under its
+    request and its leader as observed."""
+    key = None
+    if new.status == WAITING and s.waiting.get(tp, "").startswith(DROPS_HELD):
+        obs = s.observed.get(tp)
+        key = (new.request_id, obs.leader if obs is not None else None)
+    was = s.drop_group.get(tp)
+    if was == key:
+        return s
+    held, group = s.drops_held, s.drop_group
+    if was is not None:
+        rest = held[was].delete(tp)
+        held = held.set(was, rest) if len(rest) else held.delete(was)
+        group = group.delete(tp)
+    if key is not None:
+        held = held.set(key, (held.get(key) or immutables.Map()).set(tp, True))
+        group = group.set(tp, key)
+    return s._replace(drops_held=held, drop_group=group)
 
 
 def _count(requests: immutables.Map, request_id: str, status: str, delta: int) -> immutables.Map:

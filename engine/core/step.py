@@ -41,7 +41,16 @@ one.
 7. *Whole.* ``whole`` takes R as unbounded: one step to FTR (Kafka's tool's
    single alter: one completion, one bump), split only where the caps bound
    |NR| (``max_new``).
-8. A partition that cannot make progress now is ``Waiting`` with the reason:
+8. *Grouped.* ``grouped`` steps as ``incremental`` but splits the step that
+   adds the last replicas FTR lacks: that step adds them and drops only dead
+   and out-of-ISR replicas, its leader first in TR (no leadership change, no
+   election, no epoch bump when it completes); a final step drops the
+   replaced replicas (Kafka completes it at once, one bump). The engine holds
+   that final step until no new replica of the request copies from the
+   partition's leader, so a leader's drops go together (one alter, as far as
+   the limits P and L let them) and producers to it feel one stall for them
+   instead of one per partition (``engine.core.decide``, ``drops_wait``).
+9. A partition that cannot make progress now is ``Waiting`` with the reason:
    partition offline, target brokers offline, or a replica the step must keep
    is offline (Kafka completes a step only when all of TR is in the ISR).
 """
@@ -83,13 +92,21 @@ DONE = Done()
 
 PlanResult = Step | Done | Waiting
 
-INCREMENTAL, KIP_435, WHOLE = "incremental", "kip-435", "whole"
-STEP_MODES = (INCREMENTAL, KIP_435, WHOLE)
+INCREMENTAL, KIP_435, WHOLE, GROUPED = "incremental", "kip-435", "whole", "grouped"
+STEP_MODES = (INCREMENTAL, KIP_435, WHOLE, GROUPED)
 """How a request's partitions step (the Submit's ``steps``; docs/algorithm.md, section 1):
 ``incremental`` R replicas a step, the new preferred leader first, joined in the step that drops
 the old leader (one epoch bump); ``kip-435`` KIP-435 exactly (the new preferred leader first and
-alone, elected after its step); ``whole`` one step to the final target."""
+alone, elected after its step); ``whole`` one step to the final target; ``grouped`` as incremental, but
+the replaced replicas leave in a final step of their own, held until no new replica of the request copies
+from the partition's leader (a leader's partitions take their last bumps together: rule 8)."""
 DEFAULT_STEP_MODE = INCREMENTAL
+
+DROPS_HELD = "held to leave with its leader's other replaced replicas"
+"""How the reason of a ``grouped`` partition whose final drop is held (rule 8) begins: the state keeps
+such partitions by request and leader (``State.drops_held``; a log whose reasons were worded otherwise
+folds them as plainly waiting, and a look at them plans them again), and each tick releases a group once
+no new replica of its request copies from that leader (``engine.core.decide.drops_wait``)."""
 
 
 def plan_step(
@@ -140,6 +157,7 @@ def plan_step(
     in_sync_now = sum(1 for b in cr if b in isr)
     live_cr = len(cr) - len(dead)
 
+    incremental = steps in (INCREMENTAL, GROUPED)
     if ftr[0] not in cr_set and steps != WHOLE:  # rule 1: the new preferred leader first
         if not alive(ftr[0]):
             return Waiting(f"new preferred leader broker {ftr[0]} is offline")
@@ -151,7 +169,7 @@ def plan_step(
             nr = nr[:max(max_new, 1)]
         k = min(r, len(nr))
         dr = dead + excess_out[:k]
-        if (steps == INCREMENTAL and leader in excess_in and len(dr) - len(dead) < k
+        if (incremental and leader in excess_in and len(dr) - len(dead) < k
                 and live_cr + len(nr) - (len(dr) - len(dead) + 1) >= min(len(cr), len(ftr))):
             # the old leader leaves in this step: at Phase B KRaft elects the first of TR in the ISR,
             # FTR[0], so one epoch bump does both (rule 5's floor holds)
@@ -171,11 +189,16 @@ def plan_step(
             offline = [b for b in candidates if not alive(b)]
             return Waiting(f"target brokers {_fmt(offline)} are offline")
 
+    if steps == GROUPED and nr and all(b in cr_set or b in nr for b in candidates):
+        # rule 8: the step that adds the last replicas FTR lacks keeps the replicas it replaces
+        dr = [b for b in dr if b in dead_set or b not in isr]
     dropped = set(dr)
     added = set(nr)
     tr = tuple(b for b in ftr if b in cr_set or b in added) + tuple(
         b for b in cr if b not in ftr_set and b not in dropped
     )
+    if steps == GROUPED and nr and len(tr) > len(ftr) and leader in tr and tr[0] != leader:
+        tr = (leader,) + tuple(b for b in tr if b != leader)  # the split step keeps its leader: no election
     if live is not None:
         offline_kept = [b for b in tr if b not in live and b not in added]
         if offline_kept:
@@ -200,9 +223,9 @@ def plan_all(
     Without ``isr`` and ``leader`` the partition is taken to be healthy (all of
     CR in sync, CR[0] leading): the case of a plan made ahead of time, served by
     a direct walk that equals iterating ``plan_step`` (tested) at a fraction of
-    the cost.
+    the cost (``grouped`` iterates ``plan_step``).
     """
-    if isr is None and leader is None and min_insync_replicas <= min(len(cr), len(ftr)):
+    if isr is None and leader is None and min_insync_replicas <= min(len(cr), len(ftr)) and steps != GROUPED:
         # Every step of a healthy walk keeps at least min(|CR|, |FTR|) replicas in sync, so the
         # min.insync catch-up (rule 3) can never apply: the direct walk equals iterating plan_step.
         return _plan_all_healthy(cr, ftr, max_replicas_per_step, steps)

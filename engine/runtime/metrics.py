@@ -114,8 +114,10 @@ class _Collector:
         for kind, n in sorted(Counter(p["kind"] for p in problems(s)).items()):
             now.add_metric([kind], n)
         yield now
-        yield _gauge("kreassign_partitions_waiting", "Partitions that cannot progress now (status says why)",
-                     len(s.waiting))
+        yield _gauge("kreassign_partitions_waiting", "Partitions that cannot progress now (status says why); "
+                     "the drops --steps grouped holds on purpose are not among them", len(s.waiting) - len(s.drop_group))
+        yield _gauge("kreassign_partitions_drops_held", "Partitions of --steps grouped requests whose final drop "
+                     "waits to go with the others of its leader (status says which leader)", len(s.drop_group))
         held = GaugeMetricFamily("kreassign_partitions_held_by_pin", "Ready partitions the dominant-source rule "
                                  "holds, by reason: pinned (another leader's copy into the broker the dominant "
                                  "leader copies into alone), pin-out (the dominant leader's copy into another "

@@ -381,7 +381,12 @@ def alter(state: SimState, tp: TopicPartition, target: Replicas) -> tuple[SimSta
     if merged == current and not adding and not removing:
         return state, OK
     new = p._replace(replicas=merged, adding=adding or p.adding, removing=removing or p.removing)
-    return put(state, tp, _settle(new, state)), OK
+    settled = _settle(new, state)
+    state = put(state, tp, settled)
+    if not p.reassigning and new.reassigning and not settled.reassigning:  # completed at its alter (Phase B at once)
+        s = state.stats
+        state = state._replace(stats=s._replace(done_log=((state.time, tp), s.done_log)))
+    return state, OK
 
 
 def cancel(state: SimState, tp: TopicPartition) -> tuple[SimState, Result]:

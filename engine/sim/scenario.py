@@ -30,7 +30,7 @@ it too; in short::
     broker_request_capacity: 11      # engine requests/s a broker absorbs beside its load (default: none: free)
     launch_delay: 3s                 # from the launch to the strategy's first request (default 0)
     request_budget: 20               # kreassign's --request-budget (requests/s per broker; default the engine's; 0: none)
-    steps: incremental               # how kreassign's request steps: incremental, kip-435 or whole (engine.core.step)
+    steps: incremental               # how kreassign's request steps: incremental, kip-435, whole or grouped (engine.core.step)
     probe_rate: 200                  # messages/s of the acks=all probe producer (0: no probe)
     faults: [{at: 10m, broker: 3, action: down}, {at: 15m, broker: 3, action: up}]
     security: {users: {engine: secret}, acls: [...]}   # the Kafka front's SASL/PLAIN and ACLs (engine.sim.security)

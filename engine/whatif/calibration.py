@@ -252,6 +252,7 @@ ENGINES = (
     Engine("today, --steps kip-435", steps="kip-435"),
     TODAY,
     Engine("today, --steps whole", steps="whole"),
+    Engine("today, --steps grouped", steps="grouped"),
 )
 
 

@@ -85,7 +85,8 @@ class RunResult:
     cleared_by_verify: bool = False  # the Kafka tool's --verify removed those entries (``throttles_left`` is after)
 
     def done_times(self) -> dict[TopicPartition, float]:
-        """When each partition's last reassignment completed on the cluster (Phase B), by partition."""
+        """When each partition's last reassignment completed on the cluster (Phase B, or at its alter when all
+        of its target was in sync), by partition."""
         return {tp: t for t, tp in linked(self.stats.done_log)}
 
     def request_rates(self) -> list[RequestRates]:

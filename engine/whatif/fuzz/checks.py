@@ -27,6 +27,9 @@ Checked here, after every step of the run:
   it or set a rate to another value: ``configs``) is named in a difference read back within
   ``REPORT_BOUND`` and set again within ``RESTORE_BOUND`` of when it went missing or kreassign last set
   it, counted from the last fault that kept read-backs or throttle changes from their cadence;
+* ``drop_held``: after a tick, a ``grouped`` partition whose final drop is held (``DROPS_HELD``) has a cause:
+  its request has a copy out of the partition's leader (as last observed) in flight into live brokers
+  or ready (its slot's source), computed here from those fields (``drops_held_without_cause``);
 * ``idle_source``: work-conserving scheduling: a source broker that serves no copy, with a ready
   step out of it that fits every limit on its own, does not stay idle for ``IDLE_LIMIT`` seconds
   (but a step the dominant-source rule holds: ``held_by_the_pin``).
@@ -48,6 +51,7 @@ from engine.core.decide import plan, rate_in_kafka, throttled
 from engine.core.partition import TopicPartition
 from engine.core.scheduler import A, WEIGHT_UNITS, lacking, refusal, resources
 from engine.core.state import ACTIVE, FINISHED_KEPT, READY, TERMINAL, State, fold, set_back
+from engine.core.step import DROPS_HELD
 from engine.core.decide import METADATA_SETTLE
 from engine.core.throttles import ThrottleSet, minus, needed, union
 from engine.runtime.decider import IDLE_LOOK
@@ -67,6 +71,28 @@ IDLE_LIMIT = 20.0
 NETWORK = 125_000_000  # bytes/s: the simulated brokers' links
 MOVE_OVERHEAD = 15.0  # seconds per move beyond its bytes: ticks, log creation, the election and its grace
 BOUND_BASE = 120.0  # seconds: retries' backoff (at most 30 s), throttle verification, elections' retries
+
+
+def drops_held_without_cause(state: State) -> list[TopicPartition]:
+    """The partitions held to drop with their leader's others (docs/algorithm.md, "Grouped drops") whose
+    request copies nothing out of that leader now: no step of it in flight out of the leader into live
+    brokers, no ready partition of it queued out of the leader. A tick releases such a group."""
+    live = state.live_brokers()
+    out = []
+    for tp, reason in state.waiting.items():
+        if not reason.startswith(DROPS_HELD):
+            continue
+        rid = state.partitions[tp].request_id
+        obs = state.observed.get(tp)
+        leader = obs.leader if obs is not None else None
+        if any(f.request_id == rid and f.step.nr and f.source == leader and (live is None or set(f.step.nr) <= live)
+               for f in state.steps.values()):
+            continue
+        if any(e.request_id == rid and e.status == READY and e.slot is not None and e.slot.source == leader
+               for e in state.partitions.values()):
+            continue
+        out.append(tp)
+    return out
 
 
 def bounded_state(state: State) -> str | None:

@@ -54,6 +54,16 @@ class Result:
         return not self.violations
 
 
+GROUPED_SHARE = 0.4
+"""The share of submits and supersedes that step ``grouped`` (their final drops held for their leader's
+others: ``engine.core.step``, rule 8); drawn from a generator of its own (``steps_drawn``), so every other
+draw of a seed is what it was."""
+
+
+def steps_drawn(item: Item) -> str:
+    return "grouped" if random.Random(f"steps {item.seed}").random() < GROUPED_SHARE else "incremental"
+
+
 def _delays(back: float) -> float:
     """How long a step of the engine's clock ``back`` seconds back may delay a timer (docs/algorithm.md,
     section 6): by as much under ``CLOCK_SET_BACK``; a longer one is a clock set back, whose timers are
@@ -213,6 +223,10 @@ class Run:
         if self.wrong_rates >= checks.LEAK_TICKS:
             self.once("throttle_rate", wrong, timers=checks.timers_ahead(d.state, d.clock()))
         self.check_idle(d.state)
+        held = checks.drops_held_without_cause(d.state)
+        if held:
+            self.once("drop_held", f"{', '.join(map(str, held[:4]))} held to drop with their leader's others after a "
+                      f"tick although no new replica of their request copies from it", held)
 
     def after_step(self) -> None:
         w = self.world
@@ -583,7 +597,8 @@ class Run:
             rid = self.request_id()
             targets = tuple(self._target(rng, tp) for tp in chosen)
             text = ", ".join(f"{t.tp}->{list(t.replicas)}" for t in targets)
-            return [(Submit(rid, targets, command_id=cid()), f"{what} {rid}: {text}")]
+            steps = steps_drawn(item)
+            return [(Submit(rid, targets, command_id=cid(), steps=steps), f"{what} {rid} ({steps}): {text}")]
         if what == "burst":  # one request per partition, most moving no data (``plan.burst``)
             tps = sorted(s.partitions.keys())
             out = []
