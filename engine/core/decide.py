@@ -291,8 +291,12 @@ def watched(s: State, now: float | None = None, ready: bool = True) -> set[Topic
     waiting (a change may unblock them), those awaiting a leader election, and (unless
     ``ready`` is false: the caller adds ``starting`` itself) those the next tick would
     start (``starting``: a step is charged to its partition's leader as last observed,
-    so it starts from a fresh look)."""
+    so it starts from a fresh look). Not the drops ``grouped`` holds (``State.drops_held``): nothing of
+    theirs is in progress, and they are looked at when their group is released (``starting``), so a
+    large request's held partitions cost its looks nothing."""
     out = set(s.steps.keys()) | set(s.waiting.keys()) | set(s.elections.keys())
+    if s.drop_group:
+        out -= set(s.drop_group.keys())
     return out | set(starting(s, now)) if ready else out
 
 
