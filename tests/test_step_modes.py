@@ -145,7 +145,8 @@ def test_grouped_drops_of_one_leader_wait_for_its_last_copy_and_go_in_one_alter(
     assert fold(d.events).drops_held == d.state.drops_held
 
 
-def test_a_plain_cancel_of_a_held_drop_drops_the_replaced_replica_and_holds_nothing():
+def one_held() -> tuple[FakeCluster, Driver]:
+    """tp 0 and tp 1 led by 1 each copy a replica in; tp 0's copy is done and its drop held for tp 1's."""
     c = FakeCluster({tp(0): (1, 2, 3), tp(1): (1, 2, 3)}, range(1, 5))
     d = Driver(c)
     d.feed(Submit("r", (PartitionTarget("t", 0, (1, 2, 4)), PartitionTarget("t", 1, (1, 4, 3))), steps="grouped"))
@@ -153,6 +154,11 @@ def test_a_plain_cancel_of_a_held_drop_drops_the_replaced_replica_and_holds_noth
     c.finish(tp(0))
     d.observe()
     d.tick()
+    return c, d
+
+
+def test_a_plain_cancel_of_a_held_drop_drops_the_replaced_replica_and_holds_nothing():
+    c, d = one_held()
     assert tp(0) in d.state.drop_group and d.state.waiting[tp(0)].startswith(DROPS_HELD)
     d.feed(Cancel("r"))
     d.run()
@@ -282,13 +288,7 @@ def test_a_held_drop_is_not_looked_at_until_the_tick_that_releases_it():
     # and the shell looks at it just before the tick that releases it, which starts it
     from engine.core.decide import starting, watched
 
-    c = FakeCluster({tp(0): (1, 2, 3), tp(1): (1, 2, 3)}, range(1, 5))
-    d = Driver(c)
-    d.feed(Submit("r", (PartitionTarget("t", 0, (1, 2, 4)), PartitionTarget("t", 1, (1, 4, 3))), steps="grouped"))
-    d.tick()
-    c.finish(tp(0))
-    d.observe()
-    d.tick()
+    c, d = one_held()
     assert tp(0) in d.state.drop_group
     assert tp(0) not in watched(d.state) and tp(0) not in starting(d.state)
     c.finish(tp(1))
