@@ -40,7 +40,7 @@ CI_RANGE = 200
 MORE_OF_THE_RAREST = (299, 870, 889, 1090, 1621)  # D5, D3, D3, D1, D1: three seeds each with range(CI_RANGE)
 # the first seed of each defect found beyond issue 27's list (docs/benchmarks.md), so that none comes back
 FOUND_BEYOND = (93, 211, 8351, 532, 4535, 2444, 2384, 2391, 5527, 5347, 3773, 8635, 9235, 6531, 48, 4731, 1639, 2102,
-                9363, 2401, 1895, 3977)
+                9363, 2401, 1895, 3977, 10533, 11101)
 CI_SEEDS = tuple(range(CI_RANGE)) + MORE_OF_THE_RAREST + FOUND_BEYOND
 CHUNK = 20
 
@@ -364,8 +364,8 @@ def test_a_core_that_does_not_set_a_kept_rate_again_fails_the_restore_check(monk
     """Seed 87: another client deletes a rate kreassign keeps between steps (K = 1). A core that drops it on
     the drift instead of setting it again (docs/algorithm.md, section 3) fails ``throttle_restore``."""
     assert not _throttle_checks(87)
-    real = decide._reconcile_throttles
-    monkeypatch.setattr(decide, "_reconcile_throttles", lambda d, restore=None: real(d))
+    real = decide._keeping_rates
+    monkeypatch.setattr(decide, "_keeping_rates", lambda s, want, restore=None: real(s, want))  # (``throttles_lost``)
     found = _throttle_checks(87)
     assert found and found[0].check == "throttle_restore", found
 

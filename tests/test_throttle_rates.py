@@ -12,8 +12,8 @@ another client changes a broker's rate mid-move (time driven by hand: the cluste
 from __future__ import annotations
 
 from engine.core import events as ev
-from engine.core.commands import ChangeThrottle, PartitionTarget, Submit, ThrottlesObserved
-from engine.core.decide import METADATA_SETTLE, rate_in_kafka
+from engine.core.commands import ChangeLimits, ChangeThrottle, PartitionTarget, Submit, ThrottlesObserved
+from engine.core.decide import METADATA_SETTLE, handle, kept_rates, rate_in_kafka
 from engine.core.partition import TopicPartition
 from engine.core.state import COMPLETED, fold
 from engine.core.throttles import RateRead, ThrottleSet, rate_value, read_back
@@ -174,6 +174,46 @@ def test_the_request_completes_and_leaves_no_rate_after_a_drift():
     d.tick()
     assert d.state.requests["r"].status == COMPLETED
     assert d.state.throttles.is_empty() and not c.throttles["brokers_l"] and not c.throttles["brokers_f"]
+    assert fold(d.events) == d.state
+
+
+def test_a_kept_rate_a_drift_found_missing_is_set_again_though_a_crash_cut_the_batch_after_the_drift():
+    """A rate kept between steps (no step in flight needs it, a partition not ended names its broker) that
+    another tool deleted: the confirming read-back's decision records the drift (which takes the rate out of
+    what is in force) and sets it again (``ThrottlesApplied``). A crash that cuts the batch after the drift
+    must not lose the rate: the next tick sets it again (docs/algorithm.md, section 7: a batch cut short
+    heals on the next tick). The fault simulator's seed 11101: broker 1's follower rate, kept, never set
+    again after a restart."""
+    other = TopicPartition("t", 1)
+    c = FakeCluster({TP: (0, 1, 2), other: (3, 1, 2)}, range(6))
+    d = Driver(c)
+    d.now = 1000.0
+    d.feed(ChangeThrottle(RATE))
+    d.feed(ChangeLimits({"max_partitions_in_flight": 1}))
+    d.feed(Submit("r", (PartitionTarget("t", 0, (0, 1, 4)), PartitionTarget("t", 1, (3, 1, 0)))))
+    d.tick()
+    assert set(d.state.steps) == {TP}
+    c.finish(TP)
+    d.now += 1
+    d.observe()
+    d.tick()  # t-0 done; t-1 starts (3, 1, 2) -> (3, 1, 0): broker 0's leader rate is kept (t-1 names 0)
+    assert set(d.state.steps) == {other} and 0 in kept_rates(d.state)[0]
+    ours = rate_in_kafka(d.state)
+    assert c.rates[("l", 0)] == ours
+    c.set_rate("leader", 0, None)  # another tool deleted it
+    d.now += 1
+    read_back_now(d)
+    d.now += METADATA_SETTLE
+    state, events = handle(d.state, ThrottlesObserved(c.throttle_set(), TOPICS, BROKERS, d.now))
+    drift = [i for i, e in enumerate(events) if isinstance(e, ev.ThrottlesDrifted)]
+    assert drift and 0 in events[drift[0]].missing.leader_brokers
+    assert any(0 in e.throttles.leader_brokers for e in of_type(events, ev.ThrottlesApplied))  # uncut: set again
+    cut = events[:drift[0] + 1]  # the crash: the drift written, the change that sets the rate again lost
+    d.state, d.events = fold(cut, d.state), d.events + cut
+    assert c.rates.get(("l", 0)) is None
+    d.now += 1
+    d.tick()
+    assert c.rates.get(("l", 0)) == ours and 0 in d.state.throttles.leader_brokers
     assert fold(d.events) == d.state
 
 

@@ -1098,7 +1098,7 @@ def _throttles_observed(d: _Decision, o: ThrottlesObserved) -> None:
     rest = (minus(missing, drift[0]), minus(unexpected, drift[1]))
     if not (drift[0].is_empty() and drift[1].is_empty()):
         d.emit(ev.ThrottlesDrifted(noted(drift[0]), drift[1]))
-        _reconcile_throttles(d, restore=drift[0])
+        _reconcile_throttles(d)  # the rates it found missing are set again if still kept (``throttles_lost``)
     if not (rest[0].is_empty() and rest[1].is_empty()) or d.state.throttles_differed is not None:
         d.emit(ev.ThrottlesDiffered(noted(rest[0]), rest[1], o.now))  # seen now for the first time: judged later
 
@@ -1666,12 +1666,13 @@ def _held_by_throttles(s: State, tp: TopicPartition, step: Step) -> bool:
                 or want.leader_brokers & failed.leader_brokers or want.follower_brokers & failed.follower_brokers)
 
 
-def _reconcile_throttles(d: _Decision, restore: ThrottleSet = ThrottleSet()) -> None:
+def _reconcile_throttles(d: _Decision) -> None:
     """Bring the throttles in force to what the steps in flight need. Pieces whose last change
-    failed wait for their retry time (``throttle_retry_at``); the rest goes at once. ``restore``: rates
-    a read-back confirmed missing, set again if they are still to be kept (``_keeping_rates``)."""
+    failed wait for their retry time (``throttle_retry_at``); the rest goes at once. Rates a read-back
+    confirmed missing (``State.throttles_lost``) are set again if they are still to be kept
+    (``_keeping_rates``): in the drift's decision, or at the next tick if a crash cut its batch short."""
     s = d.state
-    want = _keeping_rates(s, needed(throttled(s), rate_in_kafka(s)), restore)
+    want = _keeping_rates(s, needed(throttled(s), rate_in_kafka(s)), s.throttles_lost)
     to_remove, to_apply = reconcile(s.throttles, want)
     failed = s.throttle_failed
     if not failed.is_empty():

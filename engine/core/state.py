@@ -221,6 +221,10 @@ class State(NamedTuple):
     throttle_attempt: int = 0  # consecutive failed rounds of throttle changes
     # the last read-back's differences from the log not yet confirmed (a ThrottlesDiffered event), or None
     throttles_differed: object = None
+    # broker rates a confirmed read-back found missing (ThrottlesDrifted) that no change has set or removed
+    # since: kept like those in force (``decide._keeping_rates``), so that a crash that cut the drift's
+    # batch before the change setting them again does not forget them (the fault simulator's seed 11101)
+    throttles_lost: ThrottleSet = ThrottleSet()
     cluster_error: str | None = None  # why the cluster cannot be observed now
     looks_paced: str | None = None  # why the decider's looks wait for the request budget now (LooksPaced)
     release_debt: immutables.Map = immutables.Map()  # broker -> (bytes released into it, when): a bucket
@@ -766,13 +770,15 @@ def _(s: State, e: ev.PartitionReverted) -> State:
 @_on(ev.ThrottlesApplied)
 def _(s: State, e: ev.ThrottlesApplied) -> State:
     return s._replace(throttles=after_apply(s.throttles, e.throttles), throttle_failed=minus(s.throttle_failed, e.throttles),
-                      throttles_differed=_changed(s.throttles_differed, e.throttles))
+                      throttles_differed=_changed(s.throttles_differed, e.throttles),
+                      throttles_lost=minus(s.throttles_lost, e.throttles))
 
 
 @_on(ev.ThrottlesRemoved)
 def _(s: State, e: ev.ThrottlesRemoved) -> State:
     return s._replace(throttles=after_remove(s.throttles, e.throttles), throttle_failed=minus(s.throttle_failed, e.throttles),
-                      throttles_differed=_changed(s.throttles_differed, e.throttles))
+                      throttles_differed=_changed(s.throttles_differed, e.throttles),
+                      throttles_lost=minus(s.throttles_lost, e.throttles))
 
 
 def _changed(differed, delta: ThrottleSet):
@@ -823,7 +829,10 @@ def release_debt(s: "State", broker: int, now: float | None) -> float:
 
 @_on(ev.ThrottlesDrifted)
 def _(s: State, e: ev.ThrottlesDrifted) -> State:
-    return s._replace(throttles=union(minus(s.throttles, e.missing), e.unexpected), throttles_differed=None)
+    lost = ThrottleSet(leader_brokers=s.throttles_lost.leader_brokers | e.missing.leader_brokers,
+                       follower_brokers=s.throttles_lost.follower_brokers | e.missing.follower_brokers)
+    return s._replace(throttles=union(minus(s.throttles, e.missing), e.unexpected), throttles_differed=None,
+                      throttles_lost=lost)
 
 
 @_on(ev.ThrottlesDiffered)

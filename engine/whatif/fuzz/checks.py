@@ -32,7 +32,8 @@ Checked here, after every step of the run:
   or ready (its slot's source), computed here from those fields (``drops_held_without_cause``);
 * ``idle_source``: work-conserving scheduling: a source broker that serves no copy, with a ready
   step out of it that fits every limit on its own, does not stay idle for ``IDLE_LIMIT`` seconds
-  (but a step the dominant-source rule holds: ``held_by_the_pin``).
+  (but a step the dominant-source rule holds: ``held_by_the_pin``; or what a look the core set aside
+  holds: ``unordered_looks``).
 
 What another client set (``World.foreign_on``: still as it set it, and not set by kreassign since) is
 not kreassign's: no leak, no throttle left, and its lowest rate counts in the liveness bound.
@@ -267,25 +268,45 @@ def idle_sources(state: State) -> dict[int, list[tuple]]:
     return out
 
 
+def _set_aside_look(state: State, world: World, now: float, tp: TopicPartition):
+    """The engine's latest look at ``tp`` (``World.looked``) where the core could not record it: it
+    showed another leader than the record, and the engine's clock (``now``) read no later than what the
+    state knows of the partition (docs/algorithm.md, section 4: a clock set back less than
+    ``CLOCK_SET_BACK``, or a standby's that lags). ``None``: no such look."""
+    known, at, seen = state.observed.get(tp), state.known_at.get(tp), world.looked.get(tp)
+    look = seen.partitions.get(tp) if seen is not None else None
+    if (known is not None and look is not None and look.leader != known.leader and at is not None
+            and now <= at and not set_back(now, at)):
+        return look
+    return None
+
+
 def unordered_looks(state: State, world: World, now: float,
                     idle: dict[int, list[tuple]]) -> dict[int, list[tuple]]:
-    """``idle`` without the ready steps the engine may not start yet (docs/algorithm.md, section 2): its
-    latest look at the partition showed another leader than its record, and its clock (``now``) read no
-    later than what the state knows of the partition, so the core could not record that look (section 4:
-    a clock set back less than ``CLOCK_SET_BACK``, or a standby's that lags). Started from the record,
-    its copies could go out of a leader the look saw leave (seed 9363); it starts once a look counts, at
-    most the step back later (section 6: a step back under 60 s delays a timer by at most that much).
-    Seed 3977: the clock stepped back 28.7 s as a leader moved, and the partition waited 20 s and more."""
+    """``idle`` without what the engine may not start yet while its looks are set aside
+    (``_set_aside_look``; docs/algorithm.md, section 2, "Caps count the cluster's leaders as last
+    observed"), at most the step back long (section 6: a step back under 60 s delays a timer by at most
+    that much):
+
+    * a ready step whose own latest look showed another leader than its record: started from the
+      record, its copies could go out of a leader the look saw leave (seed 9363); it starts once a look
+      counts. Seed 3977: the clock stepped back 28.7 s as a leader moved, and the partition waited 20 s
+      and more;
+    * every ready step out of a source that the set-aside look of a step in flight shows leading: that
+      step's copies (its weight, into its new replicas) are charged, for the tick's decision, to that
+      leader as well as to the recorded one (the core cannot tell which of the two serves them), so the
+      source serves a copy as the engine must count it, and is not idle. Seed 10533: the clock stepped
+      back 26.6 s just after t0-2's step (2 -> 4 leading) started; its looks, which showed it done and
+      led by 4, were set aside until the clock caught up, and t1-1 and t1-5, ready out of 4 with an
+      outgoing cap of one move, waited 23 s."""
+    charged = {look.leader for tp, f in state.steps.items()
+               if f.weight and f.step.nr and (look := _set_aside_look(state, world, now, tp)) is not None
+               and look.leader is not None and look.leader != f.source}
     out = {}
     for src, fit in idle.items():
-        kept = []
-        for tp, k in fit:
-            known, at, seen = state.observed.get(tp), state.known_at.get(tp), world.looked.get(tp)
-            look = seen.partitions.get(tp) if seen is not None else None
-            if (known is not None and look is not None and look.leader != known.leader and at is not None
-                    and now <= at and not set_back(now, at)):
-                continue
-            kept.append((tp, k))
+        if src in charged:
+            continue
+        kept = [(tp, k) for tp, k in fit if _set_aside_look(state, world, now, tp) is None]
         if kept:
             out[src] = kept
     return out
