@@ -191,6 +191,8 @@ def test_status_and_metrics_say_which_drops_are_held_and_for_which_leader():
                           "together once no new replica of this request copies from broker 1, their leader "
                           "(--steps grouped)")
     assert sorted(map(str, e["partitions"])) == sorted(map(str, [tp(0), tp(1)]))
+    # and which copies they wait for: broker 1's last one, t-2, in flight
+    assert "request r: broker 1's copies still to end: partitions t-2 in flight" in e["lines"]
     dec = SimpleNamespace(deferred=0, budget_status=lambda _t: {"paced": None}, clock=lambda: 0.0, urgent=0,
                           overshoots=0, failures={}, drifts=Counter(), state=d.state, remaining=lambda: 3, sizes={})
     engine = SimpleNamespace(counters=Counter(), active=True, decider=dec, needs_recovery=False, recovery_error=None,

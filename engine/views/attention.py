@@ -40,6 +40,7 @@ from typing import Iterable, Mapping
 from engine.core.budget import PACED_SHOWN
 from engine.core.decide import METADATA_SETTLE
 from engine.core.state import COMPLETED, State
+from engine.core.step import DROPS_HELD
 from engine.views.progress import cancel_skipped
 from engine.views.summary import problems, rates_differing
 
@@ -99,6 +100,8 @@ def attention(state: State, rejected_at: dict | None = None, only: str | None = 
             lines = [f"{_numbers(r)}: {_named(by_reason[r])}"
                      for r in sorted(reasons, key=lambda r: (-len(by_reason[r]), r))]
         lines.append(f"request{'s' if len(requests) > 1 else ''} {', '.join(requests)}")
+        if shape.startswith(DROPS_HELD):
+            lines.extend(_held_for(state, tps))
         retries = [state.partitions[tp].retry_at for tp in tps if state.partitions[tp].retry_at is not None]
         if retries:  # steps the cluster refused: planned again after a backoff
             lines.append(f"planned again {_when(min(retries), now)}")
@@ -278,6 +281,23 @@ def _numbers(reason: str) -> str:
     words = reason.split()
     return ", ".join(" ".join(words[max(i - 1, 0):i + 1])
                      for i, w in enumerate(words) if _NUMBER.fullmatch(w.strip(",;:()")))
+
+
+def _held_for(state: State, tps) -> list[str]:
+    """For drops ``--steps grouped`` holds: a line per (request, leader) naming the copies they wait for,
+    those in flight out of that leader and how many are queued (its lanes of the ready index)."""
+    out = []
+    for rid, leader in sorted({state.drop_group[tp] for tp in tps if tp in state.drop_group},
+                              key=lambda k: (k[0], -1 if k[1] is None else k[1])):
+        running = [tp for tp, f in state.steps.items() if f.request_id == rid and f.source == leader and f.step.nr]
+        lanes = state.ready.sources.get(leader) or {}
+        queued = sum(len(chain) for name, chain in lanes.items() if name[0] == rid)
+        copies = [f"{_named(running)} in flight"] if running else []
+        if queued:
+            copies.append(f"{queued}{' more' if running else ''} queued")
+        out.append(f"request {rid}: broker {leader}'s copies still to end: "
+                   + (", ".join(copies) if copies else "none (released at the next tick)"))
+    return out
 
 
 def _entry(kind: str, severity: str, title: str, lines: Iterable[str] = (), *, count: int = 1,
