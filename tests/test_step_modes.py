@@ -135,7 +135,7 @@ def test_grouped_drops_of_one_leader_wait_for_its_last_copy_and_go_in_one_alter(
     completed = {e.tp: i for i, e in enumerate(d.events) if isinstance(e, ev.StepCompleted) and e.number == 1}
     held = [e for e in d.events if isinstance(e, ev.PartitionWaiting) and e.reason.startswith(DROPS_HELD)]
     assert {e.tp for e in held} == {tp(0), tp(1)}  # tp 2 was broker 1's last copy; tp 3 broker 2's only one
-    assert "they leave together once no new replica of this request copies from broker 1, their leader" in held[0].reason
+    assert "they leave together once no new replica of this request copies from their leader, broker 1 (--steps" in held[0].reason
     ones = drops_of(d, {tp(0), tp(1), tp(2)})
     assert len(ones) == 3 and ones == list(range(ones[0], ones[0] + 3))  # one batch: one alter
     assert ones[0] > max(completed[t] for t in (tp(0), tp(1), tp(2)))
@@ -188,10 +188,11 @@ def test_status_and_metrics_say_which_drops_are_held_and_for_which_leader():
         d.tick()
     [e] = [e for e in attention(d.state) if e["kind"] == "waiting"]
     assert e["title"] == ("2 partitions waiting: held to leave with its leader's other replaced replicas: they leave "
-                          "together once no new replica of this request copies from broker 1, their leader "
+                          "together once no new replica of this request copies from their leader, broker 1 "
                           "(--steps grouped)")
     assert sorted(map(str, e["partitions"])) == sorted(map(str, [tp(0), tp(1)]))
-    # and which copies they wait for: broker 1's last one, t-2, in flight
+    # and which copies they wait for: broker 1's last one, t-2, in flight; several leaders' held drops: a line
+    # each, "broker 1: partitions ..." (the reason's number and the word before it)
     assert "request r: broker 1's copies still to end: partitions t-2 in flight" in e["lines"]
     dec = SimpleNamespace(deferred=0, budget_status=lambda _t: {"paced": None}, clock=lambda: 0.0, urgent=0,
                           overshoots=0, failures={}, drifts=Counter(), state=d.state, remaining=lambda: 3, sizes={})

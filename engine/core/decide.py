@@ -227,8 +227,8 @@ def drops_wait(s: State, tp: TopicPartition, step: Step) -> str | None:
         return None
     if not copies_out(s, entry.request_id, obs.leader):
         return None
-    return (f"{DROPS_HELD}: they leave together once no new replica of this request copies from broker "
-            f"{obs.leader}, their leader (--steps grouped)")
+    return (f"{DROPS_HELD}: they leave together once no new replica of this request copies from their "
+            f"leader, broker {obs.leader} (--steps grouped)")
 
 
 def _replaced_all(entry, obs) -> bool:
