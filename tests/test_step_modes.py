@@ -194,6 +194,15 @@ def test_status_and_metrics_say_which_drops_are_held_and_for_which_leader():
     # and which copies they wait for: broker 1's last one, t-2, in flight; several leaders' held drops: a line
     # each, "broker 1: partitions ..." (the reason's number and the word before it)
     assert "request r: broker 1's copies still to end: partitions t-2 in flight" in e["lines"]
+    # the request's partitions: held on purpose, not waiting (the status page's bar draws them apart)
+    from datetime import datetime, timezone
+
+    from engine.views.progress import Progress, report
+    from engine.views.summary import summarize, to_text
+
+    [row] = report(d.state, Progress(), datetime.now(timezone.utc))["requests"]
+    assert (row["held"], row["waiting"], row["in_flight"]) == (2, 0, 1)
+    assert "  r: running: 0 completed, 1 in flight, 2 held to drop together (of 3 partitions)" in to_text(summarize(d.state))
     dec = SimpleNamespace(deferred=0, budget_status=lambda _t: {"paced": None}, clock=lambda: 0.0, urgent=0,
                           overshoots=0, failures={}, drifts=Counter(), state=d.state, remaining=lambda: 3, sizes={})
     engine = SimpleNamespace(counters=Counter(), active=True, decider=dec, needs_recovery=False, recovery_error=None,

@@ -212,7 +212,8 @@ def outcome(status: str, counts: dict) -> str:
 
 
 PARTITION_WORDS = (("completed", "completed"), ("rolled_back", "rolled back"), ("cancelled", "cancelled"),
-                   ("in_flight", "in flight"), ("waiting", "waiting"), ("queued", "queued"))
+                   ("in_flight", "in flight"), ("held", "held to drop together"), ("waiting", "waiting"),
+                   ("queued", "queued"))
 """A request's partitions by where they are, in the order and words ``status``, ``list`` and ``replay`` use."""
 
 
@@ -226,12 +227,21 @@ def partition_word(status: str) -> str:
     return dict(PARTITION_WORDS)[STATUS_KEYS[status]]
 
 
-def counts_of(counts: dict) -> dict:
-    """Partitions per state status (``Request.count``) as ``PARTITION_WORDS``' keys."""
+def counts_of(counts: dict, held: int = 0) -> dict:
+    """Partitions per state status (``Request.count``) as ``PARTITION_WORDS``' keys; ``held``: how many of
+    the waiting ones are drops ``--steps grouped`` holds on purpose (``held_counts``), counted apart."""
     out = {k: 0 for k, _word in PARTITION_WORDS}
     for status, key in STATUS_KEYS.items():
         out[key] += counts.get(status, 0)
+    out["waiting"] -= held
+    out["held"] = held
     return out
+
+
+def held_counts(state: State) -> Counter:
+    """Per request, its partitions whose final drop ``--steps grouped`` holds (``State.drop_group``): waiting
+    by status, but on purpose, not because something is wrong."""
+    return Counter(rid for rid, _leader in state.drop_group.values())
 
 
 def request_line(request_id: str, outcome_words: str, partitions: int, row: dict) -> str:
@@ -261,6 +271,7 @@ def report(state: State, progress: Progress, now: datetime, only: str | None = N
     once ended) and the ETA (wall-clock seconds; ``eta_state`` says ``paused``
     while the engine starts no new step, when an ETA would only grow)."""
     requests = []
+    held = held_counts(state)
     one = state.request(only) if only is not None else None
     for r in ([one] if one is not None else []) if only is not None else state.every_request():
         p = progress.requests.get(r.request_id)
@@ -281,7 +292,8 @@ def report(state: State, progress: Progress, now: datetime, only: str | None = N
             "in_flight": counts[IN_FLIGHT] + counts[ABORTING],
             "aborting": counts[ABORTING],
             "rolling_back": rolling_back,  # partitions on their way back to their original replicas
-            "waiting": counts[WAITING],
+            "waiting": counts[WAITING] - held[r.request_id],
+            "held": held[r.request_id],  # waiting, on purpose: drops --steps grouped holds for their leader's others
             "queued": counts[PENDING] + counts[READY],
             "by_status": {s: n for s, n in counts.items() if n},
             "bytes_total": p.bytes_total if p else None,

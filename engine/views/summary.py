@@ -18,7 +18,7 @@ from engine.core.partition import TopicPartition
 from engine.core.decide import kept_rates
 from engine.core.state import STATUSES, TERMINAL, State
 from engine.core.units import format_rate
-from engine.views.progress import cancel_skips, counts_of, kafka_rate, outcome, request_line, skip_lines
+from engine.views.progress import cancel_skips, counts_of, held_counts, kafka_rate, outcome, request_line, skip_lines
 
 
 def summarize(state: State) -> dict:
@@ -26,6 +26,7 @@ def summarize(state: State) -> dict:
     by_status.update(dict(state.retired_partitions.items()))  # those that left the state with their request
     requests = state.every_request()
     throttles = state.throttles
+    held = held_counts(state)
     return {
         "requests": [
             {
@@ -34,6 +35,7 @@ def summarize(state: State) -> dict:
                 "outcome": outcome(r.status, {s: r.count(s) for s in STATUSES}),
                 "partitions": r.partitions,
                 "by_status": {s: r.count(s) for s in STATUSES if r.count(s)},
+                "held": held[r.request_id],
                 "cancel_skipped": cancel_skips(state, r),
             }
             for r in requests
@@ -259,7 +261,7 @@ def to_text(summary: dict) -> str:
     requests = summary["requests"]
     lines.append(f"requests: {len(requests)}")
     for r in requests:
-        lines.append("  " + request_line(r["id"], r["outcome"], r["partitions"], counts_of(r["by_status"])))
+        lines.append("  " + request_line(r["id"], r["outcome"], r["partitions"], counts_of(r["by_status"], r.get("held", 0))))
         lines.extend("    " + line for line in skip_lines(r.get("cancel_skipped") or []))
     parts = summary["partitions"]
     lines.append("partitions: " + (", ".join(f"{n} {STATUS_WORDS.get(s, s)}" for s, n in parts.items()) or "none"))
