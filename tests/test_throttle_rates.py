@@ -11,6 +11,8 @@ another client changes a broker's rate mid-move (time driven by hand: the cluste
 
 from __future__ import annotations
 
+import pytest
+
 from engine.core import events as ev
 from engine.core.commands import ChangeLimits, ChangeThrottle, PartitionTarget, Submit, ThrottlesObserved
 from engine.core.decide import METADATA_SETTLE, handle, kept_rates, rate_in_kafka
@@ -214,6 +216,55 @@ def test_a_kept_rate_a_drift_found_missing_is_set_again_though_a_crash_cut_the_b
     d.now += 1
     d.tick()
     assert c.rates.get(("l", 0)) == ours and 0 in d.state.throttles.leader_brokers
+    assert fold(d.events) == d.state
+
+
+@pytest.mark.parametrize("failure", ["refused", "unavailable"])
+def test_a_kept_rate_whose_setting_again_fails_is_set_again_at_the_retry_not_removed(failure):
+    """A kept rate another tool deleted, whose setting again after the drift fails (IncrementalAlterConfigs
+    refused, or unanswered): the failure takes it out of what is in force and ``ThrottlesApplied`` already
+    took it out of ``throttles_lost``. It is still kept (a partition not ended names its broker): the retry
+    at ``throttle_retry_at`` sets it again. It used to remove it as a stale failed piece, and the rate was
+    forgotten while partitions still named the broker. Once nothing names it, it goes (no leak)."""
+    other = TopicPartition("t", 1)
+    c = FakeCluster({TP: (0, 1, 2), other: (3, 1, 2)}, range(6))
+    d = Driver(c)
+    d.now = 1000.0
+    d.feed(ChangeThrottle(RATE))
+    d.feed(ChangeLimits({"max_partitions_in_flight": 1}))
+    d.feed(Submit("r", (PartitionTarget("t", 0, (0, 1, 4)), PartitionTarget("t", 1, (3, 1, 0)))))
+    d.tick()
+    c.finish(TP)
+    d.now += 1
+    d.observe()
+    d.tick()  # t-1 in flight, (3, 1, 2) -> (3, 1, 0): broker 0's leader rate is kept (t-1 names 0)
+    assert set(d.state.steps) == {other} and 0 in kept_rates(d.state)[0]
+    ours = rate_in_kafka(d.state)
+    c.set_rate("leader", 0, None)  # another tool deleted it
+    d.now += 1
+    read_back_now(d)
+    d.now += METADATA_SETTLE
+    if failure == "refused":
+        c.refuse("apply", "POLICY_VIOLATION", "config changes are refused")
+    else:
+        c.unavailable("apply")
+    read_back_now(d)
+    assert of_type(d.events, ev.ThrottlesDrifted)
+    failed = of_type(d.events, ev.ActionFailed)
+    assert len(failed) == 1 and failed[0].throttles.leader_brokers == {0}
+    assert 0 not in d.state.throttles.leader_brokers and 0 in d.state.throttle_failed.leader_brokers
+    assert c.rates.get(("l", 0)) is None
+    d.now = d.state.throttle_retry_at + 0.5
+    d.tick()
+    assert c.rates.get(("l", 0)) == ours and c.throttle_calls[-1][0] == "apply"
+    assert 0 in d.state.throttles.leader_brokers and 0 in kept_rates(d.state)[0]
+    assert d.state.throttle_failed.is_empty() and d.state.throttle_error is None
+    c.finish(other)
+    d.now += 1
+    d.observe()
+    d.tick()
+    assert d.state.requests["r"].status == COMPLETED
+    assert d.state.throttles.is_empty() and ("l", 0) not in c.rates and not c.throttles["brokers_l"]
     assert fold(d.events) == d.state
 
 

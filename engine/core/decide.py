@@ -1670,11 +1670,16 @@ def _reconcile_throttles(d: _Decision) -> None:
     """Bring the throttles in force to what the steps in flight need. Pieces whose last change
     failed wait for their retry time (``throttle_retry_at``); the rest goes at once. Rates a read-back
     confirmed missing (``State.throttles_lost``) are set again if they are still to be kept
-    (``_keeping_rates``): in the drift's decision, or at the next tick if a crash cut its batch short."""
+    (``_keeping_rates``): in the drift's decision, or at the next tick if a crash cut its batch short. So
+    are rates whose setting failed (out of what is in force, in ``throttle_failed``): a kept rate whose
+    re-apply was refused or unanswered is set again at its retry, not removed as stale."""
     s = d.state
-    want = _keeping_rates(s, needed(throttled(s), rate_in_kafka(s)), s.throttles_lost)
-    to_remove, to_apply = reconcile(s.throttles, want)
     failed = s.throttle_failed
+    unset = minus(failed, s.throttles)  # a failed apply is not in force; a failed removal still is
+    restore = ThrottleSet(leader_brokers=s.throttles_lost.leader_brokers | unset.leader_brokers,
+                          follower_brokers=s.throttles_lost.follower_brokers | unset.follower_brokers)
+    want = _keeping_rates(s, needed(throttled(s), rate_in_kafka(s)), restore)
+    to_remove, to_apply = reconcile(s.throttles, want)
     if not failed.is_empty():
         if not retry.due(s.throttle_retry_at, d.now):
             to_remove, to_apply = minus(to_remove, failed), minus(to_apply, failed)
