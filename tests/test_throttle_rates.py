@@ -179,13 +179,9 @@ def test_the_request_completes_and_leaves_no_rate_after_a_drift():
     assert fold(d.events) == d.state
 
 
-def test_a_kept_rate_a_drift_found_missing_is_set_again_though_a_crash_cut_the_batch_after_the_drift():
-    """A rate kept between steps (no step in flight needs it, a partition not ended names its broker) that
-    another tool deleted: the confirming read-back's decision records the drift (which takes the rate out of
-    what is in force) and sets it again (``ThrottlesApplied``). A crash that cuts the batch after the drift
-    must not lose the rate: the next tick sets it again (docs/algorithm.md, section 7: a batch cut short
-    heals on the next tick). The fault simulator's seed 11101: broker 1's follower rate, kept, never set
-    again after a restart."""
+def _rate_kept_for_t1():
+    """t-0 moves (0,1,2) -> (0,1,4), then t-1 (3,1,2) -> (3,1,0), one at a time: the driver, the cluster and
+    t-1, before t-0's step completes."""
     other = TopicPartition("t", 1)
     c = FakeCluster({TP: (0, 1, 2), other: (3, 1, 2)}, range(6))
     d = Driver(c)
@@ -194,6 +190,17 @@ def test_a_kept_rate_a_drift_found_missing_is_set_again_though_a_crash_cut_the_b
     d.feed(ChangeLimits({"max_partitions_in_flight": 1}))
     d.feed(Submit("r", (PartitionTarget("t", 0, (0, 1, 4)), PartitionTarget("t", 1, (3, 1, 0)))))
     d.tick()
+    return c, d, other
+
+
+def test_a_kept_rate_a_drift_found_missing_is_set_again_though_a_crash_cut_the_batch_after_the_drift():
+    """A rate kept between steps (no step in flight needs it, a partition not ended names its broker) that
+    another tool deleted: the confirming read-back's decision records the drift (which takes the rate out of
+    what is in force) and sets it again (``ThrottlesApplied``). A crash that cuts the batch after the drift
+    must not lose the rate: the next tick sets it again (docs/algorithm.md, section 7: a batch cut short
+    heals on the next tick). The fault simulator's seed 11101: broker 1's follower rate, kept, never set
+    again after a restart."""
+    c, d, other = _rate_kept_for_t1()
     assert set(d.state.steps) == {TP}
     c.finish(TP)
     d.now += 1
@@ -226,14 +233,7 @@ def test_a_kept_rate_whose_setting_again_fails_is_set_again_at_the_retry_not_rem
     took it out of ``throttles_lost``. It is still kept (a partition not ended names its broker): the retry
     at ``throttle_retry_at`` sets it again. It used to remove it as a stale failed piece, and the rate was
     forgotten while partitions still named the broker. Once nothing names it, it goes (no leak)."""
-    other = TopicPartition("t", 1)
-    c = FakeCluster({TP: (0, 1, 2), other: (3, 1, 2)}, range(6))
-    d = Driver(c)
-    d.now = 1000.0
-    d.feed(ChangeThrottle(RATE))
-    d.feed(ChangeLimits({"max_partitions_in_flight": 1}))
-    d.feed(Submit("r", (PartitionTarget("t", 0, (0, 1, 4)), PartitionTarget("t", 1, (3, 1, 0)))))
-    d.tick()
+    c, d, other = _rate_kept_for_t1()
     c.finish(TP)
     d.now += 1
     d.observe()
