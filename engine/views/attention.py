@@ -99,9 +99,10 @@ def attention(state: State, rejected_at: dict | None = None, only: str | None = 
         else:  # the same wait for different brokers: one entry, a line per broker
             lines = [f"{_numbers(r)}: {_named(by_reason[r])}"
                      for r in sorted(reasons, key=lambda r: (-len(by_reason[r]), r))]
-        lines.append(f"request{'s' if len(requests) > 1 else ''} {', '.join(requests)}")
-        if shape.startswith(DROPS_HELD):
+        if shape.startswith(DROPS_HELD):  # a line per request and leader, naming the request
             lines.extend(_held_for(state, tps))
+        else:
+            lines.append(f"request{'s' if len(requests) > 1 else ''} {', '.join(requests)}")
         retries = [state.partitions[tp].retry_at for tp in tps if state.partitions[tp].retry_at is not None]
         if retries:  # steps the cluster refused: planned again after a backoff
             lines.append(f"planned again {_when(min(retries), now)}")
