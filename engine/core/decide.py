@@ -296,7 +296,7 @@ def watched(s: State, now: float | None = None, ready: bool = True) -> set[Topic
     large request's held partitions cost its looks nothing."""
     out = set(s.steps.keys()) | set(s.waiting.keys()) | set(s.elections.keys())
     if s.drop_group:
-        out -= set(s.drop_group.keys())
+        out.difference_update(s.drop_group.keys())
     return out | set(starting(s, now)) if ready else out
 
 
