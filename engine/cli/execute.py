@@ -37,7 +37,7 @@ def add_parser(sub) -> None:
                         "and elected after its step, two bumps), whole (one step to the target, as Kafka's "
                         "tool: one completion and one bump per partition) or grouped (as incremental, but "
                         "each partition's last bump is timed by the engine: the replicas a leader's partitions "
-                        "replace leave together, in one alter within the limits, once no new replica of the "
+                        "replace leave together, in one alter (Kafka completes it: it takes no P or L), once no new replica of the "
                         "request copies from that leader: one stall for them where incremental gives one per "
                         "partition; the old replicas are kept until then). Each bump holds the acks=all writes "
                         "of the partitions its leader leads up about a second (docs/engine.md)")

@@ -54,7 +54,7 @@ from engine.core.commands import (
 )
 from engine.core.limits import resolve_changes
 from engine.core.partition import PartitionState, TopicPartition
-from engine.core.scheduler import (A, WEIGHT_UNITS, InFlight, Requeue, SchedulingKey, Start, creation_caps,
+from engine.core.scheduler import (A, WEIGHT_UNITS, InFlight, Requeue, SchedulingKey, Start, at_alter, creation_caps,
                                    next_batch, refusal, weight_units)
 from engine.core.state import (
     ABORTING, ACTIVE, CANCELLED, COMPLETED, FINISHED_KEPT, IN_FLIGHT, READY, REVERTED, TERMINAL, Retired, State, apply,
@@ -278,10 +278,18 @@ def timers_pending(s: State) -> bool:
 
 
 def weight(s: State, tp: TopicPartition, step: Step) -> int:
-    """What one copy of ``step`` weighs against the per-broker move caps (``scheduler.weight_units``):
-    a whole move when nothing is copied."""
+    """What one copy of ``step`` weighs against the per-broker move caps (``scheduler.weight_units``).
+    A step that copies nothing weighs a whole move in P and L, or nothing where it drops replicas, the
+    last look at its partition shows every replica of its target in sync, and it leaves TR[0] leading
+    (the leader stays first, or leaves and Kafka elects TR[0]): Kafka completes that drop at its alter,
+    so it is never in flight there, no election follows it, and it takes no limit
+    (``scheduler.at_alter``). A new order alone, or a drop that keeps a leader TR[0] is not, needs an
+    election after its alter: that leader move counts in L."""
     if not step.nr:
-        return WEIGHT_UNITS
+        obs = s.observed.get(tp)
+        free = (obs is not None and bool(step.dr) and set(step.tr) <= set(obs.isr)
+                and (obs.leader == step.tr[0] or obs.leader not in step.tr))
+        return 0 if free else WEIGHT_UNITS
     obs = s.observed.get(tp)
     return weight_units(obs.size_bytes if obs is not None else None, s.throttle_rate, s.limits.full_move_seconds)
 
@@ -363,7 +371,8 @@ def _unordered_leaders(s: State, looked: Mapping) -> InFlight:
             continue
         if f.step.nr and look.leader != f.source:
             extra[look.leader] = extra.get(look.leader, 0) + f.weight * len(f.step.nr)
-        moves += int(f.step.tr[0] != look.leader and not f.moves_leader)
+        if not at_alter(f.step.nr, f.weight):
+            moves += int(f.step.tr[0] != look.leader and not f.moves_leader)
     in_flight = s.in_flight
     if not extra and not moves:
         return in_flight

@@ -8,7 +8,12 @@ shorter than a move weighs nothing: ``weight_units``), and a count
 of the new replicas each broker is asked to create at once, whatever their
 size (a broker creates logs one at a time): two until the broker's rate of
 making them is known, then what it makes in ``creation_window_ms`` per
-decision and twice that in flight (``creation_caps``). No limit is ever exceeded: the planner never plans a
+decision and twice that in flight (``creation_caps``). A step that only drops
+replicas from a partition whose whole target is in sync weighs nothing
+(``at_alter``): Kafka completes it at its alter, so it is never a reassignment
+in flight there and takes no limit, P and L included; such drops start first,
+all at once (a ``grouped`` release: one alter, one stall per leader, where
+the limits would split it into several). No limit is ever exceeded: the planner never plans a
 step that could not fit on its own (|NR| <= the outgoing cap and A, the
 min.insync catch-up included), and a step planned before a limit was lowered
 is planned again when it is reached.
@@ -88,7 +93,16 @@ from engine.core.step import Step
 WEIGHT_UNITS = 8
 """A move's weight against the per-broker move caps, in eighths of a move: a copy that takes at least
 ``full_move_seconds`` at the throttle rate is a whole move (8); a shorter one its share, rounded up;
-one shorter than half an eighth weighs nothing (0: ``weight_units``)."""
+one shorter than half an eighth weighs nothing (0: ``weight_units``). A step that copies nothing weighs
+a whole move in P and L, or nothing at all where Kafka completes it at its alter (``at_alter``)."""
+
+
+def at_alter(nr: Replicas, weight: int) -> bool:
+    """A step that copies nothing and weighs nothing: a drop of replicas from a partition whose whole
+    target the look before it showed in sync, which Kafka completes inside its alter
+    (``PartitionReassignmentReplicas.maybeCompleteReassignment``: the ISR less the removed replicas
+    holds every target replica). Never a reassignment in flight on the cluster, it counts in no limit."""
+    return not nr and not weight
 
 
 def weight_units(size: int | None, rate: int | None, full_seconds: float) -> int:
@@ -288,6 +302,8 @@ class InFlight(NamedTuple):
         """One step more (or less) that copies ``nr`` out of ``source`` and, if ``moves_leader``,
         moves leadership (``engine.core.state`` charges a step in flight to its partition's leader as
         last observed: a new leader serves its copies, and decides whether it moves leadership)."""
+        if at_alter(nr, weight):
+            return self
         incoming, outgoing, new_replicas = self.incoming, self.outgoing, self.new_replicas
         feeds, fed = self.feeds, self.fed
         if nr and weight and source is not None:
@@ -319,7 +335,7 @@ class InFlight(NamedTuple):
                  new: tuple[int | None, bool]) -> "InFlight":
         """A step in flight moved from (source, moves leader) ``old`` to ``new``: its copies' outgoing
         charge follows the source, its L charge whether it moves leadership; the rest stays."""
-        if old == new:
+        if old == new or at_alter(nr, weight):
             return self
         outgoing, feeds, fed = self.outgoing, self.feeds, self.fed
         if nr and old[0] != new[0]:
@@ -413,6 +429,8 @@ def refusal(c: InFlight, limits: Limits, key: SchedulingKey, creations: Creation
     ``creations``: each broker's new-replica caps (``creation_caps``; default: the fixed
     ``max_new_replicas_per_broker``); ``base``: the counters when this decision began (its share per
     decision is then enforced)."""
+    if at_alter(key.nr, key.weight):
+        return None
     if c.partitions >= limits.max_partitions_in_flight:
         return "P"
     if key.moves_leader and c.leader_moves >= limits.max_leader_moves_in_flight:
@@ -690,9 +708,16 @@ def next_batch(index: ReadyIndex, in_flight: InFlight, limits: Limits, replan: R
     default: ``max_new_replicas_per_broker`` both. ``live``: the live brokers (``None``: not known, every
     broker counts as live): the dominant-source rule pins only to live brokers, and only a live source.
     """
-    if in_flight.partitions >= limits.max_partitions_in_flight:
-        return []
     started: dict[str, int] = {}
+    out: list[Decision] = []
+    # the drops Kafka completes at their alter (``at_alter``) take no limit: they start first, all of them,
+    # whatever the counters (O(ready steps that copy nothing))
+    for name, chain in (index.sources.get(None) or {}).items():
+        for _seq, tp, key in chain:
+            if at_alter(key.nr, key.weight):
+                _decide(out, tp, key, replan(tp), weigh, started, name[0])
+    if in_flight.partitions >= limits.max_partitions_in_flight:
+        return out
     out_cap = limits.max_outgoing_moves_per_broker * WEIGHT_UNITS
     # One heap per request, ordered by (class, readiness, seq), and one over the requests' heads,
     # ordered by (class, readiness, rank, seq): a pop costs O(log lanes + log requests), never a look
@@ -746,7 +771,6 @@ def next_batch(index: ReadyIndex, in_flight: InFlight, limits: Limits, replan: R
     c = in_flight
     reserved: set = set()
     leaders_full = False
-    out: list[Decision] = []
     while c.partitions < limits.max_partitions_in_flight:
         top_entry = pop()
         if top_entry is None:
@@ -754,6 +778,11 @@ def next_batch(index: ReadyIndex, in_flight: InFlight, limits: Limits, replan: R
         _cls, _lane_no, seq, src, name, pos, skipped = top_entry
         chain = index.sources[src][name]
         _seq, tp, key = chain.entry(pos)
+        if at_alter(key.nr, key.weight):
+            nxt = chain.after(pos)
+            if nxt >= 0:
+                push(name, src, nxt, skipped)
+            continue  # decided above
         if key.moves_leader and leaders_full:
             continue  # L is full: no leader-moving step of any lane may start
         why = refusal(c, limits, key, creations, in_flight)
@@ -802,3 +831,20 @@ def next_batch(index: ReadyIndex, in_flight: InFlight, limits: Limits, replan: R
         if nxt >= 0:
             push(name, src, nxt, skipped)
     return out
+
+
+def _decide(out: list, tp: TopicPartition, key: SchedulingKey, result, weigh: Weigh, started: dict,
+            rid: str) -> None:
+    """A step that takes no limit (``at_alter``): started if its fresh plan is still the one queued,
+    re-queued if it changed, held if it has none; ``None``: not looked at just now, it stays ready."""
+    if result is None:
+        return
+    if isinstance(result, Step):
+        new_key = SchedulingKey.of(result, weigh(tp, result))
+        if new_key == key:
+            out.append(Start(tp, result, key.weight))
+            started[rid] = started.get(rid, 0) + 1
+        else:
+            out.append(Requeue(tp, result))
+    else:
+        out.append(Hold(tp, result))

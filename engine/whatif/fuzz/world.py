@@ -70,6 +70,9 @@ class Violation:
         return f"{label}{self.check} at t={self.at:.2f}: {self.detail}"
 
 
+SHOWN_KEPT = 4  # the engine's looks at a partition whose ISR the ``caps`` check of a free drop accepts
+
+
 def trs(p) -> Replicas:
     """The target replica set of a partition (RS without the replicas being removed)."""
     return tuple(b for b in p.replicas if b not in p.removing)
@@ -161,6 +164,7 @@ class World:
         self.look: SimState | None = None  # the cluster when the engine last looked
         self.look_torn = False
         self.torn_leaders: dict[TopicPartition, int | None] = {}  # leaders a torn latest look delivered
+        self.shown_isr: dict[TopicPartition, tuple] = {}  # the ISRs the engine's last looks showed (torn: a lagging one)
         self.looked: dict[TopicPartition, SimState] = {}  # the cluster when the engine last looked at each
         self.held_looks: list[tuple[float, int, float, Observation]] = []  # (due, seq, stamp, look) to redeliver
         self.violations: list[Violation] = []
@@ -369,6 +373,11 @@ class World:
             leader = torn_leaders.get(tp, looked.leader)
             w = self.weights.get(tp, WEIGHT_UNITS)
             adding = q.adding
+            if not adding and not w:
+                # a drop the engine started as one Kafka completes at its alter (its look showed the whole
+                # target in sync: checked where it was planned); the ISR shrank before the alter, so it is
+                # in progress: docs/algorithm.md, section 2, counts it in no limit
+                continue
             count["P"] += 1
             count["A"] += len(adding)
             moves = trs(q)[0] != leader
@@ -412,6 +421,16 @@ class World:
             unit = "" if isinstance(key, str) or key[0] == "new" else " (eighths of a move)"
             self.violate("caps", f"starting {tp_str(started)} put {name} at {n} > {cap}{unit}: "
                          f"{', '.join(tp_str(t) for t in who[key])}", who[key], resource=key, torn=look_torn)
+
+    def _check_at_alter(self, x) -> None:
+        """A drop planned to take no limit (``scheduler.at_alter``) must be one a recent look of the engine at
+        its partition showed Kafka would complete at its alter: every replica of its target in sync (a torn
+        or late look shows an older ISR: the engine cannot know better, as for the leaders)."""
+        shown = self.shown_isr.get(x.tp, ())
+        if not any(set(x.step.tr) <= isr for isr in shown):
+            what = ", ".join(str(sorted(isr)) for isr in shown) or "no look"
+            self.violate("caps", f"{tp_str(x.tp)}'s drop to {list(x.step.tr)} takes no limit, but the engine's last "
+                         f"looks showed the ISR {what}", [x.tp])
 
     def _completions(self) -> None:
         s = self.sim.state
@@ -460,6 +479,8 @@ class World:
                 self.step_nr[(x.tp, x.number)] = tuple(x.step.nr)
                 self.planned_trs.setdefault(x.tp, set()).add(tuple(x.step.tr))
                 self.weights[x.tp] = x.weight
+                if not x.step.nr and not x.weight:
+                    self._check_at_alter(x)
                 self.planned_limits[x.tp] = self.limits
                 self.planned_on[(x.tp, x.number)] = self.observed_at.get(x.tp, 0.0)
                 self.note(f"engine: {x.request_id} {x.tp} step {x.number} {list(x.step.cr)} -> {list(x.step.tr)}")
@@ -661,8 +682,9 @@ class FaultyCluster:
             obs = dataclasses.replace(obs, partitions=parts, brokers=brokers)
         w.look, w.look_torn = w.sim.state, lag is not None
         w.torn_leaders = {tp: ps.leader for tp, ps in obs.partitions.items()} if lag is not None else {}
-        for tp in obs.partitions:
+        for tp, ps in obs.partitions.items():
             w.looked[tp] = w.sim.state
+            w.shown_isr[tp] = (w.shown_isr.get(tp, ()) + (frozenset(ps.isr),))[-SHOWN_KEPT:]
         for item, rng in w.active("late", "looks"):
             if rng.random() < item.args[1]:
                 self._hold(rng.uniform(1.0, 5.0), stamp, obs)
