@@ -1581,7 +1581,7 @@ def _retry_steps(d: _Decision) -> None:
             continue
         if f.started:
             continue
-        stale = _replanned(d.state, tp, f, d.now) or over_caps(d.state, f)
+        stale = _replanned(d.state, tp, f, d.now) or over_caps(d.state, f, tp)
         if stale is not None:
             if _may_still_land(f, d.now):
                 continue  # not sent again, and still counted: its last alter may yet reach the controller
@@ -1614,12 +1614,17 @@ def _may_still_land(f, now: float | None) -> bool:
     return now - (f.retry_at - retry.backoff(f.attempt)) < ALTER_MAY_LAND
 
 
-def over_caps(s: State, f) -> str | None:
+def over_caps(s: State, f, tp: TopicPartition | None = None) -> str | None:
     """Why the unstarted step ``f`` must not be retried now (``None``: it may): its copies, charged to
     its partition's leader as last observed (a leader that moved since it was planned serves them),
     with every other step in flight, would exceed a limit. Caps are promises to the operator: a retried
     alter is re-checked as the scheduler checks a first one (section 2); the step is given up and its
-    partition planned and scheduled again."""
+    partition planned and scheduled again. A drop that took no limit because Kafka would complete it at
+    its alter (``at_alter``) is weighed again from the latest look at ``tp``: one that would no longer
+    complete there (a kept replica fell out of the ISR) is given up as well, and counts when it starts."""
+    if tp is not None and at_alter(f.step.nr, f.weight) and weight(s, tp, f.step):
+        return (f"step {f.number} had not started, and Kafka would no longer complete it at its alter (the latest "
+                f"look shows a replica it keeps out of the ISR): it is planned again, to count in the limits")
     key = SchedulingKey(f.moves_leader, f.source, tuple(sorted(f.step.nr)), f.weight)
     others = s.in_flight.charge(f.step.nr, f.source, f.moves_leader, -1, f.weight)
     why = refusal(others, s.limits, key, creations(s))
@@ -1641,7 +1646,7 @@ def held_over_caps(state: State, todo: list[Action], now: float | None) -> tuple
     held: list[ActionOutcome] = []
     for a in todo:
         f = state.steps.get(a.tp) if isinstance(a, StartStep) else None
-        why = over_caps(state, f) if f is not None and not f.started else None
+        why = over_caps(state, f, a.tp) if f is not None and not f.started else None
         if why is None:
             keep.append(a)
         else:

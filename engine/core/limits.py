@@ -36,13 +36,18 @@ SETTINGS: tuple[Setting, ...] = (
         "max_partitions_in_flight", "P", 200,
         ("reassignment.parallel.partition.count", "reassignment.max.concurrent.partition.movements"),
         "Bounds controller work (each step is a reassignment, LeaderAndIsr and "
-        "metadata updates) and the size of the throttled-replica lists.",
+        "metadata updates) and the size of the throttled-replica lists. A drop Kafka completes at its "
+        "alter (the whole target in sync) is never a reassignment in progress and takes no slot; at most "
+        "5,000 of them go in one alter (Kafka's controller takes 10,000 records an operation).",
     ),
     Setting(
         "max_leader_moves_in_flight", "L", 20,
         ("reassignment.parallel.leader.movements", "reassignment.max.concurrent.leader.movements"),
         "Every leader move makes producers and consumers of that partition refresh "
-        "metadata and retry; twenty at a time keeps client disruption small.",
+        "metadata and retry; twenty at a time keeps client disruption small. A drop Kafka completes at "
+        "its alter moves its leader at that instant and takes no slot: such moves happen in one alter, "
+        "and a client refreshes its metadata once for all of them (one request covers all its topics), "
+        "where moves twenty at a time would make it refresh, and its acks=all writes stall, each time.",
     ),
     Setting(
         "max_replica_additions_in_flight", "A", 200,

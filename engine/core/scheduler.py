@@ -68,7 +68,9 @@ lane's head, walks into a lane while it admits steps, and past a blocked step
 looks at most SCAN more of that lane: O(lanes + (k + SCAN x lanes) log lanes)
 for k steps started, never a scan of the queue, whatever it holds. Requests take
 turns through a heap of their lanes' heads, so a pop costs O(log), never a look
-at every request. A decision with P already full returns at once. The
+at every request. The drops that take no limit are indexed apart by the order
+they became ready (``ReadyIndex.free``): O(f log f) for the f of them, at most
+``FREE_PER_DECISION`` started. A decision with P already full returns after them. The
 dominant-source rule adds O(lanes) (``dominant``) and O(SCAN x the source's
 lanes) (``pins``); ``pin_holds``, which the views call, looks at what a
 decision looks at: O(SCAN x lanes).
@@ -95,6 +97,13 @@ WEIGHT_UNITS = 8
 ``full_move_seconds`` at the throttle rate is a whole move (8); a shorter one its share, rounded up;
 one shorter than half an eighth weighs nothing (0: ``weight_units``). A step that copies nothing weighs
 a whole move in P and L, or nothing at all where Kafka completes it at its alter (``at_alter``)."""
+
+
+FREE_PER_DECISION = 5000
+"""The most drops that take no limit (``at_alter``) one decision starts: they go in one
+AlterPartitionReassignments, and Kafka's controller makes one record per partition in a list it caps
+at 10,000 per operation (``MAX_RECORDS_PER_USER_OP``; past it, each partition is refused on its own); half
+of that leaves room for the decision's other steps (P of them, 200 by default)."""
 
 
 def at_alter(nr: Replicas, weight: int) -> bool:
@@ -254,6 +263,9 @@ class ReadyIndex(NamedTuple):
 
     sources: immutables.Map = immutables.Map()  # source -> Map(lane -> Chain)
     size: int = 0
+    # the ready steps that take no limit (``at_alter``), also by seq: seq -> (tp, key, lane), so that a
+    # decision starts them in the order they became ready, looking at nothing else
+    free: immutables.Map = immutables.Map()
 
     def add(self, key: SchedulingKey, lane: int, seq: int, tp: TopicPartition,
             request_id: str = "") -> tuple["ReadyIndex", Slot]:
@@ -261,15 +273,18 @@ class ReadyIndex(NamedTuple):
         lanes = self.sources.get(src) or immutables.Map()
         name = (request_id, 0 if key.moves_leader else 1, lane)
         chain, pos = (lanes.get(name) or Chain()).push((seq, tp, key))
-        return (ReadyIndex(self.sources.set(src, lanes.set(name, chain)), self.size + 1),
+        free = self.free.set(seq, (tp, key, name)) if at_alter(key.nr, key.weight) else self.free
+        return (ReadyIndex(self.sources.set(src, lanes.set(name, chain)), self.size + 1, free),
                 Slot(src, name, pos))
 
     def remove(self, slot: Slot) -> "ReadyIndex":
         lanes = self.sources[slot.source]
+        seq, _tp, key = lanes[slot.lane].entry(slot.pos)
         chain = lanes[slot.lane].delete(slot.pos)
         lanes = lanes.set(slot.lane, chain) if len(chain) else lanes.delete(slot.lane)
         sources = self.sources.set(slot.source, lanes) if len(lanes) else self.sources.delete(slot.source)
-        return ReadyIndex(sources, self.size - 1)
+        free = self.free.delete(seq) if at_alter(key.nr, key.weight) else self.free
+        return ReadyIndex(sources, self.size - 1, free)
 
     def __iter__(self) -> Iterator[TopicPartition]:  # type: ignore[override]
         for lanes in self.sources.values():
@@ -710,12 +725,13 @@ def next_batch(index: ReadyIndex, in_flight: InFlight, limits: Limits, replan: R
     """
     started: dict[str, int] = {}
     out: list[Decision] = []
-    # the drops Kafka completes at their alter (``at_alter``) take no limit: they start first, all of them,
-    # whatever the counters (O(ready steps that copy nothing))
-    for name, chain in (index.sources.get(None) or {}).items():
-        for _seq, tp, key in chain:
-            if at_alter(key.nr, key.weight):
-                _decide(out, tp, key, replan(tp), weigh, started, name[0])
+    # the drops Kafka completes at their alter (``at_alter``) take no limit: they start first, in the order
+    # they became ready, whatever the counters, at most FREE_PER_DECISION (O(those, log))
+    for seq in sorted(index.free.keys()):
+        if len(out) >= FREE_PER_DECISION:
+            break
+        tp, key, name = index.free[seq]
+        _decide(out, tp, key, replan(tp), weigh, started, name[0])
     if in_flight.partitions >= limits.max_partitions_in_flight:
         return out
     out_cap = limits.max_outgoing_moves_per_broker * WEIGHT_UNITS

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from engine.core.decide import creations
-from engine.core.scheduler import A, DRAINED, PIN_IN, PIN_OUT, PINNED, WEIGHT_UNITS, pin_holds, refusal
+from engine.core.scheduler import A, DRAINED, PIN_IN, PIN_OUT, PINNED, WEIGHT_UNITS, at_alter, pin_holds, refusal
 from engine.core.state import State
 from engine.views.attention import _entry, _n, _named
 
@@ -87,7 +87,7 @@ def _held(state: State, stuck: set, broker: int) -> list[str]:
                     groups.setdefault(why, []).append(tp)
     lines = []
     for why, tps in sorted(groups.items(), key=lambda x: (-len(x[1]), str(x[0]))):
-        takers = [tp for tp, f in state.steps.items() if _takes(f.step, why)]
+        takers = [tp for tp, f in state.steps.items() if _takes(f, why)]
         theirs = [tp for tp in takers if tp in stuck]
         if not theirs:
             continue
@@ -96,12 +96,16 @@ def _held(state: State, stuck: set, broker: int) -> list[str]:
     return lines
 
 
-def _takes(step, why) -> bool:
-    """Whether a step in flight takes part of the limit ``why`` (``engine.core.scheduler.refusal``)."""
+def _takes(f, why) -> bool:
+    """Whether the step in flight ``f`` takes part of the limit ``why`` (``engine.core.scheduler.refusal``;
+    a drop Kafka completes at its alter takes none: ``at_alter``)."""
+    step = f.step
+    if at_alter(step.nr, f.weight):
+        return False
     if why == "P":
         return True
     if why == "L":
-        return step.moves_leader
+        return f.moves_leader
     if why == A:
         return bool(step.nr)
     side, b = why
