@@ -193,7 +193,7 @@ def plan(s: State, tp: TopicPartition, now: float | None = None) -> PlanResult:
         steps=request.steps if request is not None else DEFAULT_STEP_MODE,
     )
     if isinstance(result, Step) and request is not None and request.steps == GROUPED:
-        why = drops_wait(s, tp, result)
+        why = drops_wait(s, tp, result, now)
         if why is not None:
             return Waiting(why)
     if isinstance(result, Waiting) and entry.rolling_back:
@@ -203,7 +203,7 @@ def plan(s: State, tp: TopicPartition, now: float | None = None) -> PlanResult:
     return result
 
 
-def drops_wait(s: State, tp: TopicPartition, step: Step) -> str | None:
+def drops_wait(s: State, tp: TopicPartition, step: Step, now: float | None = None) -> str | None:
     """Why a ``grouped`` partition's final drop waits (``engine.core.step``, rule 8), or None.
 
     Each completion that drops a replica bumps the leader epoch, and each bump holds the acks=all
@@ -212,13 +212,18 @@ def drops_wait(s: State, tp: TopicPartition, step: Step) -> str | None:
     target, where the target adds replicas (a pure reduction replaces nothing), and drops replicas that
     are all live and in sync, waits while its request still has a copy out of the partition's leader in
     flight (into live brokers) or ready; the tick that finds none releases the leader's held drops
-    together (``_release_drops``): one alter, one stall, as far as the limits P and L let them start
-    at once. The wait lasts as long as the request's copies out of that leader; a cancel or a rollback
-    ends it (a plain cancel completes the drop, a rollback drops the new replicas instead), and a drop
-    that is not the final one, or that drops a dead or lagging replica, never waits."""
+    together (``_release_drops``): one alter (Kafka completes each drop at it: they take no limit), one
+    stall. The wait lasts as long as the request's copies out of that leader, and at most
+    ``max_drop_hold_seconds`` (H) from the first of the group's drops held (``_hold_over``): then the
+    group goes as it is; a cancel or a rollback ends it (a plain cancel completes the drop, a rollback
+    drops the new replicas instead), and a drop that is not the final one, or that drops a dead or
+    lagging replica, never waits; with H = 0 none does."""
     entry = s.partitions[tp]
     obs = s.observed.get(tp)
     if step.nr or not step.dr or entry.cancelled or entry.rolling_back or obs is None or obs.leader is None:
+        return None
+    hold = s.limits.max_drop_hold_seconds
+    if not hold or _hold_over(s, now, s.held_since.get(tp), s.drops_since.get((entry.request_id, obs.leader))):
         return None
     if not _replaced_all(entry, obs):
         return None
@@ -228,7 +233,15 @@ def drops_wait(s: State, tp: TopicPartition, step: Step) -> str | None:
     if not copies_out(s, entry.request_id, obs.leader):
         return None
     return (f"{DROPS_HELD}: they leave together once no new replica of this request copies from their "
-            f"leader, broker {obs.leader} (--steps grouped)")
+            f"leader, broker {obs.leader}, or {hold} s after the first of them was held (--steps grouped; "
+            f"max_drop_hold_seconds)")
+
+
+def _hold_over(s: State, now: float | None, *since: float | None) -> bool:
+    """Whether a hold that began at the earliest of ``since`` has lasted ``max_drop_hold_seconds``
+    (without a clock, or with no start known, it has not)."""
+    begun = [t for t in since if t is not None]
+    return now is not None and bool(begun) and now - min(begun) >= s.limits.max_drop_hold_seconds
 
 
 def _replaced_all(entry, obs) -> bool:
@@ -252,19 +265,21 @@ def copies_out(s: State, request_id: str, source: int) -> bool:
 
 def _release_drops(d: _Decision) -> None:
     """Plan again, together, the held drops of every (request, leader) whose request has no new replica
-    copying from that leader (``drops_wait``): they start in this tick's batch."""
-    for tps in _releasable(d.state):
+    copying from that leader, or whose hold has lasted ``max_drop_hold_seconds`` (``drops_wait``): they
+    start in this tick's batch."""
+    for tps in _releasable(d.state, d.now):
         for tp in tps:
             _reconsider(d, tp)
 
 
-def _releasable(s: State) -> list:
+def _releasable(s: State, now: float | None = None) -> list:
     """The groups of held drops (``State.drops_held``) whose request has no new replica copying from their
-    leader: a tick releases them (``_release_drops``), so the shell looks at them just before it
-    (``starting``) and they start in that tick. In a fixed order (the log is the same whatever the hash
-    seed). O(groups x (lanes + steps in flight))."""
+    leader, or that have been held ``max_drop_hold_seconds``: a tick releases them (``_release_drops``),
+    so the shell looks at them just before it (``starting``) and they start in that tick. In a fixed
+    order (the log is the same whatever the hash seed). O(groups x (lanes + steps in flight))."""
     groups = sorted(s.drops_held.items(), key=lambda g: (g[0][0], -1 if g[0][1] is None else g[0][1]))
-    return [sorted(tps.keys()) for (rid, leader), tps in groups if leader is None or not copies_out(s, rid, leader)]
+    return [sorted(tps.keys()) for (rid, leader), tps in groups
+            if leader is None or _hold_over(s, now, s.drops_since.get((rid, leader))) or not copies_out(s, rid, leader)]
 
 
 def timers_pending(s: State) -> bool:
@@ -316,7 +331,7 @@ def starting(s: State, now: float | None = None) -> list[TopicPartition]:
     plus the groups of held drops."""
     if s.paused:
         return []
-    released = [tp for tps in _releasable(s) for tp in tps]
+    released = [tp for tps in _releasable(s, now) for tp in tps]
     if not s.ready.size:
         return released
     return [x.tp for x in _batch(s, now, None)] + released

@@ -124,6 +124,18 @@ SETTINGS: tuple[Setting, ...] = (
         least=0, most=1,
     ),
     Setting(
+        "max_drop_hold_seconds", "H", 300,
+        ("reassignment.drop.hold.seconds",),
+        "--steps grouped holds a partition's final drop so that its leader's drops go together, one leader "
+        "epoch bump for them (each holds the leader's acks=all writes up about a second), while new "
+        "replicas of the request still copy from that leader. The held partition keeps its old replica "
+        "(its disk, its fetches, its leadership if it led) meanwhile; this bounds it: a leader's held drops "
+        "go together at the latest this many seconds after the first of them was held, so a long move frees "
+        "disk as it goes and its producers feel one stall per leader at most every H s (0.4 % of the "
+        "leader's writes at 300 s). Moves shorter than H are not split. 0: a drop is never held.",
+        least=0,
+    ),
+    Setting(
         "pin_dominant_source", "D", 1,
         ("source.pin.dominant",),
         "1: while one source broker has at least twice the ready steps of any other (a retired broker "
@@ -193,6 +205,7 @@ class Limits:
     throttle_margin_pct: int = 8
     release_at_start: int = 1
     pin_dominant_source: int = 1
+    max_drop_hold_seconds: int = 300
 
     def changed(self, changes: Mapping[str, int]) -> "Limits":
         """A copy with ``changes`` applied; keys may be field names or KIP aliases.

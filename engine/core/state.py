@@ -213,6 +213,11 @@ class State(NamedTuple):
     # (request, leader as observed when held) -> Map(tp -> True), and each one's key
     drops_held: immutables.Map = immutables.Map()
     drop_group: immutables.Map = immutables.Map()
+    # tp -> the log's clock when its final drop was first held (None: no clock), until that drop starts or
+    # the partition ends; (request, leader) -> the earliest of its held drops': the group goes at the latest
+    # ``max_drop_hold_seconds`` after it (``decide.drops_wait``)
+    held_since: immutables.Map = immutables.Map()
+    drops_since: immutables.Map = immutables.Map()
     elections: immutables.Map = immutables.Map()  # tp -> Election
     throttles: ThrottleSet = ThrottleSet()  # in force on the cluster
     throttle_failed: ThrottleSet = ThrottleSet()  # pieces whose last change failed: retried at throttle_retry_at
@@ -366,23 +371,40 @@ def _put(s: State, tp: TopicPartition, new: PartitionReassignment, old: Partitio
 
 def _group_drops(s: State, tp: TopicPartition, new: PartitionReassignment) -> State:
     """Keep ``drops_held`` exact: a partition is in it while it waits with a DROPS_HELD reason, under its
-    request and its leader as observed."""
+    request and its leader as observed; and the times its hold bound counts from (``held_since``: the
+    partition's first hold, until its drop starts or it ends; ``drops_since``: its group's earliest). A
+    partition that leaves its group ready (released) takes the group's time as its own, so a group the
+    bound released is not held again member by member."""
     key = None
     if new.status == WAITING and s.waiting.get(tp, "").startswith(DROPS_HELD):
         obs = s.observed.get(tp)
         key = (new.request_id, obs.leader if obs is not None else None)
     was = s.drop_group.get(tp)
+    held_since = s.held_since
+    if key is not None and tp not in held_since:
+        held_since = held_since.set(tp, s.clock)
+    elif key is None and new.status not in (WAITING, READY) and tp in held_since:
+        held_since = held_since.delete(tp)  # its drop started, or it ended
+    elif key is None and was is not None and tp in held_since:
+        first, mine = s.drops_since.get(was), held_since[tp]
+        if first is not None and (mine is None or first < mine):
+            held_since = held_since.set(tp, first)  # released with its group: the group's time is its own
     if was == key:
-        return s
-    held, group = s.drops_held, s.drop_group
+        return s if held_since is s.held_since else s._replace(held_since=held_since)
+    held, group, since = s.drops_held, s.drop_group, s.drops_since
     if was is not None:
         rest = held[was].delete(tp)
         held = held.set(was, rest) if len(rest) else held.delete(was)
         group = group.delete(tp)
+        if not len(rest):
+            since = since.delete(was)
     if key is not None:
         held = held.set(key, (held.get(key) or immutables.Map()).set(tp, True))
         group = group.set(tp, key)
-    return s._replace(drops_held=held, drop_group=group)
+        first, mine = since.get(key), held_since.get(tp)
+        since = since.set(key, mine if key not in since or (first is not None and mine is not None and mine < first)
+                          else first)
+    return s._replace(drops_held=held, drop_group=group, drops_since=since, held_since=held_since)
 
 
 def _count(requests: immutables.Map, request_id: str, status: str, delta: int) -> immutables.Map:
@@ -951,13 +973,15 @@ def _(s: State, e: ev.ClockSetBack) -> State:
             known[tp] = min(at - shift, before)
         known = known.finish()
     missing = immutables.Map({t: back(at) for t, at in s.missing.items()})
+    held_since = immutables.Map({tp: back(at) for tp, at in s.held_since.items()})
+    drops_since = immutables.Map({key: back(at) for key, at in s.drops_since.items()})
     differed = s.throttles_differed  # when a read-back first showed a difference: judged METADATA_SETTLE later
     if differed is not None and differed.at is not None:
         differed = dataclasses.replace(differed, at=back(differed.at))
     return s._replace(steps=steps, partitions=partitions, elections=elections, release_debt=debt, known_at=known,
                       throttle_retry_at=back(s.throttle_retry_at), throttles_differed=differed, clock=e.now,
                       clock_read=e.now,
-                      creation=creation, missing=missing)
+                      creation=creation, missing=missing, held_since=held_since, drops_since=drops_since)
 
 
 @_on(ev.ClusterUnreachable)

@@ -97,10 +97,11 @@ def attention(state: State, rejected_at: dict | None = None, only: str | None = 
         if len(reasons) == 1:
             lines = [_named(tps)]
         else:  # the same wait for different brokers: one entry, a line per broker
-            lines = [f"{_numbers(r)}: {_named(by_reason[r])}"
+            common = set.intersection(*(set(_numbered(r)) for r in reasons))
+            lines = [f"{_numbers(r, common)}: {_named(by_reason[r])}"
                      for r in sorted(reasons, key=lambda r: (-len(by_reason[r]), r))]
         if shape.startswith(DROPS_HELD):  # a line per request and leader, naming the request
-            lines.extend(_held_for(state, tps))
+            lines.extend(_held_for(state, tps, now))
         else:
             lines.append(f"request{'s' if len(requests) > 1 else ''} {', '.join(requests)}")
         retries = [state.partitions[tp].retry_at for tp in tps if state.partitions[tp].retry_at is not None]
@@ -277,17 +278,24 @@ def _by_shape(by_reason: dict[str, list]) -> list[tuple[str, list[str]]]:
 _NUMBER = re.compile(r"\b\d+\b")
 
 
-def _numbers(reason: str) -> str:
-    """What tells a reason from others of its shape: each number with the word before it ("broker 3")."""
-    words = reason.split()
-    return ", ".join(" ".join(words[max(i - 1, 0):i + 1])
-                     for i, w in enumerate(words) if _NUMBER.fullmatch(w.strip(",;:()")))
+def _numbered(reason: str) -> list[str]:
+    """Each number of a reason with the word before it ("broker 3"), punctuation left out."""
+    words = [w.strip(",;:()") for w in reason.split()]
+    return [" ".join(words[max(i - 1, 0):i + 1]) for i, w in enumerate(words) if _NUMBER.fullmatch(w)]
 
 
-def _held_for(state: State, tps) -> list[str]:
+def _numbers(reason: str, common: set = frozenset()) -> str:
+    """What tells a reason from others of its shape: its numbers with the word before each ("broker 3"),
+    but those ``common`` to all of them (a hold's bound, say)."""
+    return ", ".join(x for x in _numbered(reason) if x not in common)
+
+
+def _held_for(state: State, tps, now: float | None = None) -> list[str]:
     """For drops ``--steps grouped`` holds: a line per (request, leader) naming the copies they wait for,
-    those in flight out of that leader and how many are queued (its lanes of the ready index)."""
+    those in flight out of that leader and how many are queued (its lanes of the ready index), and when
+    they go at the latest (``max_drop_hold_seconds`` after the first of them was held)."""
     out = []
+    hold = state.limits.max_drop_hold_seconds
     for rid, leader in sorted({state.drop_group[tp] for tp in tps if tp in state.drop_group},
                               key=lambda k: (k[0], -1 if k[1] is None else k[1])):
         running = [tp for tp, f in state.steps.items() if f.request_id == rid and f.source == leader and f.step.nr]
@@ -296,8 +304,10 @@ def _held_for(state: State, tps) -> list[str]:
         copies = [f"{_named(running)} in flight"] if running else []
         if queued:
             copies.append(f"{queued}{' more' if running else ''} queued")
+        since = state.drops_since.get((rid, leader))
+        latest = f"; they go {_when(since + hold, now)} at the latest" if since is not None else ""
         out.append(f"request {rid}: broker {leader}'s copies still to end: "
-                   + (", ".join(copies) if copies else "none (released at the next tick)"))
+                   + (", ".join(copies) if copies else "none (released at the next tick)") + latest)
     return out
 
 

@@ -29,7 +29,9 @@ Checked here, after every step of the run:
   it, counted from the last fault that kept read-backs or throttle changes from their cadence;
 * ``drop_held``: after a tick, a ``grouped`` partition whose final drop is held (``DROPS_HELD``) has a cause:
   its request has a copy out of the partition's leader (as last observed) in flight into live brokers
-  or ready (its slot's source), computed here from those fields (``drops_held_without_cause``);
+  or ready (its slot's source), computed here from those fields (``drops_held_without_cause``); and it has
+  not been held ``max_drop_hold_seconds`` since the engine first held it, by its clock, as the log says
+  (``drops_held_too_long``: ``World.held_at``, from the events);
 * ``idle_source``: work-conserving scheduling: a source broker that serves no copy, with a ready
   step out of it that fits every limit on its own, does not stay idle for ``IDLE_LIMIT`` seconds
   (but a step the dominant-source rule holds: ``held_by_the_pin``; or what a look the core set aside
@@ -94,6 +96,18 @@ def drops_held_without_cause(state: State) -> list[TopicPartition]:
             continue
         out.append(tp)
     return out
+
+
+def drops_held_too_long(state: State, now: float, held_at: dict) -> list[tuple[TopicPartition, float]]:
+    """The held drops (``DROPS_HELD``) held for longer than ``max_drop_hold_seconds`` after a tick at ``now``
+    (the engine's clock), from when the log first showed each held (``held_at``): (partition, seconds)."""
+    hold = state.limits.max_drop_hold_seconds
+    out = []
+    for tp, reason in state.waiting.items():
+        at = held_at.get(tp)
+        if reason.startswith(DROPS_HELD) and at is not None and now - at > hold:
+            out.append((tp, now - at))
+    return sorted(out)
 
 
 def bounded_state(state: State) -> str | None:

@@ -141,6 +141,9 @@ def draw(seed: int) -> Plan:
     margin = random.Random(f"margin-{seed}").choice(MARGINS)  # its own generator too
     if margin is not None:
         limits = {**limits, "throttle_margin_pct": margin}
+    hold = random.Random(f"hold-{seed}").choice(HOLDS)  # and the bound on grouped drops' hold
+    if hold is not None:
+        limits = {**limits, "max_drop_hold_seconds": hold}
     quiet_at = round(rng.uniform(120.0, 420.0), 1)
     items: list[Item] = []
     at = [0.0]
@@ -193,6 +196,10 @@ RATES_NOT_KEPT_SHARE = 0.25
 MARGINS = (None, None, 0, 25)
 """The ``throttle_margin_pct`` a seed's engine starts with (``None``: the default): Kafka's rate the
 throttle itself for a quarter of the seeds, 25 % above it for another quarter."""
+
+HOLDS = (None, None, 0, 5, 20, 60)
+"""``max_drop_hold_seconds`` a seed draws (None: the default, 300 s, longer than most of a seed's moves): a
+bound that ends holds while copies still run, and 0, grouped with nothing held."""
 
 BURST_SHARE = 0.06
 """The share of seeds that draw a burst of more than ``FINISHED_KEPT`` small requests."""

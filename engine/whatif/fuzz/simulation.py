@@ -227,6 +227,11 @@ class Run:
         if held:
             self.once("drop_held", f"{', '.join(map(str, held[:4]))} held to drop with their leader's others after a "
                       f"tick although no new replica of their request copies from it", held)
+        late = checks.drops_held_too_long(d.state, d.clock(), self.world.held_at)
+        if late:
+            self.once("drop_held", f"{', '.join(f'{tp} for {s:.1f} s' for tp, s in late[:4])} held to drop with their "
+                      f"leader's others after a tick, more than max_drop_hold_seconds "
+                      f"({d.state.limits.max_drop_hold_seconds})", [tp for tp, _s in late])
 
     def after_step(self) -> None:
         w = self.world

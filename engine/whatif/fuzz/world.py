@@ -33,6 +33,7 @@ from engine.core.outcomes import OK, Ok, Refused, Result, Unavailable
 from engine.core.partition import Broker, PartitionState, Replicas, TopicPartition
 from engine.core.scheduler import WEIGHT_UNITS
 from engine.core.state import EMPTY, State, apply
+from engine.core.step import DROPS_HELD
 from engine.core.throttles import ThrottleSet
 from engine.log.envelope import EventEnvelope
 from engine.runtime.decider import MemoryLog
@@ -164,6 +165,8 @@ class World:
         self.look: SimState | None = None  # the cluster when the engine last looked
         self.look_torn = False
         self.torn_leaders: dict[TopicPartition, int | None] = {}  # leaders a torn latest look delivered
+        # tp -> the engine's clock when its final drop was first held (DROPS_HELD), until that drop is planned
+        self.held_at: dict[TopicPartition, float] = {}
         self.shown_isr: dict[TopicPartition, tuple] = {}  # the ISRs the engine's last looks showed (torn: a lagging one)
         self.looked: dict[TopicPartition, SimState] = {}  # the cluster when the engine last looked at each
         self.held_looks: list[tuple[float, int, float, Observation]] = []  # (due, seq, stamp, look) to redeliver
@@ -475,7 +478,13 @@ class World:
                 self.met.append("resume")
             elif kind is ev.PartitionCancelled and x.rollback:
                 self.met.append("rollback")
+            elif kind is ev.PartitionWaiting and x.reason.startswith(DROPS_HELD):
+                self.held_at.setdefault(x.tp, self.clock())  # its first hold, on the engine's clock
+            elif kind is ev.PartitionQueued:
+                self.held_at.pop(x.tp, None)  # another request's: its own hold, if any
             elif kind is ev.StepPlanned:
+                if not x.step.nr:
+                    self.held_at.pop(x.tp, None)  # its drop goes: the hold is over
                 self.step_nr[(x.tp, x.number)] = tuple(x.step.nr)
                 self.planned_trs.setdefault(x.tp, set()).add(tuple(x.step.tr))
                 self.weights[x.tp] = x.weight
