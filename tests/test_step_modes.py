@@ -344,18 +344,26 @@ def test_a_held_drop_is_not_looked_at_until_the_tick_that_releases_it():
     assert set(planned) == {tp(0), tp(1)} and c.assignment() == {tp(0): (1, 2, 4), tp(1): (1, 4, 3)}
 
 
-def test_a_leaders_held_drops_go_at_the_latest_max_drop_hold_seconds_after_the_first_was_held():
-    # tp 0 and tp 1 led by 1 (H = 60 s): tp 0's copy is done at t = 10 and its drop held for tp 1's copy, which
-    # never ends here. Until 70 s it stays held (status says until when); from 70 s it goes alone, one alter
+def two_copying(now: float, limits: dict | None = None) -> tuple[FakeCluster, Driver]:
+    """On a clock from ``now``: tp 0 and tp 1, led by 1, each copying a replica in (grouped)."""
     from engine.core.commands import ChangeLimits
-    from engine.views.attention import attention
 
     c = FakeCluster({tp(0): (1, 2, 3), tp(1): (1, 2, 3)}, range(1, 5))
     d = Driver(c)
-    d.now = 0.0
-    d.feed(ChangeLimits({"max_drop_hold_seconds": 60}))
+    d.now = now
+    if limits:
+        d.feed(ChangeLimits(limits))
     d.feed(Submit("r", (PartitionTarget("t", 0, (1, 2, 4)), PartitionTarget("t", 1, (1, 4, 3))), steps="grouped"))
     d.tick()
+    return c, d
+
+
+def test_a_leaders_held_drops_go_at_the_latest_max_drop_hold_seconds_after_the_first_was_held():
+    # tp 0 and tp 1 led by 1 (H = 60 s): tp 0's copy is done at t = 10 and its drop held for tp 1's copy, which
+    # never ends here. Until 70 s it stays held (status says until when); from 70 s it goes alone, one alter
+    from engine.views.attention import attention
+
+    c, d = two_copying(0.0, {"max_drop_hold_seconds": 60})
     d.now = 10.0
     c.finish(tp(0))
     d.observe()
@@ -376,14 +384,7 @@ def test_a_leaders_held_drops_go_at_the_latest_max_drop_hold_seconds_after_the_f
 
 
 def test_with_max_drop_hold_seconds_0_no_drop_is_held():
-    from engine.core.commands import ChangeLimits
-
-    c = FakeCluster({tp(0): (1, 2, 3), tp(1): (1, 2, 3)}, range(1, 5))
-    d = Driver(c)
-    d.now = 0.0
-    d.feed(ChangeLimits({"max_drop_hold_seconds": 0}))
-    d.feed(Submit("r", (PartitionTarget("t", 0, (1, 2, 4)), PartitionTarget("t", 1, (1, 4, 3))), steps="grouped"))
-    d.tick()
+    c, d = two_copying(0.0, {"max_drop_hold_seconds": 0})
     c.finish(tp(0))
     d.observe()
     planned = [e for e in d.tick() if isinstance(e, ev.StepPlanned)]
@@ -393,11 +394,7 @@ def test_with_max_drop_hold_seconds_0_no_drop_is_held():
 
 def test_a_hold_is_rebased_when_the_clock_is_set_back():
     # a clock set back re-bases every timer (ClockSetBack): a hold's start as well, so it keeps what it had left
-    c = FakeCluster({tp(0): (1, 2, 3), tp(1): (1, 2, 3)}, range(1, 5))
-    d = Driver(c)
-    d.now = 1000.0
-    d.feed(Submit("r", (PartitionTarget("t", 0, (1, 2, 4)), PartitionTarget("t", 1, (1, 4, 3))), steps="grouped"))
-    d.tick()
+    c, d = two_copying(1000.0)
     d.now = 1010.0
     c.finish(tp(0))
     d.observe()
