@@ -438,3 +438,34 @@ def test_a_group_the_bound_releases_goes_whole_though_some_of_it_was_held_later(
     planned = [e.tp for e in d.tick() if isinstance(e, ev.StepPlanned)]
     assert sorted(planned) == [tp(0), tp(1)]
     assert not d.state.drop_group and c.assignment()[tp(0)] == (1, 2, 4) and c.assignment()[tp(1)] == (1, 4, 3)
+
+
+def test_a_drop_the_bound_released_is_retried_as_it_was_not_held_again():
+    # tp 0's drop is released by the bound (H = 60 s) while tp 1 still copies from broker 1, and its alter goes
+    # unanswered: the retry sends the same drop. Re-planned with the hold in mind, it was given up as "not what
+    # the partition needs any more" and held for another 60 s from scratch (its hold's start had gone with the
+    # step planned)
+    from engine.core.commands import ChangeLimits
+
+    c = FakeCluster({tp(0): (1, 2, 3), tp(1): (1, 2, 3)}, range(1, 5))
+    d = Driver(c)
+    d.now = 0.0
+    d.feed(ChangeLimits({"max_drop_hold_seconds": 60}))
+    d.feed(Submit("r", (PartitionTarget("t", 0, (1, 2, 4)), PartitionTarget("t", 1, (1, 4, 3))), steps="grouped"))
+    d.tick()
+    d.now = 10.0
+    c.finish(tp(0))
+    d.observe()
+    d.tick()
+    since = d.state.drops_since[("r", 1)]
+    c.unavailable("alter", times=1, tp=tp(0))
+    d.now = since + 60.0
+    n = len(d.events)
+    d.tick()
+    for i in range(1, 30):
+        d.now = since + 60.0 + 2 * i
+        d.tick()
+    mine = [e for e in d.events[n:] if getattr(e, "tp", None) == tp(0)]
+    assert not [e for e in mine if isinstance(e, ev.StepFailed)], [e.reason for e in mine if isinstance(e, ev.StepFailed)]
+    assert not [e for e in mine if isinstance(e, ev.PartitionWaiting)]
+    assert c.assignment()[tp(0)] == (1, 2, 4) and tp(1) in d.state.steps
