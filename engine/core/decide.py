@@ -236,9 +236,11 @@ def drops_wait(s: State, tp: TopicPartition, step: Step, now: float | None = Non
         return None
     if not copies_out(s, entry.request_id, obs.leader):
         return None
+    # (H is not in the reason: a limits change does not plan held partitions again, and the reason would
+    # keep the old one; status says when each group goes, from the H in force: ``attention._held_for``)
     return (f"{DROPS_HELD}: they leave together once no new replica of this request copies from their "
-            f"leader, broker {obs.leader}, or {hold} s after the first of them was held (--steps grouped; "
-            f"max_drop_hold_seconds)")
+            f"leader, broker {obs.leader}, or max_drop_hold_seconds after the first of them was held "
+            f"(--steps grouped)")
 
 
 def _hold_over(s: State, now: float | None, *since: float | None) -> bool:
