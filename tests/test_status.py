@@ -614,3 +614,30 @@ def test_what_needs_attention_and_list_name_the_same_skipped_cancels():
             listed = {p for k in cancel_skips(s, s.request("r")) for p in k["partitions"]}
             assert shown == listed, (status, note)
             assert (str(tp(1)) in listed) == cancel_skipped(entry) == (note is not None and status != CANCELLED)
+
+
+def test_numbers_all_reasons_of_a_wait_share_are_in_its_title_and_the_lines_tell_them_apart_by_place():
+    # a number every reason of the shape has in the same place is said once, in the title (it read "attempt N",
+    # and the lines, which leave such numbers out, said it nowhere); the lines keep what differs, place by place
+    # (two looks with the leaders swapped shared both numbers as sets, and their lines said neither)
+    from engine.core.decide import LEADER_UNCONFIRMED
+    from engine.core.state import fold as fold_state
+    from engine.views.attention import attention
+
+    def why(b, attempt=2):
+        return f"waiting for broker {b} to become leader (preferred leader election; attempt {attempt} failed: gone)"
+
+    def look(now, was):
+        return f"{LEADER_UNCONFIRMED}: a look shows broker {now} leading where the log has broker {was}, and it could not be recorded"
+
+    state = fold_state([ev.RequestAccepted("r", 4, "d")] + [
+        ev.PartitionQueued("r", tp(i), (0, 1, 2), (3, 1, 2)) for i in range(4)
+    ] + [
+        ev.PartitionWaiting("r", tp(0), why(3)), ev.PartitionWaiting("r", tp(1), why(5)),
+        ev.PartitionWaiting("r", tp(2), look(3, 1)), ev.PartitionWaiting("r", tp(3), look(1, 3)),
+    ])
+    elect, seen = sorted((e for e in attention(state) if e["kind"] == "waiting"), key=lambda e: e["partitions"])
+    assert elect["title"] == ("2 partitions waiting: waiting for broker N to become leader (preferred leader election; "
+                              "attempt 2 failed: gone)")
+    assert elect["lines"][:2] == ["broker 3: partitions t-0", "broker 5: partitions t-1"]
+    assert seen["lines"][:2] == ["broker 1, broker 3: partitions t-3", "broker 3, broker 1: partitions t-2"], seen["lines"]

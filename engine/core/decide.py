@@ -217,11 +217,15 @@ def drops_wait(s: State, tp: TopicPartition, step: Step, now: float | None = Non
     ``max_drop_hold_seconds`` (H) from the first of the group's drops held (``_hold_over``): then the
     group goes as it is; a cancel or a rollback ends it (a plain cancel completes the drop, a rollback
     drops the new replicas instead), and a drop that is not the final one, or that drops a dead or
-    lagging replica, never waits; with H = 0 none does."""
+    lagging replica, never waits; with H = 0 none does. Nor does a drop already planned whose alter is
+    retried (``_replanned`` plans the partition again): released by the bound while copies still run, it
+    was given up as "not what the partition needs" and held again for a whole H."""
     entry = s.partitions[tp]
     obs = s.observed.get(tp)
     if step.nr or not step.dr or entry.cancelled or entry.rolling_back or obs is None or obs.leader is None:
         return None
+    if tp in s.steps:
+        return None  # its drop was released and sent: a retry re-checks it (``_replanned``), the hold is over
     hold = s.limits.max_drop_hold_seconds
     if not hold or _hold_over(s, now, s.held_since.get(tp), s.drops_since.get((entry.request_id, obs.leader))):
         return None
@@ -232,9 +236,11 @@ def drops_wait(s: State, tp: TopicPartition, step: Step, now: float | None = Non
         return None
     if not copies_out(s, entry.request_id, obs.leader):
         return None
+    # (H is not in the reason: a limits change does not plan held partitions again, and the reason would
+    # keep the old one; status says when each group goes, from the H in force: ``attention._held_for``)
     return (f"{DROPS_HELD}: they leave together once no new replica of this request copies from their "
-            f"leader, broker {obs.leader}, or {hold} s after the first of them was held (--steps grouped; "
-            f"max_drop_hold_seconds)")
+            f"leader, broker {obs.leader}, or max_drop_hold_seconds after the first of them was held "
+            f"(--steps grouped)")
 
 
 def _hold_over(s: State, now: float | None, *since: float | None) -> bool:

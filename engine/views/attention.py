@@ -94,12 +94,14 @@ def attention(state: State, rejected_at: dict | None = None, only: str | None = 
     for shape, reasons in _by_shape(by_reason):
         tps = [tp for r in reasons for tp in by_reason[r]]
         requests = sorted({state.partitions[tp].request_id for tp in tps})
+        said = reasons[0]
         if len(reasons) == 1:
             lines = [_named(tps)]
         else:  # the same wait for different brokers: one entry, a line per broker
-            common = set.intersection(*(set(_numbered(r)) for r in reasons))
-            lines = [f"{_numbers(r, common)}: {_named(by_reason[r])}"
+            differ = _differing([_numbered(r) for r in reasons])
+            lines = [f"{_numbers(r, differ)}: {_named(by_reason[r])}"
                      for r in sorted(reasons, key=lambda r: (-len(by_reason[r]), r))]
+            said = _shared(reasons)
         if shape.startswith(DROPS_HELD):  # a line per request and leader, naming the request
             lines.extend(_held_for(state, tps, now))
         else:
@@ -108,7 +110,7 @@ def attention(state: State, rejected_at: dict | None = None, only: str | None = 
         if retries:  # steps the cluster refused: planned again after a backoff
             lines.append(f"planned again {_when(min(retries), now)}")
         out.append(_entry(
-            "waiting", "warning", f"{_n(len(tps), 'partition')} waiting: {shape if len(reasons) > 1 else reasons[0]}",
+            "waiting", "warning", f"{_n(len(tps), 'partition')} waiting: {said}",
             lines, count=len(tps), partitions=tps, reason=shape if len(reasons) > 1 else reasons[0],
             retry_at=_iso(min(retries)) if retries else None,
         ))
@@ -284,10 +286,32 @@ def _numbered(reason: str) -> list[str]:
     return [" ".join(words[max(i - 1, 0):i + 1]) for i, w in enumerate(words) if _NUMBER.fullmatch(w)]
 
 
-def _numbers(reason: str, common: set = frozenset()) -> str:
+def _differing(numbered: list[list[str]]) -> set[int] | None:
+    """The places (``_numbered``) where reasons of one shape do not all have the same number: a shape has
+    its numbers in the same places, whatever they are. None (every place) where none differs there (a
+    number ``_numbered`` does not see, "[1, 2]", tells them apart): the lines say what they said before."""
+    if len({len(n) for n in numbered}) > 1:
+        return None
+    return {i for i in range(len(numbered[0])) if len({n[i] for n in numbered}) > 1} or None
+
+
+def _numbers(reason: str, differ: set[int] | None = None) -> str:
     """What tells a reason from others of its shape: its numbers with the word before each ("broker 3"),
-    but those ``common`` to all of them (a hold's bound, say)."""
-    return ", ".join(x for x in _numbered(reason) if x not in common)
+    only those in the places where the reasons differ (``differ``; None: all); the others are in the
+    title (``_shared``)."""
+    return ", ".join(x for i, x in enumerate(_numbered(reason)) if differ is None or i in differ)
+
+
+def _shared(reasons: list[str]) -> str:
+    """The shape of ``reasons`` (``_by_shape``) with each number all of them have in that place written
+    out: "attempt 2 failed", not "attempt N failed", when every one says 2 (their lines leave it out)."""
+    found = [_NUMBER.findall(r) for r in reasons]
+    places = iter(range(len(found[0])))
+
+    def one(m):
+        i = next(places)
+        return found[0][i] if len({f[i] for f in found}) == 1 else "N"
+    return _NUMBER.sub(one, reasons[0])
 
 
 def _held_for(state: State, tps, now: float | None = None) -> list[str]:
