@@ -173,6 +173,8 @@ def test_limits_explain_says_what_a_limit_bounds_by_any_of_its_names(capsys):
     assert out.startswith("num.concurrent.partition.movements.per.broker sets 3 limits at once: "
                           "max_incoming_moves_per_broker, max_outgoing_moves_per_broker, max_new_replicas_per_broker.\n")
     assert "\nmax_new_replicas_per_broker (new), default 2; " in out
+    assert main(["limits", "--explain", "H"]) == 0  # its symbol, as --list shows it
+    assert capsys.readouterr().out.startswith("max_drop_hold_seconds (H), default 300; from 0; ")
     assert main(["limits", "--explain", "max_moves"]) == 2
     assert "unknown limit 'max_moves' (kreassign limits --list names them all)" in capsys.readouterr().err
 

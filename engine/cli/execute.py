@@ -39,7 +39,7 @@ def add_parser(sub) -> None:
                         "each partition's last bump is timed by the engine: the replicas a leader's partitions "
                         "replace leave together, in one alter (Kafka completes it: it takes no P or L), once no new replica of the "
                         "request copies from that leader: one stall for them where incremental gives one per "
-                        "partition; the old replicas are kept until then, at most max_drop_hold_seconds, 300 s). Each bump holds the acks=all writes "
+                        "partition; the old replicas are kept until then, at most max_drop_hold_seconds: 300 s by default). Each bump holds the acks=all writes "
                         "of the partitions its leader leads up about a second (docs/engine.md)")
     p.add_argument("--allow-below-min-insync", action="store_true",
                    help="accept targets with fewer replicas than the topic's min.insync.replicas "

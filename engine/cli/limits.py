@@ -108,7 +108,7 @@ def _span(s) -> str:
 def explain(name: str) -> int:
     import textwrap
 
-    found = settings_named(name)
+    found = settings_named(name) or [s for s in SETTINGS if s.symbol == name.strip()]  # ("P", as --list shows it)
     if not found:
         raise CliError(f"unknown limit '{name}' ({_closest([name])}kreassign limits --list names them all)")
     if len(found) > 1:
