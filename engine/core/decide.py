@@ -290,7 +290,10 @@ def _releasable(s: State, now: float | None = None) -> list:
 
 def timers_pending(s: State) -> bool:
     """Whether a later tick may decide something with no new observation: a retry or an election
-    check is scheduled. (Otherwise ``decide`` of a tick is a function of the state alone.)"""
+    check is scheduled. (Otherwise ``decide`` of a tick is a function of the state alone, but for
+    the bound on ``grouped`` holds, ``max_drop_hold_seconds``: not counted here, since held partitions
+    are waiting and the shell ticks at every full look while any is, so a group goes within a poll
+    interval of its bound, and starts at the tick after, from a look.)"""
     return bool(
         s.elections or not s.throttle_failed.is_empty()
         or any(f.retry for f in s.steps.values())
