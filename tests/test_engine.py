@@ -360,7 +360,10 @@ def test_thousands_of_bad_commands_and_corrupt_messages_change_nothing(broker, t
     for key in ("requests", "partitions", "limits", "throttle_rate", "paused", "throttles"):
         assert after[key] == before[key], key
     kinds = {type(e).__name__ for e in tail.payloads()}
-    assert kinds <= {"CommandRejected", "BrokersObserved", "TopicObserved", "PartitionObserved"}, kinds
+    # a flood of submits naming unknown topics makes the engine look them up; on a loaded machine its request
+    # budget may pace those looks, and says so (LooksPaced, with the budget as its reason): nothing else
+    assert kinds <= {"CommandRejected", "BrokersObserved", "TopicObserved", "PartitionObserved", "LooksPaced"}, kinds
+    assert all(e.reason is None or "budget" in e.reason for e in tail.payloads(ev.LooksPaced))
     tail.close()
 
 
