@@ -1648,7 +1648,8 @@ def over_caps(s: State, f, tp: TopicPartition | None = None) -> str | None:
     complete there (a kept replica fell out of the ISR) is given up as well, and counts when it starts."""
     if tp is not None and at_alter(f.step.nr, f.weight) and weight(s, tp, f.step):
         return (f"step {f.number} had not started, and Kafka would no longer complete it at its alter (the latest "
-                f"look shows a replica it keeps out of the ISR): it is planned again, to count in the limits")
+                f"look shows a replica it keeps out of the ISR, or a leader it keeps that is not its first "
+                f"replica): it is planned again, to count in the limits")
     key = SchedulingKey(f.moves_leader, f.source, tuple(sorted(f.step.nr)), f.weight)
     others = s.in_flight.charge(f.step.nr, f.source, f.moves_leader, -1, f.weight)
     why = refusal(others, s.limits, key, creations(s))
