@@ -53,7 +53,7 @@ import yaml
 
 from engine.core import events as ev
 from engine.core.commands import PartitionTarget
-from engine.core.step import STEP_MODES
+from engine.core.step import DEFAULT_STEP_MODE, STEP_MODES
 from engine.kafka.embedded import EmbeddedBroker, free_port
 from engine.kafka.topics import Topics, create
 from engine.log.eventlog import Publisher
@@ -440,7 +440,7 @@ def main() -> None:
     parser.add_argument("--profile", default="kafka", choices=("kafka", "embedded"))
     parser.add_argument("--engine-root", default=None)
     parser.add_argument("--request-budget", type=float, default=None)
-    parser.add_argument("--steps", default="incremental", choices=STEP_MODES, help="the request's step mode")
+    parser.add_argument("--steps", default=DEFAULT_STEP_MODE, choices=STEP_MODES, help="the request's step mode")
     parser.add_argument("--engine-args", nargs=argparse.REMAINDER, default=[])
     args = parser.parse_args()
     {"move": run, "log": log_cluster, "inprocess": inprocess, "logdirs": logdirs}[args.what](args)

@@ -47,9 +47,11 @@ one.
    election, no epoch bump when it completes); a final step drops the
    replaced replicas (Kafka completes it at once, one bump). The engine holds
    that final step until no new replica of the request copies from the
-   partition's leader, so a leader's drops go together (one alter, as far as
-   the limits P and L let them) and producers to it feel one stall for them
-   instead of one per partition (``engine.core.decide``, ``drops_wait``).
+   partition's leader, or at most ``max_drop_hold_seconds``, so a leader's
+   drops go together (one alter: Kafka completes each at it, so they take no
+   P or L, ``engine.core.scheduler.at_alter``) and producers to it feel one
+   stall for them instead of one per partition (``engine.core.decide``,
+   ``drops_wait``).
 9. A partition that cannot make progress now is ``Waiting`` with the reason:
    partition offline, target brokers offline, or a replica the step must keep
    is offline (Kafka completes a step only when all of TR is in the ISR).
