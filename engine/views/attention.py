@@ -320,9 +320,12 @@ def _held_for(state: State, tps, now: float | None = None) -> list[str]:
     they go at the latest (``max_drop_hold_seconds`` after the first of them was held)."""
     out = []
     hold = state.limits.max_drop_hold_seconds
+    live = state.live_brokers()
     for rid, leader in sorted({state.drop_group[tp] for tp in tps if tp in state.drop_group},
                               key=lambda k: (k[0], -1 if k[1] is None else k[1])):
-        running = [tp for tp, f in state.steps.items() if f.request_id == rid and f.source == leader and f.step.nr]
+        # the copies that hold them, as ``decide.copies_out`` counts them: into live brokers only
+        running = [tp for tp, f in state.steps.items() if f.request_id == rid and f.source == leader and f.step.nr
+                   and (live is None or set(f.step.nr) <= live)]
         lanes = state.ready.sources.get(leader) or {}
         queued = sum(len(chain) for name, chain in lanes.items() if name[0] == rid)
         copies = [f"{_named(running)} in flight"] if running else []
